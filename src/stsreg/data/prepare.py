@@ -1,0 +1,181 @@
+"""The ``prepare`` stage: raw files -> validated, normalised parquet tables, rejects and data metrics.
+
+    stsreg prepare            # reads data/raw, writes data/prepared, data/rejected, metrics/data.json
+
+Outputs (schemas in :mod:`stsreg.data.schemas`):
+- ``data/prepared/sts.parquet``  all STS rows (dataset, subset, split, sentence1, sentence2, score, ...)
+- ``data/prepared/nli.parquet``  all NLI rows (source, split, premise, hypothesis, label 0/1/2, ...)
+- ``data/prepared/nli_train.parquet``  the NLI rows that feed training (``prepare.nli_train``)
+- ``data/prepared/leakage.parquet``  every evaluation test pair seen in a training table, and any
+  training row removed for leakage (``prepare.leakage.remove_from_training``)
+- ``data/rejected/<dataset>.parquet``  rejected rows with file, line, reason and raw text
+- ``metrics/data.json``  per-dataset counts (per split, rejected, duplicates, unscored) and leakage
+
+Nothing is dropped silently: every row read is either kept, rejected (with a reason, counted), skipped
+by design (unscored STS15/16 pairs, counted) or removed for leakage (listed, counted).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from stsreg.config import Params
+from stsreg.data import leakage
+from stsreg.data.catalogue import SCORE_RANGE, Part, all_nli_entries, nli_parts, sts_parts
+from stsreg.data.schemas import NLI_LABELS, nli_schema, sts_schema, validate
+
+log = logging.getLogger(__name__)
+
+STS_COLUMNS = ["dataset", "subset", "split", "sentence1", "sentence2", "score", "file", "line"]
+NLI_COLUMNS = ["source", "split", "premise", "hypothesis", "label", "file", "line"]
+REJECT_COLUMNS = ["dataset", "split", "file", "line", "reason", "raw"]
+
+
+class PrepareError(RuntimeError):
+    """Raised when a dataset rejects more rows than ``prepare.max_rejected_fraction`` allows."""
+
+
+def _frame(part: Part, rows: list[dict]) -> pd.DataFrame:
+    if part.kind == "sts":
+        cols, texts, name_col, value_col = STS_COLUMNS, ("sentence1", "sentence2"), "dataset", "score"
+    else:
+        cols, texts, name_col, value_col = NLI_COLUMNS, ("premise", "hypothesis"), "source", "label"
+    df = pd.DataFrame(rows, columns=[c for c in cols if c not in (name_col, "split")])
+    df.insert(0, name_col, part.dataset)
+    df.insert(1, "split", part.split)
+    for col in texts:
+        df[col] = df[col].astype(str).str.strip()
+    df["line"] = df["line"].astype(int)
+    df[value_col] = df[value_col].astype(str)
+    return df[cols].reset_index(drop=True)
+
+
+def load_part(part: Part, raw_root: Path, duplicate_pairs: str) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Read and validate one (dataset, split). Returns (kept rows, rejected rows, counts)."""
+    parsed = part.read(raw_root)
+    df = _frame(part, parsed.rows)
+    if part.kind == "sts":
+        raw_value = df["score"]
+        df["score"] = pd.to_numeric(df["score"].str.strip(), errors="coerce").astype(float)
+        schema = sts_schema(*SCORE_RANGE[part.dataset])
+        text = ("sentence1", "sentence2")
+    else:
+        df["label"] = df["label"].str.strip().str.lower()
+        raw_value = df["label"]
+        schema = nli_schema()
+        text = ("premise", "hypothesis")
+    reasons, duplicate = validate(df, schema, raw_score=raw_value if part.kind == "sts" else None)
+    if duplicate_pairs == "reject":
+        reasons = reasons.where(~(duplicate & (reasons == "")), "duplicate pair within split (first occurrence kept)")
+    elif duplicate_pairs != "flag":
+        raise ValueError(f"prepare.duplicate_pairs must be 'flag' or 'reject', got {duplicate_pairs!r}")
+    bad = reasons != ""
+    content_rejects = pd.DataFrame({
+        "file": df.loc[bad, "file"], "line": df.loc[bad, "line"], "reason": reasons[bad],
+        "raw": df.loc[bad, text[0]] + "\t" + df.loc[bad, text[1]] + "\t" + raw_value[bad].astype(str),
+    })
+    rejects = pd.concat([pd.DataFrame(parsed.rejects, columns=["file", "line", "reason", "raw"]), content_rejects],
+                        ignore_index=True)
+    rejects.insert(0, "dataset", part.dataset)
+    rejects.insert(1, "split", part.split)
+    kept = df[~bad].reset_index(drop=True)
+    if part.kind == "nli":
+        kept["label"] = kept["label"].map(NLI_LABELS).astype("int8")
+    counts = {"read": len(df) + len(parsed.rejects), "kept": len(kept), "rejected": len(rejects),
+              "duplicate_pairs": int((duplicate & ~bad).sum()), "unscored_skipped": parsed.skipped}
+    return kept, rejects[REJECT_COLUMNS], counts
+
+
+def _select_nli_train(nli: pd.DataFrame, entries: tuple[str, ...], known: list[str]) -> pd.DataFrame:
+    unknown = [e for e in entries if e not in known]
+    if unknown:
+        raise ValueError(f"prepare.nli_train names unknown NLI entries {unknown}; known: {known}")
+    key = nli["source"] + "/" + nli["split"]
+    return nli[key.isin(entries)].reset_index(drop=True)
+
+
+def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path: Path, params: Params) -> dict:
+    """Run the whole stage; returns the metrics dict it also writes. Raises :class:`PrepareError` last."""
+    p = params.prepare
+    parts = sts_parts() + nli_parts(params.fetch.extra_nli)
+    kept: dict[str, list[pd.DataFrame]] = {"sts": [], "nli": []}
+    rejects: dict[str, list[pd.DataFrame]] = defaultdict(list)
+    stats: dict[str, dict] = defaultdict(lambda: defaultdict(int))
+    for part in tqdm(parts, desc="prepare", unit="part", disable=None):
+        k, r, counts = load_part(part, raw_root, p.duplicate_pairs)
+        kept[part.kind].append(k)
+        rejects[part.dataset].append(r)
+        entry = stats[part.dataset]
+        entry[f"rows_{part.split}"] += counts["kept"]
+        for name, value in counts.items():
+            entry[name] += value
+
+    sts = pd.concat(kept["sts"], ignore_index=True)
+    nli = pd.concat(kept["nli"], ignore_index=True)
+    nli_train = _select_nli_train(nli, p.nli_train, all_nli_entries(params.fetch.extra_nli))
+
+    mode = p.leakage.match
+    leaks = leakage.find_leaks(sts, nli_train, mode)
+    sts["seen_in_train"] = leaks.any(axis=1)
+    leak_metrics = leakage.leakage_metrics(sts, nli_train, mode)
+    seen = sts[sts.seen_in_train].copy()
+    seen["seen_in"] = leaks[sts.seen_in_train].apply(lambda r: ",".join(r.index[r]), axis=1)
+    seen["removed_from_training"] = False
+    leak_rows = [seen.rename(columns={"dataset": "table"})]
+    removed_counts = {}
+    if p.leakage.remove_from_training:
+        eval_keys = leakage.eval_pair_keys(sts, mode)
+        is_train = sts.dataset.isin(["stsb", "sickr"]) & (sts.split == "train")
+        sts_kept, sts_removed = leakage.remove_from_training(sts[is_train], "sentence1", "sentence2", eval_keys, mode)
+        sts = pd.concat([sts[~is_train], sts_kept]).sort_index().reset_index(drop=True)
+        nli_train, nli_removed = leakage.remove_from_training(nli_train, "premise", "hypothesis", eval_keys, mode)
+        for name, frame in (("sts", sts_removed), ("nli_train", nli_removed)):
+            frame = frame.rename(columns={"dataset": "table", "source": "table", "premise": "sentence1", "hypothesis": "sentence2"})
+            leak_rows.append(frame.assign(removed_from_training=True))
+        removed_counts = {
+            "stsb_train": int((sts_removed.dataset == "stsb").sum()),
+            "sickr_train": int((sts_removed.dataset == "sickr").sum()),
+            "nli_train": len(nli_removed),
+        }
+    leak_table = pd.concat(leak_rows, ignore_index=True)[
+        ["table", "split", "sentence1", "sentence2", "file", "line", "seen_in", "removed_from_training"]]
+
+    prepared_dir.mkdir(parents=True, exist_ok=True)
+    rejected_dir.mkdir(parents=True, exist_ok=True)
+    sts.to_parquet(prepared_dir / "sts.parquet", index=False)
+    nli.to_parquet(prepared_dir / "nli.parquet", index=False)
+    nli_train.to_parquet(prepared_dir / "nli_train.parquet", index=False)
+    leak_table.astype({"seen_in": str}).to_parquet(prepared_dir / "leakage.parquet", index=False)
+    for name, frames in rejects.items():
+        pd.concat(frames, ignore_index=True).to_parquet(rejected_dir / f"{name}.parquet", index=False)
+
+    datasets = {}
+    for name, entry in stats.items():
+        entry = dict(entry)
+        entry["rejected_fraction"] = round(entry["rejected"] / entry["read"], 6) if entry["read"] else 0.0
+        datasets[name] = entry
+    metrics = {
+        "datasets": datasets,
+        "rejected_total": sum(d["rejected"] for d in datasets.values()),
+        "nli_train_rows": len(nli_train),
+        "leakage_match": mode,
+        "leakage": leak_metrics,
+        "leakage_removed": removed_counts,
+    }
+    metrics_path.parent.mkdir(parents=True, exist_ok=True)
+    metrics_path.write_text(json.dumps(metrics, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+
+    over = {n: d for n, d in datasets.items() if d["rejected_fraction"] > p.max_rejected_fraction}
+    if over:
+        lines = [f"{len(over)} dataset(s) rejected more than prepare.max_rejected_fraction={p.max_rejected_fraction}:"]
+        for name, d in over.items():
+            lines.append(f"  - {name}: {d['rejected']} of {d['read']} rows ({d['rejected_fraction']:.2%}); "
+                         f"see {rejected_dir / (name + '.parquet')} for file, line and reason of each")
+        raise PrepareError("\n".join(lines))
+    return metrics
