@@ -44,7 +44,9 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     except (PrepareError, ValueError) as exc:
         print(f"prepare failed: {exc}", file=sys.stderr)
         return 2
-    print(format_data_report(metrics))
+    kept = sum(d["kept"] for d in metrics["datasets"].values())
+    print(f"prepare: {kept} rows kept, {metrics['rejected_total']} rejected (see {args.rejected}), "
+          f"metrics in {args.metrics}; `stsreg report` prints the tables")
     return 0
 
 

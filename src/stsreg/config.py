@@ -123,7 +123,8 @@ def param_keys(cls: type = Params, prefix: str = "") -> set[str]:
 
 def resolve_mirror(params: FetchParams, cli_value: str | None = None, base: Path | None = None) -> Path:
     """Mirror folder: CLI flag, else env ``STSREG_DATA_MIRROR``, else ``fetch.mirror`` (relative to ``base``)."""
-    value = cli_value or os.environ.get(MIRROR_ENV) or params.mirror
+    configured = params.mirror  # read unconditionally: DVC tracks fetch.mirror for this stage
+    value = cli_value or os.environ.get(MIRROR_ENV) or configured
     path = Path(value).expanduser()
     if not path.is_absolute() and base is not None:
         path = base / path

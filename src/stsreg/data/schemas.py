@@ -86,6 +86,7 @@ def validate(df: pd.DataFrame, schema: pa.DataFrameSchema, raw_score: pd.Series 
                 duplicate.loc[idx] = True
                 continue
             value = df.at[idx, column] if column in df.columns else None
+            value = value.item() if hasattr(value, "item") else value  # numpy scalar -> plain repr
             if column == "score" and raw_score is not None and check == "not_nullable":
                 msg = f"score is not a number: {raw_score.loc[idx]!r}"
             elif check == "not_nullable":

