@@ -1,0 +1,169 @@
+"""Losses, one small class each. ``forward`` takes predictions and labels, returns a scalar (batch mean).
+
+Regression losses act on the head's scalar output ``pred`` of shape ``(batch,)`` against ``labels`` of
+shape ``(batch,)`` on the *label scale of the data*: NLI contradiction/neutral/entailment = 0/1/2 (gap d=1),
+STS-B 0-5, SICK-R 1-5. The buffer ``x0`` must satisfy ``x0 <= d/2`` for the paper's argument to hold.
+
+Options from the authors' code, off by default: ``zero_negative`` (predictions below 0 give no loss and no
+gradient) and, in the data pipeline, rounding STS labels to integers.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _buffer(pred: torch.Tensor, labels: torch.Tensor, x0: float, zero_negative: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """x = |pred - label| and the mask of elements that contribute (outside the buffer)."""
+    x = (pred - labels.to(pred.dtype)).abs()
+    active = x >= x0
+    if zero_negative:
+        active = active & (pred >= 0)
+    return x, active
+
+
+class TranslatedReLU(nn.Module):
+    """``L = k * max(0, |pred - label| - x0)``; gradient 0 inside the buffer, ±k outside.
+
+    pred, labels: (batch,) on the data's label scale (NLI 0/1/2; STS-B 0-5; SICK-R 1-5).
+    """
+
+    def __init__(self, x0: float = 0.25, k: float = 2.0, zero_negative: bool = False):
+        super().__init__()
+        self.x0, self.k, self.zero_negative = x0, k, zero_negative
+
+    def forward(self, pred: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        x, active = _buffer(pred, labels, self.x0, self.zero_negative)
+        return (self.k * (x - self.x0) * active).mean()
+
+    def get_config_dict(self) -> dict:
+        return {"x0": self.x0, "k": self.k, "zero_negative": self.zero_negative}
+
+
+class SmoothK2(nn.Module):
+    """``L = k * (|pred - label| - x0)^2`` outside the buffer, 0 inside; gradient ``2k(x - x0)``, continuous at x0.
+
+    pred, labels: (batch,) on the data's label scale (NLI 0/1/2; STS-B 0-5; SICK-R 1-5).
+    """
+
+    def __init__(self, x0: float = 0.25, k: float = 2.0, zero_negative: bool = False):
+        super().__init__()
+        self.x0, self.k, self.zero_negative = x0, k, zero_negative
+
+    def forward(self, pred: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        x, active = _buffer(pred, labels, self.x0, self.zero_negative)
+        return (self.k * (x - self.x0).pow(2) * active).mean()
+
+    def get_config_dict(self) -> dict:
+        return {"x0": self.x0, "k": self.k, "zero_negative": self.zero_negative}
+
+
+class MSE(nn.Module):
+    """Mean squared error on the head output. pred, labels: (batch,), any label scale."""
+
+    def forward(self, pred: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(pred, labels.to(pred.dtype))
+
+    def get_config_dict(self) -> dict:
+        return {}
+
+
+class L1(nn.Module):
+    """Mean absolute error on the head output. pred, labels: (batch,), any label scale."""
+
+    def forward(self, pred: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return F.l1_loss(pred, labels.to(pred.dtype))
+
+    def get_config_dict(self) -> dict:
+        return {}
+
+
+class SoftmaxCE(nn.Module):
+    """SBERT's classifier objective (the paper's CE row): ``Linear(3d, n_classes)`` on ``[u, v, |u-v|]``.
+
+    Takes ``features`` (batch, 3d) and integer ``labels`` (batch,) in {0, 1, 2} (NLI). Owns its classifier,
+    which is trained with the encoder and discarded at evaluation (cosine is used).
+    """
+
+    def __init__(self, dim: int, n_classes: int = 3):
+        super().__init__()
+        self.classifier = nn.Linear(3 * dim, n_classes)
+
+    def forward(self, features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.classifier(features), labels.long())
+
+    def get_config_dict(self) -> dict:
+        return {"n_classes": self.classifier.out_features}
+
+
+class CosineMSE(nn.Module):
+    """SBERT's regression objective: MSE between ``cos(u, v)`` and the label mapped to [0, 1].
+
+    u, v: (batch, d); labels: (batch,) on [lo, hi] (STS-B 0-5, SICK-R 1-5), scaled by ``(y - lo) / (hi - lo)``.
+    """
+
+    def __init__(self, lo: float = 0.0, hi: float = 5.0):
+        super().__init__()
+        self.lo, self.hi = lo, hi
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        target = (labels.to(u.dtype) - self.lo) / (self.hi - self.lo)
+        return F.mse_loss(F.cosine_similarity(u, v), target)
+
+    def get_config_dict(self) -> dict:
+        return {"lo": self.lo, "hi": self.hi}
+
+
+class CoSENT(nn.Module):
+    """CoSENT: ``log(1 + sum_{s_i > s_j} exp(scale * (cos_j - cos_i)))``; only the label *order* matters.
+
+    u, v: (batch, d); labels: (batch,) any scale (higher = more similar).
+    """
+
+    def __init__(self, scale: float = 20.0):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        cos = F.cosine_similarity(u, v) * self.scale
+        diff = cos[None, :] - cos[:, None]                    # diff[i, j] = cos_j - cos_i
+        mask = labels[:, None] > labels[None, :]              # pairs with label_i > label_j
+        diff = diff - (~mask).to(diff.dtype) * 1e12           # exclude the others
+        return torch.logsumexp(torch.cat([torch.zeros(1, dtype=diff.dtype, device=diff.device), diff.flatten()]), dim=0)
+
+    def get_config_dict(self) -> dict:
+        return {"scale": self.scale}
+
+
+class InBatchContrastive(nn.Module):
+    """Supervised SimCSE / multiple-negatives ranking: anchor ``u_i`` must pick its positive ``v_i``
+    among all positives (and optional hard negatives ``h``) of the batch.
+
+    u, v: (batch, d) anchors and positives; h: optional (batch, d) hard negatives. No labels: build pairs
+    from data whose score is above a threshold (the "+Contrast" baseline). ``temperature`` 0.05 = scale 20.
+    """
+
+    def __init__(self, temperature: float = 0.05):
+        super().__init__()
+        self.temperature = temperature
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
+        candidates = v if h is None else torch.cat([v, h], dim=0)
+        sim = F.normalize(u, dim=-1) @ F.normalize(candidates, dim=-1).T / self.temperature  # (batch, batch[+batch])
+        return F.cross_entropy(sim, torch.arange(u.shape[0], device=u.device))
+
+    def get_config_dict(self) -> dict:
+        return {"temperature": self.temperature}
+
+
+HEAD_LOSSES = {"smooth_k2": SmoothK2, "translated_relu": TranslatedReLU, "mse": MSE, "l1": L1}
+
+
+def build_head_loss(name: str, x0: float, k: float, zero_negative: bool = False) -> nn.Module:
+    """A loss on the head output by name (``smooth_k2``, ``translated_relu``, ``mse``, ``l1``)."""
+    if name not in HEAD_LOSSES:
+        raise ValueError(f"unknown head loss {name!r}; choose from {sorted(HEAD_LOSSES)}")
+    cls = HEAD_LOSSES[name]
+    return cls(x0=x0, k=k, zero_negative=zero_negative) if cls in (SmoothK2, TranslatedReLU) else cls()

