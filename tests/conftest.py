@@ -39,3 +39,45 @@ def replace_params(params, **sections):
             nested[key] = dataclasses.replace(sub, **value) if isinstance(value, dict) and dataclasses.is_dataclass(sub) else value
         changes[name] = dataclasses.replace(current, **nested)
     return dataclasses.replace(params, **changes)
+
+
+TINY_WORDS = ("a man woman dog cat is are plays playing guitar music runs running eats food the on sofa sleeps "
+              "sleeping park in child ball red blue car drives fast slow happy sad").split()
+
+
+@pytest.fixture(scope="session")
+def tiny_backbone(tmp_path_factory) -> str:
+    """A tiny randomly initialised BERT (2 layers, d=32) with a word-level vocab, saved as a local path."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    path = tmp_path_factory.mktemp("tiny-bert")
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ","] + list(TINY_WORDS))}
+    tok = BertTokenizerFast(vocab=vocab, do_lower_case=True)  # transformers 5: pass vocab=, not vocab_file=
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.1,
+                     attention_probs_dropout_prob=0.1)
+    BertModel(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
+def tiny_sts(n: int, seed: int = 0):
+    """n synthetic STS pairs from the tiny vocab. The vocab is split into two topics; a pair scores 4-5 when
+    both sentences share a topic (no shared words needed) and 0-1 otherwise, so a random encoder starts near
+    0 Spearman and training has something to learn."""
+    import random
+
+    import pandas as pd
+
+    rng = random.Random(seed)
+    half = len(TINY_WORDS) // 2
+    topics = (TINY_WORDS[:half], TINY_WORDS[half:])
+    rows = []
+    for _ in range(n):
+        ta, tb = rng.randint(0, 1), rng.randint(0, 1)
+        a, b = rng.sample(topics[ta], 4), rng.sample(topics[tb], 4)
+        score = (4.0 if ta == tb else 0.0) + rng.choice([0.0, 0.5, 1.0])
+        rows.append({"sentence1": " ".join(a), "sentence2": " ".join(b), "score": score})
+    return pd.DataFrame(rows)

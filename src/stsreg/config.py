@@ -63,10 +63,57 @@ class PrepareParams:
 
 
 @dataclass(frozen=True)
+class ModelParams:
+    backbone: str = field(default="default", metadata={"help": "HF name or local path; `default` = packaged all-MiniLM-L6-v2"})
+    pooling: str = field(default="mean", metadata={"help": "mean | cls"})
+    max_length: int = field(default=128, metadata={"help": "max tokens per sentence (training and encoding)"})
+
+
+@dataclass(frozen=True)
+class Stage1Params:
+    """Head-only training on NLI with the encoder frozen (embeddings computed once and cached)."""
+
+    loss: str = field(default="smooth_k2", metadata={"help": "smooth_k2 | translated_relu | mse | l1"})
+    x0: float = 0.25
+    k: float = 2.0
+    zero_negative: bool = False
+    lr: float = 5e-5
+    batch_size: int = 16
+    epochs: int = 1
+    max_pairs: int = field(default=0, metadata={"help": "sample at most this many NLI pairs (0 = all)"})
+    encode_batch_size: int = 64
+
+
+@dataclass(frozen=True)
+class Stage2Params:
+    """Full fine-tuning on STS-B train + SICK-R train; best STS-B dev checkpoint kept."""
+
+    loss: str = field(default="smooth_k2", metadata={"help": "smooth_k2 | translated_relu | mse | l1"})
+    x0: float = 0.2
+    k: float = 3.0
+    zero_negative: bool = False
+    round_labels: bool = field(default=False, metadata={"help": "round STS labels to integers (authors' code)"})
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.2
+    layer_decay: float = field(default=0.95, metadata={"help": "layer-wise lr decay per layer below the top"})
+    max_grad_norm: float = 1.0
+    batch_size: int = field(default=16, metadata={"help": "global batch (split across DDP processes)"})
+    epochs: int = 1
+    max_train_pairs: int = field(default=0, metadata={"help": "sample at most this many training pairs (0 = all)"})
+    eval_every: int = field(default=200, metadata={"help": "STS-B dev Spearman every N optimizer steps (and each epoch end)"})
+    checkpoint_every: int = field(default=50, metadata={"help": "write a resumable checkpoint every N steps"})
+    eval_batch_size: int = 64
+
+
+@dataclass(frozen=True)
 class Params:
     seed: int = 42
     fetch: FetchParams = field(default_factory=FetchParams)
     prepare: PrepareParams = field(default_factory=PrepareParams)
+    model: ModelParams = field(default_factory=ModelParams)
+    stage1: Stage1Params = field(default_factory=Stage1Params)
+    stage2: Stage2Params = field(default_factory=Stage2Params)
 
 
 def _build(cls: type, raw: Any, where: str) -> Any:

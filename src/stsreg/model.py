@@ -15,6 +15,7 @@ config); the head is ``head.safetensors``; the resolved model config is ``stsreg
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
 import json
 import os
@@ -62,6 +63,16 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
 def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """(batch, d), (batch, d) -> (batch, 3d): the paper's ``[u, v, |u-v|]``."""
     return torch.cat([u, v, (u - v).abs()], dim=-1)
+
+
+def weights_fingerprint(module: nn.Module) -> str:
+    """sha256 over a module's state dict (names, shapes, bytes): identifies exact weights."""
+    h = hashlib.sha256()
+    for name, tensor in module.state_dict().items():
+        h.update(name.encode())
+        h.update(str(tuple(tensor.shape)).encode())
+        h.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 class SiameseRegressor(nn.Module):

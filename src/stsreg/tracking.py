@@ -1,0 +1,117 @@
+"""MLflow tracking: one run per flow run, created by the flow, its ``run_id`` passed explicitly.
+
+Everything goes through ``MlflowClient`` (no ambient active run: Prefect tasks may run in threads).
+Default store: ``sqlite:///mlflow/mlflow.db`` with artifacts under ``mlflow/artifacts``; ``MLFLOW_TRACKING_URI``
+points it at a server instead.
+
+The training loop never calls MLflow: it calls a :class:`MetricBuffer`, which sends metrics in batches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow/mlflow.db"
+DEFAULT_ARTIFACT_ROOT = "mlflow/artifacts"
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI", DEFAULT_TRACKING_URI)
+
+
+def client():
+    from mlflow.tracking import MlflowClient
+
+    uri = tracking_uri()
+    if uri.startswith("sqlite:///"):
+        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    return MlflowClient(tracking_uri=uri)
+
+
+def experiment_id(c, name: str) -> str:
+    exp = c.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    artifact_root = None
+    if tracking_uri().startswith("sqlite:///"):  # embedded store: artifacts under the project, not ./mlruns
+        artifact_root = Path(DEFAULT_ARTIFACT_ROOT).resolve().as_uri()
+    return c.create_experiment(name, artifact_location=artifact_root)
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def file_hash(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def environment_tags(device: str) -> dict[str, str]:
+    import torch
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
+            "cuda": str(torch.version.cuda), "device": device, "git_commit": git_commit(), "host_cpu": platform.processor() or platform.machine()}
+
+
+def flatten(d: dict, prefix: str = "") -> dict[str, str]:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = json.dumps(v) if isinstance(v, (list, tuple)) else str(v)
+    return out
+
+
+def start_run(experiment: str, run_name: str, params: dict, tags: dict[str, str]) -> str:
+    """Create a run with resolved params and tags; returns its id."""
+    from mlflow.entities import Param, RunTag
+
+    c = client()
+    run = c.create_run(experiment_id(c, experiment), run_name=run_name, tags=tags)
+    items = [Param(k, v[:6000]) for k, v in flatten(params).items()]
+    for i in range(0, len(items), 100):
+        c.log_batch(run.info.run_id, params=items[i:i + 100])
+    return run.info.run_id
+
+
+def end_run(run_id: str, status: str = "FINISHED") -> None:
+    client().set_terminated(run_id, status=status)
+
+
+class MetricBuffer:
+    """Collects (key, value, step) and sends them to MLflow in batches of ``flush_every``."""
+
+    def __init__(self, run_id: str | None, flush_every: int = 200):
+        self.run_id, self.flush_every, self.pending = run_id, flush_every, []
+
+    def __call__(self, key: str, value: float, step: int) -> None:
+        if self.run_id is None:
+            return
+        from mlflow.entities import Metric
+
+        self.pending.append(Metric(key, float(value), int(time.time() * 1000), int(step)))
+        if len(self.pending) >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.run_id and self.pending:
+            c = client()
+            for i in range(0, len(self.pending), 1000):
+                c.log_batch(self.run_id, metrics=self.pending[i:i + 1000])
+            self.pending = []

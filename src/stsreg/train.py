@@ -1,0 +1,210 @@
+"""Stage 2: unfreeze everything and fine-tune on STS pairs with a head loss (Smooth K2 by default).
+
+AdamW (no decay on bias/LayerNorm) with layer-wise lr decay, linear warm-up schedule, gradient clipping,
+STS-B dev Spearman every ``eval_every`` steps, the best checkpoint kept. A resumable checkpoint (weights,
+optimizer, scheduler, RNG states, data position) is written atomically every ``checkpoint_every`` steps;
+rerunning after a crash (even ``kill -9``) resumes and ends with the same weights as an uninterrupted run.
+
+Runs unchanged under ``torchrun --nproc_per_node=N`` (DDP; gloo on CPU, nccl on GPU): the global batch is
+``batch_size``, split evenly over processes by a ``DistributedSampler``; rank 0 evaluates, checkpoints, logs.
+
+    stsreg train --stage 2                          # models/stage1 -> models/stage2
+    torchrun --nproc_per_node=2 -m stsreg.cli train --stage 2
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data.distributed import DistributedSampler
+from tqdm.auto import tqdm
+
+from stsreg.config import Stage2Params
+from stsreg.evaluate import spearman_cosine
+from stsreg.losses import build_head_loss
+from stsreg.model import SiameseRegressor, weights_fingerprint
+from stsreg.optim import build_optimizer
+
+log = logging.getLogger(__name__)
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def world() -> tuple[int, int]:
+    """(world_size, rank) from torchrun's environment; (1, 0) when run plainly."""
+    return int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+
+
+def init_distributed(device: torch.device) -> None:
+    """Join the process group torchrun set up (nccl on CUDA, gloo on CPU); no-op for a single process."""
+    if world()[0] > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+
+
+def _barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        return torch.device("cpu")
+    return torch.device(name)
+
+
+def _fingerprint(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _rng_state() -> dict:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def _set_rng_state(s: dict) -> None:
+    random.setstate(s["python"])
+    np.random.set_state(s["numpy"])
+    torch.set_rng_state(s["torch"])
+    if s["cuda"]:
+        torch.cuda.set_rng_state_all(s["cuda"])
+
+
+def _atomic_save_model(model: SiameseRegressor, dest: Path) -> None:
+    tmp, old = dest.with_name(dest.name + ".tmp"), dest.with_name(dest.name + ".old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save(tmp)
+    if dest.exists():
+        dest.rename(old)
+    tmp.rename(dest)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p: Stage2Params, seed: int,
+              out_dir: Path, ckpt_dir: Path, device: torch.device | None = None,
+              log_metric=lambda key, value, step: None) -> dict:
+    """Fine-tune on ``train`` (sentence1, sentence2, score on the data's scale: STS-B 0-5, SICK-R 1-5).
+
+    Writes the best model (by STS-B dev Spearman of cosine) to ``out_dir``; returns a summary with the
+    dev curve. Resumes from ``ckpt_dir/last.pt`` when it belongs to the same configuration and data.
+    """
+    device = device or resolve_device()
+    world_size, rank = world()
+    if p.batch_size % world_size:
+        raise ValueError(f"stage2.batch_size={p.batch_size} must be divisible by the {world_size} processes")
+    per_rank = p.batch_size // world_size
+    set_seed(seed)
+
+    s1, s2 = train.sentence1.tolist(), train.sentence2.tolist()
+    y = torch.tensor(train.score.to_numpy(), dtype=torch.float32)
+    if p.round_labels:
+        y = y.round()
+    sampler = DistributedSampler(range(len(y)), num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+    steps_per_epoch = math.ceil(len(sampler) / per_rank)
+    total_steps = steps_per_epoch * p.epochs
+
+    model.to(device)
+    model.encoder.requires_grad_(True)
+    model.train()
+    runner = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) if world_size > 1 else model
+    opt, sched = build_optimizer(model, p.lr, p.weight_decay, p.layer_decay, total_steps, p.warmup_ratio)
+    loss_fn = build_head_loss(p.loss, p.x0, p.k, p.zero_negative)
+
+    # a checkpoint is resumed only by the same config, seed, process count, starting weights and data
+    fingerprint = _fingerprint(asdict(p), seed, world_size, weights_fingerprint(model),
+                               hashlib.sha256("\n".join(s1 + s2).encode()).hexdigest(), y.tolist(), len(dev))
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    last, best_dir = ckpt_dir / "last.pt", ckpt_dir / "best"
+    state = {"step": 0, "best": -math.inf, "best_step": -1, "curve": []}
+    if last.exists():
+        ckpt = torch.load(last, map_location="cpu", weights_only=False)
+        if ckpt["fingerprint"] == fingerprint:
+            model.load_state_dict(ckpt["model"])
+            opt.load_state_dict(ckpt["optimizer"])
+            sched.load_state_dict(ckpt["scheduler"])
+            _set_rng_state(ckpt["rng"][rank] if isinstance(ckpt["rng"], list) else ckpt["rng"])
+            state = ckpt["state"]
+            log.info("resuming stage 2 from step %d of %d (%s)", state["step"], total_steps, last)
+        else:
+            log.info("ignoring checkpoint %s: it belongs to another configuration or data", last)
+
+    def evaluate(step: int) -> float:
+        score = spearman_cosine(model, dev.sentence1, dev.sentence2, dev.score, p.eval_batch_size, show_progress=False)
+        state["curve"].append([step, score])
+        log_metric("dev_spearman", score, step)
+        if score > state["best"]:
+            state["best"], state["best_step"] = score, step
+            _atomic_save_model(model, best_dir)
+        return score
+
+    def checkpoint() -> None:
+        rngs = [None] * world_size
+        if world_size > 1:
+            dist.all_gather_object(rngs, _rng_state())
+        else:
+            rngs = [_rng_state()]
+        if rank == 0:
+            tmp = last.with_suffix(".tmp")
+            torch.save({"fingerprint": fingerprint, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                        "scheduler": sched.state_dict(), "rng": rngs, "state": state}, tmp)
+            os.replace(tmp, last)
+
+    if state["step"] == 0 and rank == 0:
+        evaluate(0)  # the starting point (stage 1 output), also the "before" figure
+    _barrier()
+    step = state["step"]
+    bar = tqdm(total=total_steps, initial=step, desc="stage2", unit="step", disable=None if rank == 0 else True)
+    for epoch in range(step // steps_per_epoch, p.epochs):
+        sampler.set_epoch(epoch)
+        order = list(sampler)
+        batches = [order[i:i + per_rank] for i in range(0, len(order), per_rank)]
+        for b in range(step - epoch * steps_per_epoch, len(batches)):
+            idx = batches[b]
+            fa = {k: v.to(device) for k, v in model.tokenize([s1[i] for i in idx]).items()}
+            fb = {k: v.to(device) for k, v in model.tokenize([s2[i] for i in idx]).items()}
+            loss = loss_fn(runner(fa, fb), y[idx].to(device))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), p.max_grad_norm)
+            opt.step()
+            sched.step()
+            step += 1
+            state["step"] = step
+            bar.update(1)
+            if rank == 0:
+                log_metric("train_loss", loss.item(), step)
+                log_metric("lr", sched.get_last_lr()[-1], step)
+            epoch_end = b == len(batches) - 1
+            if (step % p.eval_every == 0 or epoch_end) and rank == 0:
+                bar.set_postfix(dev=f"{evaluate(step):.2f}")
+            if step % p.checkpoint_every == 0 or epoch_end:
+                checkpoint()
+            _barrier()
+    bar.close()
+    summary = {"steps": step, "total_steps": total_steps, "best_dev_spearman": state["best"],
+               "best_step": state["best_step"], "dev_curve": state["curve"], "world_size": world_size}
+    if rank == 0:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        shutil.copytree(best_dir, out_dir)
+        (out_dir / "training_summary.json").write_text(json.dumps(summary, indent=2))
+    _barrier()
+    return summary

@@ -1,0 +1,97 @@
+"""Stage 2 on a tiny random BERT: learning happens, layer-wise lr groups, kill -9 + resume = uninterrupted."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from stsreg.config import Stage2Params
+from stsreg.model import SiameseRegressor
+from stsreg.optim import param_groups
+from stsreg.train import fine_tune
+from tests.conftest import REPO, tiny_sts
+
+
+def weights(folder: Path) -> dict:
+    out = load_file(str(folder / "model.safetensors"))
+    out.update({f"head.{k}": v for k, v in load_file(str(folder / "head.safetensors")).items()})
+    return out
+
+
+def test_param_groups_layer_decay_and_no_decay(tiny_backbone):
+    model = SiameseRegressor.from_pretrained(tiny_backbone)
+    groups = param_groups(model, lr=1.0, weight_decay=0.01, layer_decay=0.5)
+    by_depth = {(g["depth"], g["weight_decay"] > 0): g["lr"] for g in groups}
+    # 2 layers: embeddings depth 0 -> 0.5^3, layer 0 -> 0.5^2, layer 1 -> 0.5, head/pooler -> 1
+    assert by_depth[(0, True)] == 0.125 and by_depth[(1, True)] == 0.25 and by_depth[(2, True)] == 0.5
+    assert by_depth[(3, True)] == 1.0
+    head_bias = next(g for g in groups if any(p is model.head.bias for p in g["params"]))
+    assert head_bias["weight_decay"] == 0.0
+    n = sum(len(g["params"]) for g in groups)
+    assert n == len([p for p in model.parameters() if p.requires_grad])
+
+
+def test_fine_tune_improves_dev_and_keeps_best(tiny_backbone, tmp_path):
+    model = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16)
+    p = Stage2Params(batch_size=8, epochs=2, eval_every=10, checkpoint_every=10, lr=1e-3, warmup_ratio=0.1)
+    summary = fine_tune(model, tiny_sts(200), tiny_sts(60, seed=1), p, seed=3, out_dir=tmp_path / "out",
+                        ckpt_dir=tmp_path / "ckpt", device=torch.device("cpu"))
+    curve = dict((int(s), v) for s, v in summary["dev_curve"])
+    assert summary["steps"] == 50 and 0 in curve and 50 in curve
+    assert summary["best_dev_spearman"] == max(curve.values()) > curve[0]
+    assert json.loads((tmp_path / "out/training_summary.json").read_text())["best_step"] == summary["best_step"]
+    reloaded = SiameseRegressor.load(tmp_path / "out")
+    from stsreg.evaluate import spearman_cosine
+    dev = tiny_sts(60, seed=1)
+    assert spearman_cosine(reloaded, dev.sentence1, dev.sentence2, dev.score) == pytest.approx(summary["best_dev_spearman"], abs=1e-4)
+
+
+def _run(backbone, work, env):
+    return subprocess.Popen([sys.executable, "-m", "tests.helpers.run_stage2", backbone, str(work)], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def test_kill_9_then_resume_matches_uninterrupted(tiny_backbone, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    ref = _run(tiny_backbone, tmp_path / "ref", env)
+    _, err = ref.communicate(timeout=600)
+    assert ref.returncode == 0, err.decode()[-2000:]
+
+    work = tmp_path / "crash"
+    proc = _run(tiny_backbone, work, env)
+    ckpt = work / "ckpt/last.pt"
+    deadline = time.time() + 300
+    step = 0
+    while time.time() < deadline and proc.poll() is None:
+        if ckpt.exists():
+            try:
+                step = torch.load(ckpt, weights_only=False)["state"]["step"]
+            except Exception:  # being replaced right now; os.replace makes that brief
+                step = 0
+            if step >= 30:
+                break
+        time.sleep(0.02)
+    assert proc.poll() is None, "training finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert not (work / "out").exists()
+
+    resumed = _run(tiny_backbone, work, env)
+    _, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err.decode()[-2000:]
+    assert f"resuming stage 2 from step {step}" in err.decode()
+    a, b = weights(tmp_path / "ref/out"), weights(work / "out")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    sa = json.loads((tmp_path / "ref/summary.json").read_text())
+    sb = json.loads((work / "summary.json").read_text())
+    assert sa["dev_curve"] == sb["dev_curve"] and sa["best_step"] == sb["best_step"]
