@@ -70,12 +70,42 @@ def format_data_report(metrics: dict) -> str:
     return "\n".join(lines)
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from stsreg import stages
+
+    if int(__import__("os").environ.get("WORLD_SIZE", "1")) > 1:
+        # under torchrun: every process runs the same loop; no Prefect flow per process
+        params = load_params(args.params)
+        if args.stage == "1":
+            raise SystemExit("stage 1 trains 1,153 parameters on cached features: run it without torchrun")
+        summary = stages.run_stage2(params, Path(args.sts), Path(args.stage1_dir), Path(args.stage2_dir), Path(args.checkpoints))
+    else:
+        from pipelines.train_flow import stage1_flow, stage2_flow
+
+        if args.stage == "1":
+            summary = stage1_flow(params_path=args.params, nli_path=args.nli, out_dir=args.stage1_dir, cache_dir=args.cache)
+        else:
+            summary = stage2_flow(params_path=args.params, sts_path=args.sts, init_dir=args.stage1_dir,
+                                  out_dir=args.stage2_dir, ckpt_dir=args.checkpoints)
+    if stages.is_main_process():
+        shown = {k: v for k, v in summary.items() if not isinstance(v, (list, dict))}
+        print(f"stage {args.stage}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     metrics_path = Path(args.metrics)
     if not metrics_path.exists():
         print(f"no metrics at {metrics_path}; run `dvc repro` first", file=sys.stderr)
         return 2
     print(format_data_report(json.loads(metrics_path.read_text(encoding="utf-8"))))
+    summary_path = Path(args.models) / "stage2" / "training_summary.json"
+    if summary_path.exists():
+        s = json.loads(summary_path.read_text(encoding="utf-8"))
+        curve = s["dev_curve"]
+        print(f"\nStage 2: STS-B dev Spearman (cosine, x100) {curve[0][1]:.2f} before -> {s['best_dev_spearman']:.2f} "
+              f"best (step {s['best_step']} of {s['total_steps']}); curve: "
+              + ", ".join(f"{int(step)}:{v:.2f}" for step, v in curve))
     return 0
 
 
@@ -104,8 +134,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", default="metrics/data.json")
     p.set_defaults(func=_cmd_prepare)
 
+    t = sub.add_parser("train", help="run training stage 1 (head on NLI) or 2 (fine-tune on STS) as a Prefect flow",
+                       description="Stage 1: encoder frozen, head trained on cached NLI embeddings. Stage 2: everything "
+                                   "fine-tuned on STS-B + SICK-R train, best STS-B dev checkpoint kept, resumable. "
+                                   "Under torchrun (WORLD_SIZE>1) stage 2 runs as DDP without a Prefect flow.")
+    t.add_argument("--stage", choices=["1", "2"], required=True)
+    t.add_argument("--params", default="params.yaml")
+    t.add_argument("--nli", default="data/prepared/nli_train.parquet")
+    t.add_argument("--sts", default="data/prepared/sts.parquet")
+    t.add_argument("--stage1-dir", default="models/stage1")
+    t.add_argument("--stage2-dir", default="models/stage2")
+    t.add_argument("--cache", default="cache/embeddings", help="stage-1 embedding cache")
+    t.add_argument("--checkpoints", default="checkpoints/stage2", help="stage-2 resumable checkpoints")
+    t.set_defaults(func=_cmd_train)
+
     r = sub.add_parser("report", help="print the results tables from the metrics files")
     r.add_argument("--metrics", default="metrics/data.json")
+    r.add_argument("--models", default="models", help="folder with stage1/ and stage2/ outputs")
     r.set_defaults(func=_cmd_report)
     return parser
 
@@ -113,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # Prefect's client logs every HTTP request at INFO
     return args.func(args)
 
 

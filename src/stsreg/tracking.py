@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow/mlflow.db"
-DEFAULT_ARTIFACT_ROOT = "mlflow/artifacts"
 
 
 def tracking_uri() -> str:
@@ -39,8 +38,9 @@ def experiment_id(c, name: str) -> str:
     if exp is not None:
         return exp.experiment_id
     artifact_root = None
-    if tracking_uri().startswith("sqlite:///"):  # embedded store: artifacts under the project, not ./mlruns
-        artifact_root = Path(DEFAULT_ARTIFACT_ROOT).resolve().as_uri()
+    uri = tracking_uri()
+    if uri.startswith("sqlite:///"):  # embedded store: artifacts beside the database (mlflow/artifacts), not ./mlruns
+        artifact_root = (Path(uri.removeprefix("sqlite:///")).resolve().parent / "artifacts").as_uri()
     return c.create_experiment(name, artifact_location=artifact_root)
 
 

@@ -83,3 +83,38 @@ def test_dvc_yaml_stage_commands_are_cli_subcommands():
     commands = set(stsreg.cli.build_parser()._subparsers._group_actions[0].choices)
     for name, stage in spec.items():
         assert stage["cmd"].split()[0] == "stsreg" and stage["cmd"].split()[1] in commands, name
+
+
+class SectionRecorder:
+    """Records which top-level params (sections) the code reads; returns the real values."""
+
+    def __init__(self, obj, seen: set):
+        self._obj, self._seen = obj, seen
+
+    def __getattr__(self, name):
+        self._seen.add(name)
+        return getattr(self._obj, name)
+
+
+def test_training_stages_read_exactly_their_declared_sections(tiny_backbone, tmp_path):
+    import pandas as pd
+
+    from stsreg import stages
+    from tests.conftest import tiny_sts
+    from tests.unit.test_stage1 import tiny_nli
+
+    params = dataclasses.replace(
+        load_params(REPO / "params.yaml"),
+        model=dataclasses.replace(load_params(REPO / "params.yaml").model, backbone=tiny_backbone, max_length=16),
+    )
+    params = dataclasses.replace(params, stage2=dataclasses.replace(params.stage2, batch_size=8, eval_every=5))
+    tiny_nli(40).to_parquet(tmp_path / "nli.parquet")
+    sts = pd.concat([tiny_sts(24).assign(dataset="stsb", split="train"), tiny_sts(16, 1).assign(dataset="stsb", split="dev")])
+    sts.to_parquet(tmp_path / "sts.parquet")
+    top = lambda keys: {k.split(".")[0] for k in keys}  # noqa: E731
+    seen1, seen2 = set(), set()
+    stages.run_stage1(SectionRecorder(params, seen1), tmp_path / "nli.parquet", tmp_path / "s1", tmp_path / "cache")
+    assert seen1 == top(declared("stage1")) == {"seed", "model", "stage1"}
+    stages.run_stage2(SectionRecorder(params, seen2), tmp_path / "sts.parquet", tmp_path / "s1", tmp_path / "s2", tmp_path / "ck")
+    assert seen2 == top(declared("stage2")) == {"seed", "stage2"}
+    assert (tmp_path / "s2/head.safetensors").exists()
