@@ -24,40 +24,37 @@ def _buffer(pred: torch.Tensor, labels: torch.Tensor, x0: float, zero_negative: 
     return x, active
 
 
-class TranslatedReLU(nn.Module):
+class _BufferLoss(nn.Module):
+    """Shared knobs of the buffered losses: threshold ``x0``, slope ``k``, ``zero_negative`` option."""
+
+    def __init__(self, x0: float = 0.25, k: float = 2.0, zero_negative: bool = False):
+        super().__init__()
+        self.x0, self.k, self.zero_negative = x0, k, zero_negative
+
+    def get_config_dict(self) -> dict:
+        return {"x0": self.x0, "k": self.k, "zero_negative": self.zero_negative}
+
+
+class TranslatedReLU(_BufferLoss):
     """``L = k * max(0, |pred - label| - x0)``; gradient 0 inside the buffer, ±k outside.
 
     pred, labels: (batch,) on the data's label scale (NLI 0/1/2; STS-B 0-5; SICK-R 1-5).
     """
 
-    def __init__(self, x0: float = 0.25, k: float = 2.0, zero_negative: bool = False):
-        super().__init__()
-        self.x0, self.k, self.zero_negative = x0, k, zero_negative
-
     def forward(self, pred: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         x, active = _buffer(pred, labels, self.x0, self.zero_negative)
         return (self.k * (x - self.x0) * active).mean()
 
-    def get_config_dict(self) -> dict:
-        return {"x0": self.x0, "k": self.k, "zero_negative": self.zero_negative}
 
-
-class SmoothK2(nn.Module):
+class SmoothK2(_BufferLoss):
     """``L = k * (|pred - label| - x0)^2`` outside the buffer, 0 inside; gradient ``2k(x - x0)``, continuous at x0.
 
     pred, labels: (batch,) on the data's label scale (NLI 0/1/2; STS-B 0-5; SICK-R 1-5).
     """
 
-    def __init__(self, x0: float = 0.25, k: float = 2.0, zero_negative: bool = False):
-        super().__init__()
-        self.x0, self.k, self.zero_negative = x0, k, zero_negative
-
     def forward(self, pred: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         x, active = _buffer(pred, labels, self.x0, self.zero_negative)
         return (self.k * (x - self.x0).pow(2) * active).mean()
-
-    def get_config_dict(self) -> dict:
-        return {"x0": self.x0, "k": self.k, "zero_negative": self.zero_negative}
 
 
 class MSE(nn.Module):
@@ -166,4 +163,4 @@ def build_head_loss(name: str, x0: float, k: float, zero_negative: bool = False)
     if name not in HEAD_LOSSES:
         raise ValueError(f"unknown head loss {name!r}; choose from {sorted(HEAD_LOSSES)}")
     cls = HEAD_LOSSES[name]
-    return cls(x0=x0, k=k, zero_negative=zero_negative) if cls in (SmoothK2, TranslatedReLU) else cls()
+    return cls(x0=x0, k=k, zero_negative=zero_negative) if issubclass(cls, _BufferLoss) else cls()
