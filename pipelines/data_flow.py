@@ -15,18 +15,15 @@ from pathlib import Path
 
 from prefect import flow, task
 
-from stsreg.config import load_params, resolve_mirror
+from stsreg.config import load_params
 from stsreg.data.prepare import prepare
-from stsreg.data.sources import extra_sources, fetch_all, load_registry
+from stsreg.data.sources import fetch_stage
 
 
 @task(name="fetch", log_prints=True)
 def fetch_task(params_path: str, registry: str, raw_dir: str, mirror: str | None = None) -> str:
-    params = load_params(params_path)
-    root = resolve_mirror(params.fetch, mirror, base=Path(params_path).resolve().parent)
-    sources = load_registry(registry) + extra_sources(params.fetch.extra_nli)
-    summary = fetch_all(sources, root, Path(raw_dir), allow_download=params.fetch.allow_download)
-    print(f"fetched {summary['files']} files from {root}")
+    summary = fetch_stage(load_params(params_path), Path(params_path).resolve().parent, registry, Path(raw_dir), mirror)
+    print(f"fetched {summary['files']} files from {summary['mirror']}")
     return raw_dir
 
 

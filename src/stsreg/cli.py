@@ -15,23 +15,21 @@ import logging
 import sys
 from pathlib import Path
 
-from stsreg.config import load_params, resolve_mirror
+from stsreg.config import load_params
 
 log = logging.getLogger("stsreg")
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
-    from stsreg.data.sources import FetchError, extra_sources, fetch_all, load_registry
+    from stsreg.data.sources import FetchError, fetch_stage
 
-    params = load_params(args.params)
-    mirror = resolve_mirror(params.fetch, args.mirror, base=Path(args.params).resolve().parent)
-    sources = load_registry(args.registry) + extra_sources(params.fetch.extra_nli)
     try:
-        summary = fetch_all(sources, mirror, Path(args.out), allow_download=params.fetch.allow_download and not args.no_download)
+        summary = fetch_stage(load_params(args.params), Path(args.params).resolve().parent, args.registry,
+                              Path(args.out), args.mirror, args.no_download)
     except FetchError as exc:
         print(f"fetch failed: {exc}", file=sys.stderr)
         return 2
-    print(f"fetch: {summary['files']} files ({summary['bytes'] / 1e6:.1f} MB) verified in {args.out} (mirror {mirror})")
+    print(f"fetch: {summary['files']} files ({summary['bytes'] / 1e6:.1f} MB) verified in {args.out} (mirror {summary['mirror']})")
     return 0
 
 
@@ -73,7 +71,7 @@ def format_data_report(metrics: dict) -> str:
 def _cmd_train(args: argparse.Namespace) -> int:
     from stsreg import stages
 
-    if int(__import__("os").environ.get("WORLD_SIZE", "1")) > 1:
+    if stages.world()[0] > 1:
         # under torchrun: every process runs the same loop; no Prefect flow per process
         params = load_params(args.params)
         if args.stage == "1":

@@ -202,7 +202,7 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
     summary = {"steps": step, "total_steps": total_steps, "best_dev_spearman": state["best"],
                "best_step": state["best_step"], "dev_curve": state["curve"], "world_size": world_size}
     if rank == 0:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(out_dir, ignore_errors=True)
         shutil.copytree(best_dir, out_dir)
         (out_dir / "training_summary.json").write_text(json.dumps(summary, indent=2))

@@ -28,7 +28,7 @@ from typing import Iterable
 
 from tqdm.auto import tqdm
 
-from stsreg.config import MIRROR_ENV, ExtraNLISource
+from stsreg.config import MIRROR_ENV, ExtraNLISource, Params, resolve_mirror
 
 log = logging.getLogger(__name__)
 
@@ -150,3 +150,12 @@ def fetch_all(sources: list[Source], mirror: Path, out_dir: Path, allow_download
         )
         raise FetchError("\n".join(lines))
     return {"files": len(sources), "bytes": sum((out_dir / f).stat().st_size for f in registered)}
+
+
+def fetch_stage(params: Params, params_dir: Path, registry: str | os.PathLike, out_dir: Path,
+                mirror: str | None = None, no_download: bool = False) -> dict:
+    """The whole ``fetch`` stage as the CLI and the Prefect flow run it; adds ``mirror`` to the summary."""
+    root = resolve_mirror(params.fetch, mirror, base=params_dir)
+    sources = load_registry(registry) + extra_sources(params.fetch.extra_nli)
+    summary = fetch_all(sources, root, out_dir, allow_download=params.fetch.allow_download and not no_download)
+    return {**summary, "mirror": str(root)}
