@@ -18,7 +18,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 
 .DEFAULT_GOAL := help
-.PHONY: help install run repro report test test-slow lock clean
+.PHONY: help install run repro compare serve report test test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -34,12 +34,20 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 
 install: $(VENV)/.installed ## create .venv and install the pinned stack + stsreg
 
-run: install ## the main job: install, run the whole DVC pipeline on params.yaml, print the results
-	dvc repro
+run: install ## the main job: install, fetch -> prepare -> train -> evaluate -> register -> promote, print the results
+	dvc repro promote
 	stsreg report
 
-repro: install ## run `dvc repro` (only stale stages run)
-	dvc repro
+repro: install ## run `dvc repro promote` (only stale stages run)
+	dvc repro promote
+
+compare: install ## the method comparison (base, +Contrast, CoSENT, +Ours, TReLU, MSE); ~45 min per seed on 2 cores
+	dvc repro compare
+
+SERVE_PORT ?= 5001
+serve: install ## serve models:/sts-regression@champion on 127.0.0.1:$(SERVE_PORT) (POST /invocations)
+	MLFLOW_TRACKING_URI=$${MLFLOW_TRACKING_URI:-sqlite:///mlflow/mlflow.db} \
+	  mlflow models serve -m models:/sts-regression@champion --env-manager local --host 127.0.0.1 --port $(SERVE_PORT)
 
 report: install ## print the results tables from the metrics files
 	stsreg report
@@ -54,4 +62,4 @@ lock: $(VENV)/bin/python ## re-resolve requirements.lock from pyproject.toml
 	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --python-version 3.11 $(FIND_LINKS) -o requirements.lock
 
 clean: ## remove pipeline outputs (keeps .venv and the DVC cache)
-	rm -rf data/raw data/prepared data/rejected metrics
+	rm -rf data/raw data/prepared data/rejected metrics reports/eval reports/registry

@@ -81,3 +81,26 @@ def tiny_sts(n: int, seed: int = 0):
         score = (4.0 if ta == tb else 0.0) + rng.choice([0.0, 0.5, 1.0])
         rows.append({"sentence1": " ".join(a), "sentence2": " ".join(b), "score": score})
     return pd.DataFrame(rows)
+
+
+def tiny_eval_table(per_task: int = 60, seed: int = 0):
+    """An STS table shaped like data/prepared/sts.parquet with every evaluation task (7 test sets + STS-B dev),
+    two subsets per task, synthetic tiny-vocab pairs, and every third pair marked as seen in training."""
+    import pandas as pd
+
+    from stsreg.data.catalogue import EVAL_TASKS
+
+    parts = []
+    for i, (dataset, split) in enumerate([(t, "test") for t in EVAL_TASKS] + [("stsb", "dev")]):
+        d = tiny_sts(per_task, seed=seed + 100 * i)
+        d = d.assign(dataset=dataset, split=split, subset=["A" if j % 2 else "B" for j in range(per_task)],
+                     file=f"{dataset}/{split}.txt", line=range(1, per_task + 1), seen_in_train=[j % 3 == 0 for j in range(per_task)])
+        parts.append(d)
+    return pd.concat(parts, ignore_index=True)
+
+
+@pytest.fixture()
+def tiny_sts_parquet(tmp_path):
+    path = tmp_path / "sts.parquet"
+    tiny_eval_table().to_parquet(path)
+    return path

@@ -2,7 +2,12 @@
 
     stsreg fetch   [--params params.yaml] [--mirror DIR] [--no-download]
     stsreg prepare [--params params.yaml]
-    stsreg report  [--metrics metrics/data.json]
+    stsreg train   --stage 1|2
+    stsreg evaluate [--model models/stage2]
+    stsreg register
+    stsreg promote
+    stsreg compare
+    stsreg report
 
 Exit codes: 0 ok, 2 bad input (missing/corrupted raw files, too many rejected rows, bad params).
 """
@@ -91,6 +96,42 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from pipelines.release_flow import evaluate_flow
+    from stsreg.evaluate import format_table
+
+    metrics = evaluate_flow(params_path=args.params, model_dir=args.model, sts_path=args.sts, out_dir=args.out)
+    print(format_table(metrics))
+    return 0
+
+
+def _cmd_register(args: argparse.Namespace) -> int:
+    from pipelines.release_flow import register_flow
+
+    out = register_flow(params_path=args.params, model_dir=args.model, eval_dir=args.eval_dir, out_path=args.out)
+    print(f"registered {out['name']} version {out['version']} (alias challenger), avg7 {out['tags']['avg7_spearman']}")
+    return 0
+
+
+def _cmd_promote(args: argparse.Namespace) -> int:
+    from pipelines.release_flow import promote_flow
+
+    out = promote_flow(params_path=args.params, out_path=args.out)
+    print(f"promotion: {'PROMOTED' if out['promoted'] else 'kept champion'} — {out['reason']}")
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from pipelines.compare_flow import compare_flow
+
+    try:
+        compare_flow(params_path=args.params)
+    except ValueError as exc:
+        print(f"compare failed: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     metrics_path = Path(args.metrics)
     if not metrics_path.exists():
@@ -104,6 +145,17 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(f"\nStage 2: STS-B dev Spearman (cosine, x100) {curve[0][1]:.2f} before -> {s['best_dev_spearman']:.2f} "
               f"best (step {s['best_step']} of {s['total_steps']}); curve: "
               + ", ".join(f"{int(step)}:{v:.2f}" for step, v in curve))
+    eval_path = Path(args.eval_metrics)
+    if eval_path.exists():
+        from stsreg.evaluate import format_table
+
+        print("\nEvaluation of models/stage2 (SentEval 'all', Spearman x100 of cosine; unseen = test pairs in no "
+              "training table):\n")
+        print(format_table(json.loads(eval_path.read_text(encoding="utf-8"))))
+    promotion = Path(args.promotion)
+    if promotion.exists():
+        d = json.loads(promotion.read_text(encoding="utf-8"))
+        print(f"\nRegistry: sts-regression v{d['challenger']} {'promoted to champion' if d['promoted'] else 'not promoted'}: {d['reason']}")
     return 0
 
 
@@ -146,9 +198,43 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--checkpoints", default="checkpoints/stage2", help="stage-2 resumable checkpoints")
     t.set_defaults(func=_cmd_train)
 
+    e = sub.add_parser("evaluate", help="7-task STS evaluation with bootstrap intervals (Prefect flow, MLflow run)",
+                       description="SentEval 'all' protocol on STS12-16, STS-B test, SICK-R test (+ subsets, STS-B dev, "
+                                   "Pearson, head Spearman, unseen view), 95%% bootstrap intervals. Writes "
+                                   "reports/eval/{metrics.json,predictions.parquet,table.md}.")
+    e.add_argument("--params", default="params.yaml")
+    e.add_argument("--model", default="models/stage2", help="saved model folder, or a backbone name/path (untouched)")
+    e.add_argument("--sts", default="data/prepared/sts.parquet")
+    e.add_argument("--out", default="reports/eval")
+    e.set_defaults(func=_cmd_evaluate)
+
+    g = sub.add_parser("register", help="log the model as an MLflow pyfunc and register it as `challenger`",
+                       description="Log models/stage2 as a pyfunc (sentence1, sentence2 -> cosine, score) in the "
+                                   "evaluation's MLflow run; register a version of sts-regression, alias challenger.")
+    g.add_argument("--params", default="params.yaml")
+    g.add_argument("--model", default="models/stage2")
+    g.add_argument("--eval-dir", default="reports/eval")
+    g.add_argument("--out", default="reports/registry/challenger.json")
+    g.set_defaults(func=_cmd_register)
+
+    pr = sub.add_parser("promote", help="move alias `champion` to the challenger if it wins the gate",
+                        description="Promote when avg7 gains >= promote.margin and the paired bootstrap p < "
+                                    "promote.alpha; the first version is promoted. The decision is tagged on the version.")
+    pr.add_argument("--params", default="params.yaml")
+    pr.add_argument("--out", default="reports/registry/promotion.json")
+    pr.set_defaults(func=_cmd_promote)
+
+    cm = sub.add_parser("compare", help="base vs +Contrast vs CoSENT vs +Ours vs Translated ReLU vs MSE (resumable)",
+                        description="Train and evaluate every compare.methods x compare.seeds on the same data; write "
+                                    "reports/compare/{results.md,results.csv,paired.csv,avg7.png} and metrics/compare.json.")
+    cm.add_argument("--params", default="params.yaml")
+    cm.set_defaults(func=_cmd_compare)
+
     r = sub.add_parser("report", help="print the results tables from the metrics files")
     r.add_argument("--metrics", default="metrics/data.json")
     r.add_argument("--models", default="models", help="folder with stage1/ and stage2/ outputs")
+    r.add_argument("--eval-metrics", default="reports/eval/metrics.json")
+    r.add_argument("--promotion", default="reports/registry/promotion.json")
     r.set_defaults(func=_cmd_report)
     return parser
 

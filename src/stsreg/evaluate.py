@@ -1,29 +1,137 @@
-"""STS scoring: Spearman (x100) of cosine(u, v) against gold scores, via scipy.
+"""STS evaluation, SentEval "all" protocol: Spearman x100 of cosine(u, v) against gold, via scipy.
+
+Seven tasks (STS12-16, STS-B test, SICK-R test); for STS12-16 one Spearman over the concatenation of the
+year's subsets. Every pair is scored once (:func:`score_pairs`), and every metric derives from that table
+(:func:`task_metrics`), so bootstrap intervals and paired tests resample the very numbers reported.
 
     >>> spearman_cosine(model, s1, s2, gold)   # e.g. STS-B dev -> 86.72 for all-MiniLM-L6-v2
+    >>> scored = score_pairs(model, sts_table) # + columns cosine, head
+    >>> task_metrics(scored)["avg7_spearman"]  # 78.87 for all-MiniLM-L6-v2 at max length 256
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+import pandas as pd
 import torch
 import torch.nn.functional as F
-from scipy.stats import spearmanr
+from scipy.stats import pearsonr, spearmanr
+
+from stsreg.data.catalogue import EVAL_TASKS
 
 
 def cosine_scores(model, sentences1: list[str], sentences2: list[str], batch_size: int = 64,
                   show_progress: bool | None = None) -> np.ndarray:
     """(n,), (n,) sentences -> (n,) cosine similarities; each distinct sentence is encoded once."""
+    return _pair_scores(model, sentences1, sentences2, batch_size, show_progress)[0]
+
+
+def _pair_scores(model, sentences1, sentences2, batch_size: int, show_progress) -> tuple[np.ndarray, np.ndarray]:
+    """(n,), (n,) sentences -> ((n,) cosine, (n,) head score)."""
     unique = list(dict.fromkeys(list(sentences1) + list(sentences2)))
     pos = {s: i for i, s in enumerate(unique)}
-    emb = model.encode(unique, batch_size=batch_size, show_progress=show_progress)
-    u = emb[[pos[s] for s in sentences1]]
-    v = emb[[pos[s] for s in sentences2]]
-    return F.cosine_similarity(u, v).numpy()
+    with torch.no_grad():
+        emb = model.encode(unique, batch_size=batch_size, show_progress=show_progress)
+        u = emb[[pos[s] for s in sentences1]]
+        v = emb[[pos[s] for s in sentences2]]
+        head = model.score_embeddings(u.to(model.device), v.to(model.device)).float().cpu()
+    return F.cosine_similarity(u, v).numpy(), head.numpy()
+
+
+def spearman(gold, pred) -> float:
+    """Spearman x100 (scipy)."""
+    return float(spearmanr(np.asarray(pred, dtype=float), np.asarray(gold, dtype=float)).statistic * 100)
 
 
 def spearman_cosine(model, sentences1, sentences2, gold, batch_size: int = 64, show_progress: bool | None = None) -> float:
     """Spearman correlation x100 between cosine(u, v) and ``gold`` (any scale)."""
-    with torch.no_grad():
-        cos = cosine_scores(model, list(sentences1), list(sentences2), batch_size, show_progress)
-    return float(spearmanr(cos, np.asarray(gold, dtype=float)).statistic * 100)
+    return spearman(gold, cosine_scores(model, list(sentences1), list(sentences2), batch_size, show_progress))
+
+
+def eval_pairs(sts: pd.DataFrame) -> pd.DataFrame:
+    """The prepared STS table -> the pairs evaluation scores: the 7 test sets + STS-B dev, with a ``task`` column
+    (``sts12`` ... ``sickr``, ``stsb_dev``)."""
+    test = sts[sts.dataset.isin(EVAL_TASKS) & (sts.split == "test")].assign(task=lambda d: d.dataset)
+    dev = sts[(sts.dataset == "stsb") & (sts.split == "dev")].assign(task="stsb_dev")
+    return pd.concat([test, dev], ignore_index=True)
+
+
+def score_pairs(model, pairs: pd.DataFrame, batch_size: int = 64, show_progress: bool | None = None) -> pd.DataFrame:
+    """Add ``cosine`` (the evaluation score, -1..1) and ``head`` (the head's regression output) to ``pairs``.
+
+    ``pairs`` needs sentence1, sentence2; each distinct sentence is encoded once, in length-sorted batches.
+    """
+    cos, head = _pair_scores(model, pairs.sentence1.tolist(), pairs.sentence2.tolist(), batch_size, show_progress)
+    return pairs.assign(cosine=cos, head=head)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+
+
+def task_metrics(scored: pd.DataFrame) -> dict[str, float]:
+    """Scored pairs (:func:`score_pairs` over :func:`eval_pairs`) -> flat metrics, x100.
+
+    Names: ``<task>_spearman`` (cosine, the headline), ``<task>_pearson``, ``<task>_head_spearman``,
+    ``<task>_unseen_spearman`` and ``<task>_unseen_pairs`` (pairs that no training table contains),
+    ``<task>_<subset>_spearman`` per subset, ``avg7_*`` plain means over the 7 tasks, ``stsb_dev_spearman``.
+    """
+    out: dict[str, float] = {}
+    for task in EVAL_TASKS:
+        t = scored[scored.task == task]
+        if t.empty:
+            raise ValueError(f"no test pairs for {task}")
+        out[f"{task}_spearman"] = spearman(t.score, t.cosine)
+        out[f"{task}_pearson"] = float(pearsonr(t.cosine, t.score).statistic * 100)
+        out[f"{task}_head_spearman"] = spearman(t.score, t["head"])
+        unseen = t[~t.seen_in_train]
+        out[f"{task}_unseen_spearman"] = spearman(unseen.score, unseen.cosine)
+        out[f"{task}_unseen_pairs"] = float(len(unseen))
+        out[f"{task}_pairs"] = float(len(t))
+        if task != "sickr" and t.subset.nunique() > 1:
+            for subset, s in t.groupby("subset", sort=True):
+                out[f"{task}_{_slug(subset)}_spearman"] = spearman(s.score, s.cosine)
+    for kind in ("spearman", "pearson", "head_spearman", "unseen_spearman"):
+        out[f"avg7_{kind}"] = float(np.mean([out[f"{t}_{kind}"] for t in EVAL_TASKS]))
+    dev = scored[scored.task == "stsb_dev"]
+    if not dev.empty:
+        out["stsb_dev_spearman"] = spearman(dev.score, dev.cosine)
+    return out
+
+
+def intervals(scored: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict[str, float]:
+    """Bootstrap intervals (resampling pairs) of every task's cosine Spearman and of avg7, both views.
+
+    Names: ``<task>_spearman_low`` / ``_high``, ``<task>_unseen_spearman_low`` / ``_high``, ``avg7_...`` likewise.
+    """
+    from stsreg.bootstrap import spearman_ci
+
+    out: dict[str, float] = {}
+    for view, rows in (("spearman", scored), ("unseen_spearman", scored[~scored.seen_in_train])):
+        tasks = {t: (g.score.to_numpy(), g.cosine.to_numpy()) for t, g in rows.groupby("task") if t in EVAL_TASKS}
+        for task, arrays in list(tasks.items()) + [("avg7", None)]:
+            data = list(tasks.values()) if arrays is None else [arrays]
+            out[f"{task}_{view}_low"], out[f"{task}_{view}_high"] = spearman_ci(data, n_resamples, seed, confidence)
+    return out
+
+
+def format_table(metrics: dict[str, float]) -> str:
+    """Markdown: the 7 tasks + avg7 in both views with intervals, Pearson and the head's own Spearman."""
+    names = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
+             "stsb": "STS-B", "sickr": "SICK-R", "avg7": "avg7"}
+
+    def ci(key: str) -> str:
+        return f" [{metrics[key + '_low']:.2f}, {metrics[key + '_high']:.2f}]" if key + "_low" in metrics else ""
+
+    lines = ["| task | Spearman (95% CI) | unseen Spearman (95% CI) | unseen pairs | Pearson | head Spearman |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for task, label in names.items():
+        pairs = f"{metrics[task + '_unseen_pairs']:.0f}/{metrics[task + '_pairs']:.0f}" if task != "avg7" else ""
+        lines.append(f"| {label} | {metrics[task + '_spearman']:.2f}{ci(task + '_spearman')} | "
+                     f"{metrics[task + '_unseen_spearman']:.2f}{ci(task + '_unseen_spearman')} | {pairs} | "
+                     f"{metrics[task + '_pearson']:.2f} | {metrics[task + '_head_spearman']:.2f} |")
+    if "stsb_dev_spearman" in metrics:
+        lines += ["", f"STS-B dev Spearman (model selection): {metrics['stsb_dev_spearman']:.2f}"]
+    return "\n".join(lines)

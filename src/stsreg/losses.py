@@ -164,3 +164,38 @@ def build_head_loss(name: str, x0: float, k: float, zero_negative: bool = False)
         raise ValueError(f"unknown head loss {name!r}; choose from {sorted(HEAD_LOSSES)}")
     cls = HEAD_LOSSES[name]
     return cls(x0=x0, k=k, zero_negative=zero_negative) if issubclass(cls, _BufferLoss) else cls()
+
+
+PAIR_LOSSES = {"cosent": CoSENT, "cosine_mse": CosineMSE}
+STAGE2_LOSSES = (*HEAD_LOSSES, *PAIR_LOSSES, "contrastive")
+
+
+class Objective(nn.Module):
+    """What stage 2 minimises, from the model's ``(u, v, score)`` and the labels. ``kind`` says what it reads:
+
+    - ``head``: a head loss on ``score`` (batch,) vs labels on the data's scale (the paper's method);
+    - ``pair``: CoSENT / CosineMSE on ``cos(u, v)`` (labels 0-5); the head is unused and frozen;
+    - ``contrastive``: in-batch contrastive on ``(u, v)`` of positive pairs only (the "+Contrast" baseline);
+      :attr:`min_label` says which training pairs count as positives.
+    """
+
+    def __init__(self, name: str, x0: float = 0.2, k: float = 3.0, zero_negative: bool = False,
+                 temperature: float = 0.05, min_label: float = 4.0):
+        super().__init__()
+        if name not in STAGE2_LOSSES:
+            raise ValueError(f"unknown stage-2 loss {name!r}; choose from {sorted(STAGE2_LOSSES)}")
+        self.name, self.min_label = name, min_label
+        if name in HEAD_LOSSES:
+            self.kind, self.loss = "head", build_head_loss(name, x0, k, zero_negative)
+        elif name in PAIR_LOSSES:
+            self.kind, self.loss = "pair", PAIR_LOSSES[name]()
+        else:
+            self.kind, self.loss = "contrastive", InBatchContrastive(temperature)
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor, score: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        if self.kind == "head":
+            return self.loss(score, labels)
+        if self.kind == "pair":
+            return self.loss(u, v, labels)
+        return self.loss(u, v)
+

@@ -138,8 +138,10 @@ class SiameseRegressor(nn.Module):
         """(batch, d), (batch, d) -> (batch,) head scores."""
         return self.head(pair_features(u, v)).squeeze(-1)
 
-    def forward(self, features_a: dict, features_b: dict) -> torch.Tensor:
-        return self.score_embeddings(self.embed(features_a), self.embed(features_b))
+    def forward(self, features_a: dict, features_b: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Two tokenized batches -> ``(u, v, score)``: (batch, d), (batch, d), (batch,) head scores."""
+        u, v = self.embed(features_a), self.embed(features_b)
+        return u, v, self.score_embeddings(u, v)
 
     @property
     def device(self) -> torch.device:

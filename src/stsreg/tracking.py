@@ -115,3 +115,14 @@ class MetricBuffer:
             for i in range(0, len(self.pending), 1000):
                 c.log_batch(self.run_id, metrics=self.pending[i:i + 1000])
             self.pending = []
+
+
+def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0) -> None:
+    """Log a flat dict of metrics in batches (one timestamp, one step)."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    items = [Metric(k, float(v), now, step) for k, v in sorted(metrics.items())]
+    c = client()
+    for i in range(0, len(items), 500):
+        c.log_batch(run_id, metrics=items[i:i + 500])

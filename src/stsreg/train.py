@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from stsreg.config import Stage2Params
 from stsreg.evaluate import spearman_cosine
-from stsreg.losses import build_head_loss
+from stsreg.losses import Objective
 from stsreg.model import SiameseRegressor, weights_fingerprint
 from stsreg.optim import build_optimizer
 
@@ -112,6 +112,9 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
         raise ValueError(f"stage2.batch_size={p.batch_size} must be divisible by the {world_size} processes")
     per_rank = p.batch_size // world_size
     set_seed(seed)
+    objective = Objective(p.loss, p.x0, p.k, p.zero_negative, p.temperature, p.contrastive_min_label)
+    if objective.kind == "contrastive":  # positives only; the rest of the batch serves as negatives
+        train = train[train.score >= objective.min_label].reset_index(drop=True)
 
     s1, s2 = train.sentence1.tolist(), train.sentence2.tolist()
     y = torch.tensor(train.score.to_numpy(), dtype=torch.float32)
@@ -123,10 +126,13 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
 
     model.to(device)
     model.encoder.requires_grad_(True)
+    for name, param in model.encoder.named_parameters():
+        if name.startswith("pooler."):  # BERT-style pooler: unused by mean/CLS-hidden pooling; DDP wants no idle params
+            param.requires_grad_(False)
+    model.head.requires_grad_(objective.kind == "head")  # unused by cosine objectives (and DDP wants no idle params)
     model.train()
     runner = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) if world_size > 1 else model
     opt, sched = build_optimizer(model, p.lr, p.weight_decay, p.layer_decay, total_steps, p.warmup_ratio)
-    loss_fn = build_head_loss(p.loss, p.x0, p.k, p.zero_negative)
 
     # a checkpoint is resumed only by the same config, seed, process count, starting weights and data
     fingerprint = _fingerprint(asdict(p), seed, world_size, weights_fingerprint(model),
@@ -180,7 +186,7 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
             idx = batches[b]
             fa = {k: v.to(device) for k, v in model.tokenize([s1[i] for i in idx]).items()}
             fb = {k: v.to(device) for k, v in model.tokenize([s2[i] for i in idx]).items()}
-            loss = loss_fn(runner(fa, fb), y[idx].to(device))
+            loss = objective(*runner(fa, fb), y[idx].to(device))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), p.max_grad_norm)

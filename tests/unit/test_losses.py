@@ -97,3 +97,20 @@ def test_softmax_ce_shapes_and_value():
     torch.nn.init.zeros_(ce.classifier.weight)
     torch.nn.init.zeros_(ce.classifier.bias)
     assert ce(torch.zeros(4, 6), torch.tensor([0, 1, 2, 1])).item() == pytest.approx(math.log(3))
+
+
+def test_stage2_objective_reads_what_its_kind_needs():
+    from stsreg.losses import Objective
+
+    torch.manual_seed(0)
+    u, v = torch.randn(4, 8), torch.randn(4, 8)
+    score, labels = torch.tensor([0.0, 1.0, 4.0, 5.0]), torch.tensor([0.1, 1.5, 4.0, 2.0])
+    head = Objective("smooth_k2", x0=0.2, k=3.0)
+    assert head.kind == "head" and head(u, v, score, labels) == pytest.approx(SmoothK2(0.2, 3.0)(score, labels).item())
+    pair = Objective("cosent")
+    assert pair.kind == "pair" and pair(u, v, score, labels) == pytest.approx(CoSENT()(u, v, labels).item())
+    con = Objective("contrastive", temperature=0.1, min_label=4.0)
+    assert con.kind == "contrastive" and con.min_label == 4.0
+    assert con(u, v, score, labels) == pytest.approx(InBatchContrastive(0.1)(u, v).item())
+    with pytest.raises(ValueError, match="unknown stage-2 loss"):
+        Objective("hinge")

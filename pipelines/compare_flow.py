@@ -1,0 +1,108 @@
+"""Comparison flow: every method of :mod:`stsreg.compare` x every seed, then the results table, paired tests and plot.
+
+One MLflow run per (method, seed) (tags ``method``, ``seed``; the 7-task metrics, the dev curve, predictions)
+and one ``compare`` run with the table, the tests and the plot. Finished (method, seed) runs are skipped on a
+rerun while their settings and data are unchanged, so an interrupted comparison resumes.
+
+    stsreg compare                      # or: dvc repro compare / make compare
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+from prefect import flow, task
+
+from stsreg import compare, stages, tracking
+from stsreg.config import load_params
+
+EXPERIMENT = "stsreg-compare"
+
+
+@task(name="compare-run", task_run_name="{method}-{seed}")
+def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_path: str, runs_dir: str) -> dict:
+    params = dataclasses.replace(load_params(params_path), seed=seed)
+    work = Path(runs_dir) / f"{method}-{seed}"
+    fingerprint = compare.run_fingerprint(params, method, seed, tracking.file_hash(sts_path), tracking.file_hash(nli_path))
+    if compare.is_done(work, fingerprint):
+        return json.loads((work / "metrics.json").read_text())
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    logged = {"method": method, "seed": seed, "spec": compare.METHODS[method], "stage2": dataclasses.asdict(params.stage2),
+              "evaluate": dataclasses.asdict(params.evaluate)}
+    tags = {**tracking.environment_tags(stages.device_name()), "method": method, "seed": str(seed), "fingerprint": fingerprint}
+    run_id = tracking.start_run(EXPERIMENT, f"{method}-{seed}", logged, tags)
+    buffer = tracking.MetricBuffer(run_id)
+    try:
+        model_dir = compare.train_method(params, method, seed, Path(sts_path), Path(nli_path), work, buffer)
+        buffer.flush()
+        metrics = stages.run_evaluate(params, model_dir, Path(sts_path), work)
+        tracking.log_metrics(run_id, metrics)
+        for name in ("table.md", "predictions.parquet"):
+            tracking.client().log_artifact(run_id, str(work / name), artifact_path="eval")
+    except BaseException:
+        buffer.flush()
+        tracking.end_run(run_id, "FAILED")
+        raise
+    tracking.end_run(run_id)
+    shutil.rmtree(work / "model", ignore_errors=True)  # weights are not kept: predictions + metrics are
+    (work / "run.json").write_text(json.dumps({"fingerprint": fingerprint, "mlflow_run_id": run_id}))
+    return metrics
+
+
+@task(name="compare-report")
+def compare_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: str) -> dict:
+    params = load_params(params_path)
+    c = params.compare
+    runs = compare.collect(Path(runs_dir), c.methods, c.seeds)
+    table = compare.results_table(runs)
+    tests = compare.paired_tests(Path(runs_dir), c.methods, c.seeds, params.evaluate.n_resamples, params.seed) \
+        if compare.REFERENCE in c.methods else None
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    runs.to_csv(out / "runs.csv", index=False)
+    table.to_csv(out / "results.csv", index=False)
+    md = compare.format_results(table, tests if tests is not None else runs.iloc[:0], c.seeds)
+    (out / "results.md").write_text(md + "\n")
+    if tests is not None:
+        tests.to_csv(out / "paired.csv", index=False)
+    # long format for `dvc plots`: one row per (method, view)
+    long = [{"method": r.method, "view": v, "spearman": r[f"{v}_mean"]} for _, r in table.iterrows() for v in ("avg7", "avg7_unseen")]
+    import pandas as pd
+
+    pd.DataFrame(long).to_csv(out / "plot.csv", index=False)
+    compare.plot(table, out / "avg7.png")
+    summary = {f"{r.method}_{col}": float(r[f"{col}_mean"]) for _, r in table.iterrows() for col in ("avg7", "avg7_unseen")}
+    Path(metrics_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(metrics_path).write_text(json.dumps(summary, indent=2))
+    run_id = tracking.start_run(EXPERIMENT, "compare", {"compare": dataclasses.asdict(c), "stage2": dataclasses.asdict(params.stage2)},
+                                tracking.environment_tags(stages.device_name()))
+    tracking.log_metrics(run_id, summary)
+    for name in ("results.md", "results.csv", "runs.csv", "paired.csv", "avg7.png"):
+        if (out / name).exists():
+            tracking.client().log_artifact(run_id, str(out / name), artifact_path="compare")
+    tracking.end_run(run_id)
+    print(md)
+    return summary
+
+
+@flow(name="stsreg-compare")
+def compare_flow(params_path: str = "params.yaml", sts_path: str = "data/prepared/sts.parquet",
+                 nli_path: str = "data/prepared/nli_train.parquet", runs_dir: str = "reports/compare/runs",
+                 out_dir: str = "reports/compare", metrics_path: str = "metrics/compare.json") -> dict:
+    c = load_params(params_path).compare
+    compare.check_methods(c.methods)
+    for seed in c.seeds:
+        for method in c.methods:
+            compare_run(params_path, method, int(seed), sts_path, nli_path, runs_dir)
+    return compare_report(params_path, runs_dir, out_dir, metrics_path)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="Run the method comparison as a Prefect flow.")
+    ap.add_argument("--params", default="params.yaml")
+    print(compare_flow(params_path=ap.parse_args().params))

@@ -1,0 +1,102 @@
+"""Release flows: evaluate the trained model, register it as ``challenger``, gate its promotion to ``champion``.
+
+- ``stsreg-evaluate``: 7-task evaluation with bootstrap intervals, one MLflow run ("evaluate") with every
+  metric, the table and the per-pair predictions; its run id goes to ``<out_dir>/mlflow_run.json``.
+- ``stsreg-register``: logs the model as a pyfunc *in that evaluation run* (so a registry version links to
+  its metrics and predictions), registers a version of ``sts-regression``, alias ``challenger``, with tags.
+- ``stsreg-promote``: the gate of :func:`stsreg.registry.promote`; the decision goes to a JSON file too.
+
+    python -m pipelines.release_flow evaluate|register|promote
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+from prefect import flow, task
+
+from stsreg import registry, stages, tracking
+from stsreg.config import load_params
+
+EXPERIMENT = "stsreg"
+
+
+@task(name="evaluate")
+def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str, run_name: str = "evaluate",
+                  extra_tags: dict | None = None) -> dict:
+    params = load_params(params_path)
+    tags = tracking.environment_tags(stages.device_name())
+    tags.update({"data_sha256.sts.parquet": tracking.file_hash(sts_path), "model_dir": model_dir, **(extra_tags or {})})
+    run_id = tracking.start_run(EXPERIMENT, run_name, {"evaluate": dataclasses.asdict(params.evaluate), "seed": params.seed}, tags)
+    try:
+        metrics = stages.run_evaluate(params, Path(model_dir), Path(sts_path), Path(out_dir))
+        tracking.log_metrics(run_id, metrics)
+        c = tracking.client()
+        for name in ("table.md", "metrics.json", "predictions.parquet"):
+            c.log_artifact(run_id, str(Path(out_dir) / name), artifact_path="eval")
+    except BaseException:
+        tracking.end_run(run_id, "FAILED")
+        raise
+    tracking.end_run(run_id)
+    (Path(out_dir) / "mlflow_run.json").write_text(json.dumps({"run_id": run_id}))
+    return {"run_id": run_id, **metrics}
+
+
+@flow(name="stsreg-evaluate")
+def evaluate_flow(params_path: str = "params.yaml", model_dir: str = "models/stage2",
+                  sts_path: str = "data/prepared/sts.parquet", out_dir: str = "reports/eval") -> dict:
+    return evaluate_task(params_path, model_dir, sts_path, out_dir)
+
+
+def params_hash(params_path: str) -> str:
+    """sha256 of the resolved params (defaults filled in), so equal settings hash equal however written."""
+    resolved = dataclasses.asdict(load_params(params_path))
+    return hashlib.sha256(json.dumps(resolved, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@task(name="register")
+def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: list[str], out_path: str) -> dict:
+    run_id = json.loads((Path(eval_dir) / "mlflow_run.json").read_text())["run_id"]
+    metrics = json.loads((Path(eval_dir) / "metrics.json").read_text())
+    tags = {f"data_sha256.{Path(p).name}": tracking.file_hash(p) for p in data_paths}
+    tags.update({"params_hash": params_hash(params_path), "git_commit": tracking.git_commit(),
+                 "avg7_spearman": f"{metrics['avg7_spearman']:.2f}", "avg7_unseen_spearman": f"{metrics['avg7_unseen_spearman']:.2f}",
+                 "stsb_dev_spearman": f"{metrics.get('stsb_dev_spearman', float('nan')):.2f}"})
+    mv = registry.log_and_register(run_id, Path(model_dir), Path(eval_dir) / "predictions.parquet", tags)
+    out = {"name": mv.name, "version": int(mv.version), "run_id": run_id, "alias": "challenger", "tags": tags}
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_path).write_text(json.dumps(out, indent=2))
+    return out
+
+
+@flow(name="stsreg-register")
+def register_flow(params_path: str = "params.yaml", model_dir: str = "models/stage2", eval_dir: str = "reports/eval",
+                  data_paths: tuple[str, ...] = ("data/prepared/sts.parquet", "data/prepared/nli_train.parquet"),
+                  out_path: str = "reports/registry/challenger.json") -> dict:
+    return register_task(params_path, model_dir, eval_dir, list(data_paths), out_path)
+
+
+@task(name="promote")
+def promote_task(params_path: str, out_path: str) -> dict:
+    params = load_params(params_path)
+    decision = registry.promote(params.promote, params.evaluate.n_resamples, params.seed)
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_path).write_text(json.dumps(decision, indent=2))
+    return decision
+
+
+@flow(name="stsreg-promote")
+def promote_flow(params_path: str = "params.yaml", out_path: str = "reports/registry/promotion.json") -> dict:
+    return promote_task(params_path, out_path)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="Run a stsreg release flow.")
+    ap.add_argument("step", choices=["evaluate", "register", "promote"])
+    ap.add_argument("--params", default="params.yaml")
+    a = ap.parse_args()
+    print({"evaluate": evaluate_flow, "register": register_flow, "promote": promote_flow}[a.step](params_path=a.params))

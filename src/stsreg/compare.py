@@ -1,0 +1,185 @@
+"""The comparison experiment: does regression fine-tuning beat contrastive fine-tuning on this backbone?
+
+Every method trains on the same stage-2 data (STS-B train + SICK-R train) with the same optimizer, schedule,
+batch and epochs (``params.stage2``); only the objective and the starting point differ:
+
+==================  ===============================  ==============================================
+method              starts from                      stage-2 objective
+==================  ===============================  ==============================================
+base                the backbone, untouched          none
+contrast            the backbone                     in-batch contrastive on pairs >= min label
+cosent              the backbone                     CoSENT on cosine
+ours                stage 1 (head trained on NLI)    Smooth K2 on the head (the paper's method)
+translated_relu     stage 1                          Translated ReLU on the head
+mse                 stage 1                          MSE on the head
+==================  ===============================  ==============================================
+
+Each (method, seed) writes ``<runs>/<method>-<seed>/{metrics.json, predictions.parquet, run.json}`` and is
+skipped on a rerun when its ``run.json`` fingerprint (settings, seed, data) still matches: an interrupted
+comparison resumes where it stopped. The trained weights are not kept (only predictions and metrics).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from stsreg.bootstrap import paired_test
+from stsreg.config import Params
+from stsreg.data.catalogue import EVAL_TASKS
+
+log = logging.getLogger(__name__)
+
+METHODS: dict[str, dict | None] = {
+    "base": None,
+    "contrast": {"init": "backbone", "loss": "contrastive"},
+    "cosent": {"init": "backbone", "loss": "cosent"},
+    "ours": {"init": "stage1", "loss": "smooth_k2"},
+    "translated_relu": {"init": "stage1", "loss": "translated_relu"},
+    "mse": {"init": "stage1", "loss": "mse"},
+}
+REFERENCE = "ours"
+COLUMNS = [*EVAL_TASKS, "avg7", "avg7_unseen"]
+
+
+def check_methods(methods) -> None:
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise ValueError(f"compare.methods: unknown {unknown}; choose from {sorted(METHODS)}")
+
+
+def run_fingerprint(params: Params, method: str, seed: int, sts_sha: str, nli_sha: str) -> str:
+    parts = {"method": method, "spec": METHODS[method], "seed": seed, "model": dataclasses.asdict(params.model),
+             "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha}
+    if METHODS[method] is not None:
+        parts["stage2"] = dataclasses.asdict(params.stage2)
+        if METHODS[method]["init"] == "stage1":
+            parts.update(stage1=dataclasses.asdict(params.stage1), nli=nli_sha)
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def is_done(run_dir: Path, fingerprint: str) -> bool:
+    meta = run_dir / "run.json"
+    return meta.exists() and json.loads(meta.read_text()).get("fingerprint") == fingerprint
+
+
+def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_path: Path, work: Path, log_metric,
+                 cache_dir: Path = Path("cache/embeddings")) -> Path:
+    """Train ``method`` with ``seed``; returns the model folder to evaluate (the backbone itself for ``base``)."""
+    from stsreg.model import SiameseRegressor, resolve_backbone
+    from stsreg.stages import run_stage1, stage2_data
+    from stsreg.train import fine_tune, set_seed
+
+    spec = METHODS[method]
+    if spec is None:
+        return Path(resolve_backbone(params.model.backbone))
+    p = dataclasses.replace(params, seed=seed)
+    if spec["init"] == "stage1":
+        stage1_dir = work.parent / f"_stage1-{seed}"
+        if not (stage1_dir / "training_summary.json").exists():
+            run_stage1(p, nli_path, stage1_dir, cache_dir)
+        model = SiameseRegressor.load(stage1_dir)
+    else:
+        set_seed(seed)
+        m = params.model
+        model = SiameseRegressor.from_pretrained(m.backbone, pooling=m.pooling, max_length=m.max_length)
+    train, dev = stage2_data(sts_path)
+    s2 = dataclasses.replace(params.stage2, loss=spec["loss"])
+    fine_tune(model, train, dev, s2, seed, work / "model", work / "checkpoints", log_metric=log_metric)
+    shutil.rmtree(work / "checkpoints", ignore_errors=True)
+    return work / "model"
+
+
+def collect(runs_dir: Path, methods, seeds) -> pd.DataFrame:
+    """One row per (method, seed) with the metrics of ``<runs_dir>/<method>-<seed>/metrics.json``."""
+    rows = []
+    for method in methods:
+        for seed in seeds:
+            m = json.loads((runs_dir / f"{method}-{seed}" / "metrics.json").read_text())
+            rows.append({"method": method, "seed": seed, **m})
+    return pd.DataFrame(rows)
+
+
+def _score(metrics_row, col: str) -> float:
+    return metrics_row[f"{col}_spearman"] if col != "avg7_unseen" else metrics_row["avg7_unseen_spearman"]
+
+
+def results_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """(method) x (task mean, std, CI low/high averaged over seeds): the CSV behind the markdown table."""
+    out = []
+    for method, g in runs.groupby("method", sort=False):
+        row = {"method": method, "seeds": len(g)}
+        for col in COLUMNS:
+            key = "avg7_unseen_spearman" if col == "avg7_unseen" else f"{col}_spearman"
+            row[f"{col}_mean"] = g[key].mean()
+            row[f"{col}_std"] = g[key].std(ddof=1) if len(g) > 1 else 0.0
+            row[f"{col}_low"] = g[f"{key}_low"].mean()
+            row[f"{col}_high"] = g[f"{key}_high"].mean()
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def paired_tests(runs_dir: Path, methods, seeds, n_resamples: int, seed: int = 0) -> pd.DataFrame:
+    """+Ours vs every other method, per seed, on the same test pairs: avg7 and avg7-unseen differences."""
+    rows = []
+    for other in [m for m in methods if m != REFERENCE]:
+        for s in seeds:
+            a = pd.read_parquet(runs_dir / f"{REFERENCE}-{s}" / "predictions.parquet")
+            b = pd.read_parquet(runs_dir / f"{other}-{s}" / "predictions.parquet")
+            both = a.merge(b[["task", "file", "line", "cosine"]], on=["task", "file", "line"], suffixes=("", "_b"), validate="1:1")
+            both = both[both.task.isin(EVAL_TASKS)]
+            for view, rows_ in (("avg7", both), ("avg7_unseen", both[~both.seen_in_train])):
+                tasks = [(t.score.to_numpy(), t.cosine.to_numpy(), t.cosine_b.to_numpy()) for _, t in rows_.groupby("task")]
+                r = paired_test(tasks, n_resamples, seed)
+                rows.append({"reference": REFERENCE, "other": other, "seed": s, "view": view, **r.as_dict()})
+    return pd.DataFrame(rows)
+
+
+def format_results(table: pd.DataFrame, tests: pd.DataFrame, seeds) -> str:
+    """Markdown: mean ± std (and mean 95% CI) per task and avg7, then the paired tests."""
+    head = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg7", "avg7 unseen"]
+    lines = [f"Spearman x100 of cosine, mean ± std over {len(seeds)} seed(s) {list(seeds)}; avg7 95% CI = pair bootstrap, "
+             "bounds averaged over seeds.", "",
+             "| method | " + " | ".join(head) + " | avg7 95% CI |", "|---|" + "---:|" * (len(head) + 1)]
+    for _, r in table.iterrows():
+        cells = [f"{r[c + '_mean']:.2f} ± {r[c + '_std']:.2f}" if r["seeds"] > 1 else f"{r[c + '_mean']:.2f}" for c in COLUMNS]
+        lines.append(f"| {r['method']} | " + " | ".join(cells) + f" | [{r['avg7_low']:.2f}, {r['avg7_high']:.2f}] |")
+    if not tests.empty:
+        lines += ["", f"Paired bootstrap, {REFERENCE} minus each method on the same pairs (one-sided p that {REFERENCE} "
+                      "is better; per seed):", "",
+                  "| other | view | diff (mean over seeds) | 95% CI (per seed) | p (per seed) |", "|---|---|---:|---|---|"]
+        for (other, view), g in tests.groupby(["other", "view"], sort=False):
+            cis = ", ".join(f"[{lo:+.2f}, {hi:+.2f}]" for lo, hi in zip(g.low, g.high))
+            lines.append(f"| {other} | {view} | {g['diff'].mean():+.2f} | {cis} | {', '.join(f'{p:.3f}' for p in g.p_value)} |")
+    return "\n".join(lines)
+
+
+def plot(table: pd.DataFrame, path: Path) -> None:
+    """Grouped bars: avg7 and avg7-unseen per method with the mean 95% CI as error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = np.arange(len(table))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for i, (col, label) in enumerate((("avg7", "avg7"), ("avg7_unseen", "avg7 unseen"))):
+        mean = table[f"{col}_mean"].to_numpy()
+        err = np.vstack([mean - table[f"{col}_low"].to_numpy(), table[f"{col}_high"].to_numpy() - mean])
+        ax.bar(x + (i - 0.5) * 0.38, mean, 0.38, yerr=err, capsize=3, label=label)
+    ax.set_xticks(x, table.method)
+    lo = float(np.nanmin(table[["avg7_low", "avg7_unseen_low"]].to_numpy()))
+    ax.set_ylim(max(0.0, lo - 3), None)
+    ax.set_ylabel("Spearman x100 (cosine)")
+    ax.set_title("STS 7-task average by fine-tuning method (95% pair-bootstrap CI)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

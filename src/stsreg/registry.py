@@ -1,0 +1,124 @@
+"""MLflow model registry: log a trained model as a pyfunc, register it as ``challenger``, gate its promotion.
+
+Registered model ``sts-regression``; aliases ``challenger`` (the newest registered version) and ``champion``
+(the served one). A version carries tags: data hashes, params hash, avg7, git commit, and after the gate
+``promotion.decision`` / ``promotion.reason``. Its run holds ``eval/predictions.parquet`` (every test pair's
+cosine), which the gate needs to test the challenger against the champion on the same pairs.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from stsreg import tracking
+from stsreg.bootstrap import paired_test
+from stsreg.config import PromoteParams
+from stsreg.data.catalogue import EVAL_TASKS
+
+log = logging.getLogger(__name__)
+
+MODEL_NAME = "sts-regression"
+PREDICTIONS = "eval/predictions.parquet"
+PAIR_KEY = ["task", "file", "line"]
+
+
+def _requirements() -> list[str]:
+    """Pins of the serving stack. torch without its local ``+cpu`` tag (pip resolves it; CUDA builds also fit)."""
+    from importlib.metadata import version
+
+    return [f"{p}=={version(p).split('+')[0]}" for p in
+            ("torch", "transformers", "tokenizers", "safetensors", "pandas", "numpy", "scipy", "mlflow", "tqdm")]
+
+
+def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict[str, str], name: str = MODEL_NAME):
+    """Log ``model_dir`` as a pyfunc in run ``run_id`` with ``predictions``; register a version, alias ``challenger``.
+
+    Returns the :class:`mlflow.entities.model_registry.ModelVersion`.
+    """
+    import mlflow
+
+    import stsreg
+    from stsreg.serving import EXAMPLE, SIGNATURE, SentencePairModel
+
+    mlflow.set_tracking_uri(tracking.tracking_uri())
+    c = tracking.client()
+    with mlflow.start_run(run_id=run_id):
+        info = mlflow.pyfunc.log_model(name="model", python_model=SentencePairModel(), artifacts={"model": str(model_dir)},
+                                       signature=SIGNATURE, pip_requirements=_requirements(), input_example=EXAMPLE,
+                                       code_paths=[str(Path(stsreg.__file__).parent)])
+    c.log_artifact(run_id, str(predictions), artifact_path=Path(PREDICTIONS).parent.as_posix())
+    try:
+        c.create_registered_model(name, description="Siamese STS model: cosine of embeddings + regression head score")
+    except Exception:  # already exists
+        pass
+    mv = c.create_model_version(name, source=info.model_uri, run_id=run_id, tags=tags)
+    c.set_registered_model_alias(name, "challenger", mv.version)
+    log.info("registered %s version %s as challenger", name, mv.version)
+    return mv
+
+
+def _version(c, name: str, alias: str):
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return c.get_model_version_by_alias(name, alias)
+    except MlflowException:
+        return None
+
+
+def _predictions(c, mv) -> pd.DataFrame:
+    with tempfile.TemporaryDirectory() as tmp:
+        return pd.read_parquet(c.download_artifacts(mv.run_id, PREDICTIONS, tmp))
+
+
+def compare_versions(challenger: pd.DataFrame, champion: pd.DataFrame, gate: PromoteParams, n_resamples: int = 1000,
+                     seed: int = 0) -> dict:
+    """Paired bootstrap of avg7 (cosine Spearman) of two prediction tables over the same test pairs."""
+    on = challenger.merge(champion[PAIR_KEY + ["cosine"]], on=PAIR_KEY, suffixes=("", "_champion"), validate="1:1")
+    on = on[on.task.isin(EVAL_TASKS)]
+    if gate.unseen_only:
+        on = on[~on.seen_in_train]
+    tasks = [(t.score.to_numpy(), t.cosine.to_numpy(), t.cosine_champion.to_numpy()) for _, t in on.groupby("task")]
+    if len(tasks) != len(EVAL_TASKS):
+        raise ValueError(f"the two versions share pairs of only {len(tasks)} of the {len(EVAL_TASKS)} tasks")
+    return paired_test(tasks, n_resamples, seed).as_dict()
+
+
+def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: str = MODEL_NAME) -> dict:
+    """Move ``champion`` to ``challenger`` if it gains >= margin avg7 *and* the gain is significant.
+
+    The first version (no champion yet) is promoted. Records the decision as tags on the challenger version
+    and returns ``{"promoted", "reason", "challenger", "champion", ...test}``. Never touches ``champion``
+    on failure (any exception leaves the aliases as they were).
+    """
+    c = tracking.client()
+    challenger = _version(c, name, "challenger")
+    if challenger is None:
+        raise ValueError(f"registered model {name!r} has no 'challenger' version; run `stsreg register` first")
+    champion = _version(c, name, "champion")
+    out = {"challenger": int(challenger.version), "champion": int(champion.version) if champion else None}
+    if champion is None:
+        out.update(promoted=True, reason="no champion yet: the first registered version is promoted")
+    elif champion.version == challenger.version:
+        out.update(promoted=False, reason=f"version {challenger.version} is already the champion")
+    else:
+        test = compare_versions(_predictions(c, challenger), _predictions(c, champion), gate, n_resamples, seed)
+        view = "avg7-unseen" if gate.unseen_only else "avg7"
+        gain = (f"{view} {test['diff']:+.2f} (95% CI {test['low']:+.2f}..{test['high']:+.2f}, p={test['p_value']:.3f}) "
+                f"vs champion v{champion.version}")
+        ok_margin, ok_sig = test["diff"] >= gate.margin, test["p_value"] < gate.alpha
+        reason = gain + ("; promoted" if ok_margin and ok_sig else
+                         "; kept the champion: " + " and ".join(
+                             ([f"gain below margin {gate.margin}"] if not ok_margin else [])
+                             + ([f"not significant at alpha {gate.alpha}"] if not ok_sig else [])))
+        out.update(promoted=ok_margin and ok_sig, reason=reason, test=test)
+    if out["promoted"]:
+        c.set_registered_model_alias(name, "champion", challenger.version)
+    c.set_model_version_tag(name, challenger.version, "promotion.decision", "promoted" if out["promoted"] else "kept champion")
+    c.set_model_version_tag(name, challenger.version, "promotion.reason", out["reason"])
+    log.info("promotion: %s", out["reason"])
+    return out

@@ -1,0 +1,64 @@
+"""The comparison flow on a tiny model: base, CoSENT, contrastive and +Ours trained and evaluated on the same
+data, the results table / paired tests / plot written, finished runs skipped on a rerun."""
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+from prefect.testing.utilities import prefect_test_harness
+
+from tests.conftest import REPO, tiny_eval_table, tiny_sts
+from tests.unit.test_stage1 import tiny_nli
+
+
+@pytest.fixture(scope="module")
+def harness():
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow/mlflow.db")
+    monkeypatch.chdir(tmp_path)  # the stage-1 embedding cache goes to ./cache
+    from pipelines.compare_flow import compare_flow
+    from stsreg import tracking
+
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw["model"].update(backbone=tiny_backbone, max_length=16)
+    raw["stage1"].update(epochs=1)
+    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every=100, lr=1e-3, contrastive_min_label=4.0)
+    raw["evaluate"].update(max_length=16, n_resamples=100)
+    raw["compare"].update(methods=["base", "contrast", "cosent", "ours"], seeds=[1])
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    sts = tiny_eval_table(40)
+    train = tiny_sts(64, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(64), seen_in_train=False)
+    pd.concat([sts, train], ignore_index=True).to_parquet(tmp_path / "sts.parquet")
+    tiny_nli(40).to_parquet(tmp_path / "nli.parquet")
+    kw = dict(params_path=str(tmp_path / "params.yaml"), sts_path=str(tmp_path / "sts.parquet"),
+              nli_path=str(tmp_path / "nli.parquet"), runs_dir=str(tmp_path / "runs"), out_dir=str(tmp_path / "out"),
+              metrics_path=str(tmp_path / "compare.json"))
+
+    summary = compare_flow(**kw)
+    assert set(summary) == {f"{m}_{v}" for m in ("base", "contrast", "cosent", "ours") for v in ("avg7", "avg7_unseen")}
+    results = pd.read_csv(tmp_path / "out/results.csv")
+    assert list(results.method) == ["base", "contrast", "cosent", "ours"] and (results.seeds == 1).all()
+    assert (results.avg7_low <= results.avg7_mean).all() and (results.avg7_mean <= results.avg7_high).all()
+    paired = pd.read_csv(tmp_path / "out/paired.csv")
+    assert set(paired.other) == {"base", "contrast", "cosent"} and set(paired.view) == {"avg7", "avg7_unseen"}
+    md = (tmp_path / "out/results.md").read_text()
+    assert "| ours |" in md and "Paired bootstrap" in md
+    assert (tmp_path / "out/avg7.png").stat().st_size > 1000
+    assert not (tmp_path / "runs/ours-1/model").exists()  # weights are not kept
+    c = tracking.client()
+    exp = c.get_experiment_by_name("stsreg-compare")
+    runs = c.search_runs([exp.experiment_id])
+    assert sorted(r.info.run_name for r in runs) == ["base-1", "compare", "contrast-1", "cosent-1", "ours-1"]
+    # trained methods moved away from the untouched model
+    assert results.set_index("method").loc["cosent", "avg7_mean"] != results.set_index("method").loc["base", "avg7_mean"]
+
+    # rerun: every (method, seed) is skipped (no new per-method MLflow runs), the report is rebuilt
+    ids = {json.loads((tmp_path / f"runs/{m}-1/run.json").read_text())["mlflow_run_id"] for m in ("base", "ours")}
+    compare_flow(**kw)
+    assert {json.loads((tmp_path / f"runs/{m}-1/run.json").read_text())["mlflow_run_id"] for m in ("base", "ours")} == ids
+    assert len(c.search_runs([exp.experiment_id])) == 6

@@ -1,0 +1,169 @@
+"""Evaluate -> register -> promote on tiny models against a real MLflow SQLite registry, and the served model.
+
+The gate is exercised three ways: the first version is promoted (no champion), a fine-tuned model that is
+clearly better is promoted, and a worse (untrained) one is registered as challenger but the champion stays.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+import requests
+import torch
+import yaml
+from prefect.testing.utilities import prefect_test_harness
+
+from stsreg.config import Stage2Params
+from stsreg.model import SiameseRegressor
+from stsreg.train import fine_tune
+from tests.conftest import REPO, tiny_eval_table, tiny_sts
+
+NAME = "sts-regression"
+
+
+@pytest.fixture(scope="module")
+def harness():
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture(scope="module")
+def registry(harness, tiny_backbone, tmp_path_factory):
+    """Runs the three releases once for the module; yields (workdir, tracking uri, decisions)."""
+    from pipelines.release_flow import evaluate_flow, promote_flow, register_flow
+    from stsreg import tracking
+
+    work = tmp_path_factory.mktemp("release")
+    uri = f"sqlite:///{work}/mlflow/mlflow.db"
+    old = os.environ.get("MLFLOW_TRACKING_URI")
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw["evaluate"].update(max_length=16, batch_size=32, n_resamples=200)
+    (work / "params.yaml").write_text(yaml.safe_dump(raw))
+    tiny_eval_table().to_parquet(work / "sts.parquet")
+    pd.DataFrame({"premise": ["a"], "hypothesis": ["b"], "label": [0]}).to_parquet(work / "nli.parquet")
+
+    untrained = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16)
+    untrained.save(work / "untrained")
+    torch.manual_seed(0)
+    p = Stage2Params(batch_size=8, epochs=3, eval_every=1000, checkpoint_every=1000, lr=1e-3, warmup_ratio=0.1)
+    fine_tune(SiameseRegressor.load(work / "untrained"), tiny_sts(240, seed=7), tiny_sts(40, seed=8), p, 3,
+              work / "trained", work / "ck", torch.device("cpu"))
+
+    decisions = {}
+    for i, model in enumerate(["untrained", "trained", "untrained"]):
+        ev = evaluate_flow(params_path=str(work / "params.yaml"), model_dir=str(work / model),
+                           sts_path=str(work / "sts.parquet"), out_dir=str(work / f"eval{i}"))
+        reg = register_flow(params_path=str(work / "params.yaml"), model_dir=str(work / model), eval_dir=str(work / f"eval{i}"),
+                            data_paths=(str(work / "sts.parquet"), str(work / "nli.parquet")), out_path=str(work / f"reg{i}.json"))
+        decisions[i] = {"eval": ev, "register": reg,
+                        "promote": promote_flow(params_path=str(work / "params.yaml"), out_path=str(work / f"prom{i}.json"))}
+    yield work, uri, decisions, tracking.client()
+    if old is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = old
+
+
+def test_evaluation_run_holds_metrics_and_predictions(registry):
+    work, _, decisions, c = registry
+    ev = decisions[1]["eval"]
+    run = c.get_run(ev["run_id"])
+    assert run.info.status == "FINISHED"
+    assert run.data.metrics["avg7_spearman"] == pytest.approx(ev["avg7_spearman"])
+    assert {"sts12_spearman", "sickr_spearman", "avg7_unseen_spearman", "stsb_dev_spearman"} <= set(run.data.metrics)
+    assert {a.path for a in c.list_artifacts(ev["run_id"], "eval")} >= {"eval/predictions.parquet", "eval/table.md"}
+    # the fine-tuned model really is better than the untrained one on the synthetic tasks
+    assert decisions[1]["eval"]["avg7_spearman"] > decisions[0]["eval"]["avg7_spearman"] + 10
+
+
+def test_versions_aliases_tags_and_gate_decisions(registry):
+    work, _, decisions, c = registry
+    assert [decisions[i]["register"]["version"] for i in range(3)] == [1, 2, 3]
+    first, better, worse = (decisions[i]["promote"] for i in range(3))
+    assert first["promoted"] and "no champion" in first["reason"]
+    assert better["promoted"] and better["test"]["diff"] > 0.1 and better["test"]["p_value"] < 0.05
+    assert not worse["promoted"] and "kept the champion" in worse["reason"]
+    assert int(c.get_model_version_by_alias(NAME, "champion").version) == 2
+    assert int(c.get_model_version_by_alias(NAME, "challenger").version) == 3
+    v3 = c.get_model_version(NAME, "3")
+    assert v3.tags["promotion.decision"] == "kept champion" and "below margin" in v3.tags["promotion.reason"]
+    assert {"params_hash", "git_commit", "avg7_spearman", "data_sha256.sts.parquet", "data_sha256.nli.parquet"} <= set(v3.tags)
+    assert json.loads((work / "prom2.json").read_text())["promoted"] is False
+
+
+def test_pyfunc_loads_offline_and_scores(registry):
+    import mlflow.pyfunc
+
+    _, uri, _, _ = registry
+    mlflow.set_tracking_uri(uri)
+    model = mlflow.pyfunc.load_model(f"models:/{NAME}@champion")
+    out = model.predict(pd.DataFrame({"sentence1": ["a man plays guitar", "the dog runs"],
+                                      "sentence2": ["a woman plays music", "a cat sleeps"]}))
+    assert list(out.columns) == ["cosine", "score"] and len(out) == 2 and out.cosine.between(-1, 1).all()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(registry):
+    work, uri, _, _ = registry
+    port = _free_port()
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
+    proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "mlflow"), "models", "serve", "-m",
+                             f"models:/{NAME}@champion", "--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=open(work / "serve.log", "w"))
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        try:
+            if requests.get(url + "/ping", timeout=2).status_code == 200:
+                break
+        except requests.ConnectionError:
+            pass
+        assert proc.poll() is None, (work / "serve.log").read_text()[-3000:]
+        time.sleep(1)
+    else:
+        proc.kill()
+        pytest.fail("model server did not start: " + (work / "serve.log").read_text()[-3000:])
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def _post(url, payload):
+    return requests.post(url + "/invocations", json=payload, timeout=120)
+
+
+def test_served_model_answers_and_rejects_bad_payloads(server):
+    ok = _post(server, {"dataframe_records": [{"sentence1": "a man plays guitar", "sentence2": "a woman plays music"}]})
+    assert ok.status_code == 200, ok.text
+    pred = ok.json()["predictions"]
+    assert len(pred) == 1 and set(pred[0]) == {"cosine", "score"} and -1 <= pred[0]["cosine"] <= 1
+
+    missing = _post(server, {"dataframe_records": [{"sentence1": "a man plays guitar"}]})
+    assert 400 <= missing.status_code < 500 and "sentence2" in missing.text
+    wrong_type = _post(server, {"dataframe_split": {"columns": ["sentence1", "sentence2"], "data": [[1, 2]]}})
+    assert 400 <= wrong_type.status_code < 500
+    empty_text = _post(server, {"dataframe_records": [{"sentence1": "", "sentence2": "a dog"}]})
+    assert empty_text.status_code == 400 and "non-empty strings" in empty_text.text
+    empty = _post(server, {"dataframe_records": []})
+    assert empty.status_code == 200 and empty.json()["predictions"] == [] or 400 <= empty.status_code < 500
+    not_json = requests.post(server + "/invocations", data="{", headers={"Content-Type": "application/json"}, timeout=30)
+    assert 400 <= not_json.status_code < 500
+
+    big = [{"sentence1": f"a man plays guitar {i % 7}", "sentence2": "the dog runs in the park"} for i in range(10_000)]
+    answer = _post(server, {"dataframe_records": big})
+    assert answer.status_code == 200, answer.text[:500]
+    assert len(answer.json()["predictions"]) == 10_000
+    too_big = _post(server, {"dataframe_records": big * 3})
+    assert too_big.status_code == 400 and "limit" in too_big.text
