@@ -17,7 +17,7 @@ from pathlib import Path
 
 from prefect import flow, task
 
-from stsreg import compare, stages, tracking
+from stsreg import compare, eval_stage, stages, tracking
 from stsreg.config import load_params
 
 EXPERIMENT = "stsreg-compare"
@@ -40,7 +40,7 @@ def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_pat
     try:
         model_dir = compare.train_method(params, method, seed, Path(sts_path), Path(nli_path), work, buffer)
         buffer.flush()
-        metrics = stages.run_evaluate(params, model_dir, Path(sts_path), work)
+        metrics = eval_stage.run_evaluate(params, model_dir, Path(sts_path), work)
         tracking.log_metrics(run_id, metrics)
         for name in ("table.md", "predictions.parquet"):
             tracking.client().log_artifact(run_id, str(work / name), artifact_path="eval")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from prefect import flow, task
 
-from stsreg import registry, stages, tracking
+from stsreg import eval_stage, registry, stages, tracking
 from stsreg.config import load_params
 
 EXPERIMENT = "stsreg"
@@ -33,7 +33,7 @@ def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str,
     tags.update({"data_sha256.sts.parquet": tracking.file_hash(sts_path), "model_dir": model_dir, **(extra_tags or {})})
     run_id = tracking.start_run(EXPERIMENT, run_name, {"evaluate": dataclasses.asdict(params.evaluate), "seed": params.seed}, tags)
     try:
-        metrics = stages.run_evaluate(params, Path(model_dir), Path(sts_path), Path(out_dir))
+        metrics = eval_stage.run_evaluate(params, Path(model_dir), Path(sts_path), Path(out_dir))
         tracking.log_metrics(run_id, metrics)
         c = tracking.client()
         for name in ("table.md", "metrics.json", "predictions.parquet"):

@@ -6,7 +6,6 @@ Shared by the CLI (bare and under torchrun) and the Prefect flows, so every entr
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -60,31 +59,3 @@ def is_main_process() -> bool:
 def device_name() -> str:
     d = resolve_device()
     return torch.cuda.get_device_name(d) if d.type == "cuda" else "cpu"
-
-
-def load_for_eval(model_dir: Path, max_length: int, pooling: str = "mean") -> SiameseRegressor:
-    """A saved model folder, or a backbone name/path with ``pooling`` (the untouched base model; untrained head)."""
-    if (Path(model_dir) / "stsreg_model.json").exists():
-        model = SiameseRegressor.load(model_dir)
-    else:
-        model = SiameseRegressor.from_pretrained(str(model_dir), pooling=pooling)
-    model.config = dataclasses.replace(model.config, max_length=max_length)
-    return model.to(resolve_device()).eval()
-
-
-def run_evaluate(params: Params, model_dir: Path, sts_path: Path, out_dir: Path) -> dict:
-    """7-task evaluation of ``model_dir`` -> ``out_dir``/{metrics.json, predictions.parquet, table.md}; returns metrics."""
-    from stsreg.evaluate import eval_pairs, format_table, intervals, score_pairs, task_metrics
-
-    p = params.evaluate
-    set_seed(params.seed)
-    model = load_for_eval(model_dir, p.max_length, params.model.pooling)
-    scored = score_pairs(model, eval_pairs(pd.read_parquet(sts_path)), p.batch_size)
-    metrics = task_metrics(scored)
-    metrics.update(intervals(scored, p.n_resamples, params.seed, p.confidence))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    keep = ["task", "dataset", "subset", "file", "line", "score", "seen_in_train", "cosine", "head"]
-    scored[keep].to_parquet(out_dir / "predictions.parquet", index=False)
-    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
-    (out_dir / "table.md").write_text(format_table(metrics) + "\n")
-    return metrics

@@ -121,13 +121,13 @@ def test_training_stages_read_exactly_their_declared_sections(tiny_backbone, tmp
 
 
 def test_evaluate_stage_reads_exactly_its_declared_params(tiny_backbone, tmp_path):
-    from stsreg import stages
+    from stsreg import eval_stage
     from tests.conftest import tiny_eval_table
 
     real = load_params(REPO / "params.yaml")
     params = dataclasses.replace(real, evaluate=dataclasses.replace(real.evaluate, max_length=16, n_resamples=50))
     tiny_eval_table(30).to_parquet(tmp_path / "sts.parquet")
     seen: set = set()
-    stages.run_evaluate(Recorder(params, seen), tiny_backbone, tmp_path / "sts.parquet", tmp_path / "eval")
+    eval_stage.run_evaluate(Recorder(params, seen), tiny_backbone, tmp_path / "sts.parquet", tmp_path / "eval")
     assert seen == declared("evaluate")
     assert (tmp_path / "eval/metrics.json").exists() and (tmp_path / "eval/predictions.parquet").exists()
