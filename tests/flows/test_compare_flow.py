@@ -6,16 +6,9 @@ import json
 import pandas as pd
 import pytest
 import yaml
-from prefect.testing.utilities import prefect_test_harness
 
 from tests.conftest import REPO, tiny_eval_table, tiny_sts
 from tests.unit.test_stage1 import tiny_nli
-
-
-@pytest.fixture(scope="module")
-def harness():
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
 
 
 def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone, tmp_path, monkeypatch):

@@ -3,16 +3,9 @@
 import json
 
 import pytest
-from prefect.testing.utilities import prefect_test_harness
 
 from pipelines.data_flow import data_flow, prepare_task
 from tests.conftest import FIXTURE_RAW
-
-
-@pytest.fixture(scope="module")
-def harness():
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
 
 
 def test_flow_runs_fetch_then_prepare(harness, tmp_path):

@@ -16,7 +16,6 @@ import pytest
 import requests
 import torch
 import yaml
-from prefect.testing.utilities import prefect_test_harness
 
 from stsreg.config import Stage2Params
 from stsreg.model import SiameseRegressor
@@ -24,12 +23,6 @@ from stsreg.train import fine_tune
 from tests.conftest import REPO, tiny_eval_table, tiny_sts
 
 NAME = "sts-regression"
-
-
-@pytest.fixture(scope="module")
-def harness():
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
 
 
 @pytest.fixture(scope="module")

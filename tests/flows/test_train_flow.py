@@ -5,16 +5,9 @@ import dataclasses
 import pandas as pd
 import pytest
 import yaml
-from prefect.testing.utilities import prefect_test_harness
 
 from tests.conftest import REPO, tiny_sts
 from tests.unit.test_stage1 import tiny_nli
-
-
-@pytest.fixture(scope="module")
-def harness():
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
 
 
 def test_stage1_then_stage2_tracked_in_mlflow(harness, tiny_backbone, tmp_path, monkeypatch):

@@ -91,3 +91,18 @@ def test_dvc_repro_twice_on_a_copy_of_the_repo(tmp_path):
     assert second.returncode == 0, second.stderr
     assert "Data and pipelines are up to date." in second.stdout
     assert "Running stage" not in second.stdout
+
+
+@pytest.mark.slow
+def test_evaluator_reproduces_the_reference_row_of_the_untouched_backbone(prepared):
+    """SPEC: all-MiniLM-L6-v2, mean pooling, max length 256 -> 72.37 / 80.60 / 75.60 / 85.39 / 78.99 / 82.03 /
+    77.15, avg7 78.87, avg7 unseen 78.66, STS-B dev 86.72 (the MTEB figures agree to the hundredth)."""
+    from stsreg.evaluate import eval_pairs, score_pairs, task_metrics
+    from stsreg.eval_stage import load_for_eval
+
+    model = load_for_eval("default", max_length=256)
+    m = task_metrics(score_pairs(model, eval_pairs(pd.read_parquet(prepared / "prepared/sts.parquet")), show_progress=False))
+    expected = {"sts12": 72.37, "sts13": 80.60, "sts14": 75.60, "sts15": 85.39, "sts16": 78.99, "stsb": 82.03,
+                "sickr": 77.15, "avg7": 78.87}
+    assert {t: round(m[f"{t}_spearman"], 2) for t in expected} == expected
+    assert round(m["avg7_unseen_spearman"], 2) == 78.66 and round(m["stsb_dev_spearman"], 2) == 86.72
