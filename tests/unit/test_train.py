@@ -39,6 +39,7 @@ def test_param_groups_layer_decay_and_no_decay(tiny_backbone):
 
 
 def test_fine_tune_improves_dev_and_keeps_best(tiny_backbone, tmp_path):
+    torch.manual_seed(0)  # the head's initialisation draws from the global RNG: independent of earlier tests
     model = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16)
     p = Stage2Params(batch_size=8, epochs=2, eval_every=10, checkpoint_every=10, lr=1e-3, warmup_ratio=0.1)
     summary = fine_tune(model, tiny_sts(200), tiny_sts(60, seed=1), p, seed=3, out_dir=tmp_path / "out",
