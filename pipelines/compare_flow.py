@@ -15,6 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 from prefect import flow, task
 
 from stsreg import compare, eval_stage, stages, tracking
@@ -35,22 +36,15 @@ def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_pat
     logged = {"method": method, "seed": seed, "spec": compare.METHODS[method], "stage2": dataclasses.asdict(params.stage2),
               "evaluate": dataclasses.asdict(params.evaluate)}
     tags = {**tracking.environment_tags(stages.device_name()), "method": method, "seed": str(seed), "fingerprint": fingerprint}
-    run_id = tracking.start_run(EXPERIMENT, f"{method}-{seed}", logged, tags)
-    buffer = tracking.MetricBuffer(run_id)
-    try:
-        model_dir = compare.train_method(params, method, seed, Path(sts_path), Path(nli_path), work, buffer)
-        buffer.flush()
+    with tracking.tracked_run(EXPERIMENT, f"{method}-{seed}", logged, tags) as run:
+        model_dir = compare.train_method(params, method, seed, Path(sts_path), Path(nli_path), work, run)
+        run.flush()
         metrics = eval_stage.run_evaluate(params, model_dir, Path(sts_path), work)
-        tracking.log_metrics(run_id, metrics)
+        tracking.log_metrics(run.run_id, metrics)
         for name in ("table.md", "predictions.parquet"):
-            tracking.client().log_artifact(run_id, str(work / name), artifact_path="eval")
-    except BaseException:
-        buffer.flush()
-        tracking.end_run(run_id, "FAILED")
-        raise
-    tracking.end_run(run_id)
+            tracking.client().log_artifact(run.run_id, str(work / name), artifact_path="eval")
     shutil.rmtree(work / "model", ignore_errors=True)  # weights are not kept: predictions + metrics are
-    (work / "run.json").write_text(json.dumps({"fingerprint": fingerprint, "mlflow_run_id": run_id}))
+    (work / "run.json").write_text(json.dumps({"fingerprint": fingerprint, "mlflow_run_id": run.run_id}))
     return metrics
 
 
@@ -66,26 +60,23 @@ def compare_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: 
     out.mkdir(parents=True, exist_ok=True)
     runs.to_csv(out / "runs.csv", index=False)
     table.to_csv(out / "results.csv", index=False)
-    md = compare.format_results(table, tests if tests is not None else runs.iloc[:0], c.seeds)
+    md = compare.format_results(table, tests, c.seeds)
     (out / "results.md").write_text(md + "\n")
     if tests is not None:
         tests.to_csv(out / "paired.csv", index=False)
     # long format for `dvc plots`: one row per (method, view)
     long = [{"method": r.method, "view": v, "spearman": r[f"{v}_mean"]} for _, r in table.iterrows() for v in ("avg7", "avg7_unseen")]
-    import pandas as pd
-
     pd.DataFrame(long).to_csv(out / "plot.csv", index=False)
     compare.plot(table, out / "avg7.png")
     summary = {f"{r.method}_{col}": float(r[f"{col}_mean"]) for _, r in table.iterrows() for col in ("avg7", "avg7_unseen")}
     Path(metrics_path).parent.mkdir(parents=True, exist_ok=True)
     Path(metrics_path).write_text(json.dumps(summary, indent=2))
-    run_id = tracking.start_run(EXPERIMENT, "compare", {"compare": dataclasses.asdict(c), "stage2": dataclasses.asdict(params.stage2)},
-                                tracking.environment_tags(stages.device_name()))
-    tracking.log_metrics(run_id, summary)
-    for name in ("results.md", "results.csv", "runs.csv", "paired.csv", "avg7.png"):
-        if (out / name).exists():
-            tracking.client().log_artifact(run_id, str(out / name), artifact_path="compare")
-    tracking.end_run(run_id)
+    logged = {"compare": dataclasses.asdict(c), "stage2": dataclasses.asdict(params.stage2)}
+    with tracking.tracked_run(EXPERIMENT, "compare", logged, tracking.environment_tags(stages.device_name())) as run:
+        tracking.log_metrics(run.run_id, summary)
+        for name in ("results.md", "results.csv", "runs.csv", "paired.csv", "avg7.png"):
+            if (out / name).exists():
+                tracking.client().log_artifact(run.run_id, str(out / name), artifact_path="compare")
     print(md)
     return summary
 

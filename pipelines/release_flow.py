@@ -26,24 +26,18 @@ EXPERIMENT = "stsreg"
 
 
 @task(name="evaluate")
-def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str, run_name: str = "evaluate",
-                  extra_tags: dict | None = None) -> dict:
+def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str) -> dict:
     params = load_params(params_path)
     tags = tracking.environment_tags(stages.device_name())
-    tags.update({"data_sha256.sts.parquet": tracking.file_hash(sts_path), "model_dir": model_dir, **(extra_tags or {})})
-    run_id = tracking.start_run(EXPERIMENT, run_name, {"evaluate": dataclasses.asdict(params.evaluate), "seed": params.seed}, tags)
-    try:
+    tags.update({"data_sha256.sts.parquet": tracking.file_hash(sts_path), "model_dir": model_dir})
+    logged = {"evaluate": dataclasses.asdict(params.evaluate), "seed": params.seed}
+    with tracking.tracked_run(EXPERIMENT, "evaluate", logged, tags) as run:
         metrics = eval_stage.run_evaluate(params, Path(model_dir), Path(sts_path), Path(out_dir))
-        tracking.log_metrics(run_id, metrics)
-        c = tracking.client()
+        tracking.log_metrics(run.run_id, metrics)
         for name in ("table.md", "metrics.json", "predictions.parquet"):
-            c.log_artifact(run_id, str(Path(out_dir) / name), artifact_path="eval")
-    except BaseException:
-        tracking.end_run(run_id, "FAILED")
-        raise
-    tracking.end_run(run_id)
-    (Path(out_dir) / "mlflow_run.json").write_text(json.dumps({"run_id": run_id}))
-    return {"run_id": run_id, **metrics}
+            tracking.client().log_artifact(run.run_id, str(Path(out_dir) / name), artifact_path="eval")
+    (Path(out_dir) / "mlflow_run.json").write_text(json.dumps({"run_id": run.run_id}))
+    return {"run_id": run.run_id, **metrics}
 
 
 @flow(name="stsreg-evaluate")

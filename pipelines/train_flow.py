@@ -30,22 +30,12 @@ def _tracked(stage: str, params_path: str, data_paths: dict[str, str], run, out_
         logged["model"] = dataclasses.asdict(params.model)
     tags = tracking.environment_tags(stages.device_name())
     tags.update({f"data_sha256.{Path(p).name}": tracking.file_hash(p) for p in data_paths.values()})
-    run_id = tracking.start_run(EXPERIMENT, f"stage{stage}", logged, tags)
-    buffer = tracking.MetricBuffer(run_id)
-    try:
+    with tracking.tracked_run(EXPERIMENT, f"stage{stage}", logged, tags) as buffer:
         summary = run(params, buffer)
         buffer.flush()
-        c = tracking.client()
-        for key, value in summary.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                c.log_metric(run_id, key, float(value))
-        c.log_artifacts(run_id, out_dir, artifact_path="model")
-    except BaseException:
-        buffer.flush()
-        tracking.end_run(run_id, "FAILED")
-        raise
-    tracking.end_run(run_id)
-    return {"run_id": run_id, **summary}
+        tracking.log_metrics(buffer.run_id, summary)
+        tracking.client().log_artifacts(buffer.run_id, out_dir, artifact_path="model")
+    return {"run_id": buffer.run_id, **summary}
 
 
 @task(name="stage1")

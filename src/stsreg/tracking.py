@@ -15,6 +15,7 @@ import os
 import platform
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow/mlflow.db"
@@ -117,12 +118,27 @@ class MetricBuffer:
             self.pending = []
 
 
-def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0) -> None:
-    """Log a flat dict of metrics in batches (one timestamp, one step)."""
-    from mlflow.entities import Metric
 
-    now = int(time.time() * 1000)
-    items = [Metric(k, float(v), now, step) for k, v in sorted(metrics.items())]
-    c = client()
-    for i in range(0, len(items), 500):
-        c.log_batch(run_id, metrics=items[i:i + 500])
+def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0) -> None:
+    """Log a flat dict of numeric metrics at one step (non-numbers and booleans are skipped)."""
+    buffer = MetricBuffer(run_id, flush_every=10**9)
+    for key, value in sorted(metrics.items()):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            buffer(key, value, step)
+    buffer.flush()
+
+
+@contextmanager
+def tracked_run(experiment: str, run_name: str, params: dict, tags: dict[str, str]):
+    """One MLflow run around a block: yields a :class:`MetricBuffer` (``.run_id``), flushes it at the end, and
+    closes the run FINISHED, or FAILED when the block raises (even KeyboardInterrupt)."""
+    run_id = start_run(experiment, run_name, params, tags)
+    buffer = MetricBuffer(run_id)
+    try:
+        yield buffer
+    except BaseException:
+        buffer.flush()
+        end_run(run_id, "FAILED")
+        raise
+    buffer.flush()
+    end_run(run_id)
