@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stsreg.bootstrap import paired_test
 from stsreg.config import Params
 from stsreg.data.catalogue import EVAL_TASKS
+from stsreg.evaluate import paired_on_predictions
 
 log = logging.getLogger(__name__)
 
@@ -72,27 +72,32 @@ def is_done(run_dir: Path, fingerprint: str) -> bool:
 
 def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_path: Path, work: Path, log_metric,
                  cache_dir: Path = Path("cache/embeddings")) -> Path:
-    """Train ``method`` with ``seed``; returns the model folder to evaluate (the backbone itself for ``base``)."""
+    """Train ``method`` with ``seed``; returns the model folder to evaluate (the backbone itself for ``base``).
+
+    Head-loss methods start from a stage-1 model kept per seed under ``work.parent``, keyed by the stage-1 and
+    model settings and the NLI data, so a change of any of them trains a new one.
+    """
     from stsreg.model import SiameseRegressor, resolve_backbone
-    from stsreg.stages import run_stage1, stage2_data
-    from stsreg.train import fine_tune, set_seed
+    from stsreg.stages import fine_tune_on_sts, run_stage1
+    from stsreg.tracking import file_hash
+    from stsreg.train import set_seed
 
     spec = METHODS[method]
     if spec is None:
         return Path(resolve_backbone(params.model.backbone))
     p = dataclasses.replace(params, seed=seed)
     if spec["init"] == "stage1":
-        stage1_dir = work.parent / f"_stage1-{seed}"
+        key = json.dumps([dataclasses.asdict(p.stage1), dataclasses.asdict(p.model), file_hash(nli_path)], sort_keys=True)
+        stage1_dir = work.parent / f"_stage1-{seed}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
         if not (stage1_dir / "training_summary.json").exists():
             run_stage1(p, nli_path, stage1_dir, cache_dir)
         model = SiameseRegressor.load(stage1_dir)
     else:
-        set_seed(seed)
-        m = params.model
+        set_seed(seed)  # the (unused) head's initialisation draws from the global RNG
+        m = p.model
         model = SiameseRegressor.from_pretrained(m.backbone, pooling=m.pooling, max_length=m.max_length)
-    train, dev = stage2_data(sts_path)
-    s2 = dataclasses.replace(params.stage2, loss=spec["loss"])
-    fine_tune(model, train, dev, s2, seed, work / "model", work / "checkpoints", log_metric=log_metric)
+    p = dataclasses.replace(p, stage2=dataclasses.replace(p.stage2, loss=spec["loss"]))
+    fine_tune_on_sts(p, sts_path, model, work / "model", work / "checkpoints", log_metric)
     shutil.rmtree(work / "checkpoints", ignore_errors=True)
     return work / "model"
 
@@ -105,10 +110,6 @@ def collect(runs_dir: Path, methods, seeds) -> pd.DataFrame:
             m = json.loads((runs_dir / f"{method}-{seed}" / "metrics.json").read_text())
             rows.append({"method": method, "seed": seed, **m})
     return pd.DataFrame(rows)
-
-
-def _score(metrics_row, col: str) -> float:
-    return metrics_row[f"{col}_spearman"] if col != "avg7_unseen" else metrics_row["avg7_unseen_spearman"]
 
 
 def results_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -133,16 +134,13 @@ def paired_tests(runs_dir: Path, methods, seeds, n_resamples: int, seed: int = 0
         for s in seeds:
             a = pd.read_parquet(runs_dir / f"{REFERENCE}-{s}" / "predictions.parquet")
             b = pd.read_parquet(runs_dir / f"{other}-{s}" / "predictions.parquet")
-            both = a.merge(b[["task", "file", "line", "cosine"]], on=["task", "file", "line"], suffixes=("", "_b"), validate="1:1")
-            both = both[both.task.isin(EVAL_TASKS)]
-            for view, rows_ in (("avg7", both), ("avg7_unseen", both[~both.seen_in_train])):
-                tasks = [(t.score.to_numpy(), t.cosine.to_numpy(), t.cosine_b.to_numpy()) for _, t in rows_.groupby("task")]
-                r = paired_test(tasks, n_resamples, seed)
+            for view, unseen in (("avg7", False), ("avg7_unseen", True)):
+                r = paired_on_predictions(a, b, unseen, n_resamples, seed)
                 rows.append({"reference": REFERENCE, "other": other, "seed": s, "view": view, **r.as_dict()})
     return pd.DataFrame(rows)
 
 
-def format_results(table: pd.DataFrame, tests: pd.DataFrame, seeds) -> str:
+def format_results(table: pd.DataFrame, tests: pd.DataFrame | None, seeds) -> str:
     """Markdown: mean ± std (and mean 95% CI) per task and avg7, then the paired tests."""
     head = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg7", "avg7 unseen"]
     lines = [f"Spearman x100 of cosine, mean ± std over {len(seeds)} seed(s) {list(seeds)}; avg7 95% CI = pair bootstrap, "
@@ -151,7 +149,7 @@ def format_results(table: pd.DataFrame, tests: pd.DataFrame, seeds) -> str:
     for _, r in table.iterrows():
         cells = [f"{r[c + '_mean']:.2f} ± {r[c + '_std']:.2f}" if r["seeds"] > 1 else f"{r[c + '_mean']:.2f}" for c in COLUMNS]
         lines.append(f"| {r['method']} | " + " | ".join(cells) + f" | [{r['avg7_low']:.2f}, {r['avg7_high']:.2f}] |")
-    if not tests.empty:
+    if tests is not None and not tests.empty:
         lines += ["", f"Paired bootstrap, {REFERENCE} minus each method on the same pairs (one-sided p that {REFERENCE} "
                       "is better; per seed):", "",
                   "| other | view | diff (mean over seeds) | 95% CI (per seed) | p (per seed) |", "|---|---|---:|---|---|"]

@@ -19,7 +19,10 @@ import torch
 import torch.nn.functional as F
 from scipy.stats import pearsonr, spearmanr
 
+from stsreg.bootstrap import PairedResult, paired_test, spearman_ci
 from stsreg.data.catalogue import EVAL_TASKS
+
+PAIR_KEY = ["task", "file", "line"]  # identifies a scored pair across prediction tables
 
 
 def cosine_scores(model, sentences1: list[str], sentences2: list[str], batch_size: int = 64,
@@ -106,8 +109,6 @@ def intervals(scored: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, conf
 
     Names: ``<task>_spearman_low`` / ``_high``, ``<task>_unseen_spearman_low`` / ``_high``, ``avg7_...`` likewise.
     """
-    from stsreg.bootstrap import spearman_ci
-
     out: dict[str, float] = {}
     for view, rows in (("spearman", scored), ("unseen_spearman", scored[~scored.seen_in_train])):
         tasks = {t: (g.score.to_numpy(), g.cosine.to_numpy()) for t, g in rows.groupby("task") if t in EVAL_TASKS}
@@ -116,6 +117,20 @@ def intervals(scored: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, conf
             out[f"{task}_{view}_low"], out[f"{task}_{view}_high"] = spearman_ci(data, n_resamples, seed, confidence)
     return out
 
+
+
+def paired_on_predictions(a: pd.DataFrame, b: pd.DataFrame, unseen_only: bool = False, n_resamples: int = 1000,
+                          seed: int = 0) -> PairedResult:
+    """Paired bootstrap of avg7 (cosine Spearman), ``a`` minus ``b``: two prediction tables (``predictions.parquet``
+    of the evaluation) over the same test pairs, matched by ``PAIR_KEY``; ``unseen_only`` keeps the unseen pairs."""
+    on = a.merge(b[PAIR_KEY + ["cosine"]], on=PAIR_KEY, suffixes=("", "_b"), validate="1:1")
+    on = on[on.task.isin(EVAL_TASKS)]
+    if unseen_only:
+        on = on[~on.seen_in_train]
+    tasks = [(t.score.to_numpy(), t.cosine.to_numpy(), t.cosine_b.to_numpy()) for _, t in on.groupby("task")]
+    if len(tasks) != len(EVAL_TASKS):
+        raise ValueError(f"the two prediction tables share pairs of only {len(tasks)} of the {len(EVAL_TASKS)} tasks")
+    return paired_test(tasks, n_resamples, seed)
 
 def format_table(metrics: dict[str, float]) -> str:
     """Markdown: the 7 tasks + avg7 in both views with intervals, Pearson and the head's own Spearman."""

@@ -15,15 +15,13 @@ from pathlib import Path
 import pandas as pd
 
 from stsreg import tracking
-from stsreg.bootstrap import paired_test
 from stsreg.config import PromoteParams
-from stsreg.data.catalogue import EVAL_TASKS
+from stsreg.evaluate import paired_on_predictions
 
 log = logging.getLogger(__name__)
 
 MODEL_NAME = "sts-regression"
 PREDICTIONS = "eval/predictions.parquet"
-PAIR_KEY = ["task", "file", "line"]
 
 
 def _requirements() -> list[str]:
@@ -51,10 +49,13 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
                                        signature=SIGNATURE, pip_requirements=_requirements(), input_example=EXAMPLE,
                                        code_paths=[str(Path(stsreg.__file__).parent)])
     c.log_artifact(run_id, str(predictions), artifact_path=Path(PREDICTIONS).parent.as_posix())
+    from mlflow.exceptions import MlflowException
+
     try:
         c.create_registered_model(name, description="Siamese STS model: cosine of embeddings + regression head score")
-    except Exception:  # already exists
-        pass
+    except MlflowException as exc:
+        if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
     mv = c.create_model_version(name, source=info.model_uri, run_id=run_id, tags=tags)
     c.set_registered_model_alias(name, "challenger", mv.version)
     log.info("registered %s version %s as challenger", name, mv.version)
@@ -75,19 +76,6 @@ def _predictions(c, mv) -> pd.DataFrame:
         return pd.read_parquet(c.download_artifacts(mv.run_id, PREDICTIONS, tmp))
 
 
-def compare_versions(challenger: pd.DataFrame, champion: pd.DataFrame, gate: PromoteParams, n_resamples: int = 1000,
-                     seed: int = 0) -> dict:
-    """Paired bootstrap of avg7 (cosine Spearman) of two prediction tables over the same test pairs."""
-    on = challenger.merge(champion[PAIR_KEY + ["cosine"]], on=PAIR_KEY, suffixes=("", "_champion"), validate="1:1")
-    on = on[on.task.isin(EVAL_TASKS)]
-    if gate.unseen_only:
-        on = on[~on.seen_in_train]
-    tasks = [(t.score.to_numpy(), t.cosine.to_numpy(), t.cosine_champion.to_numpy()) for _, t in on.groupby("task")]
-    if len(tasks) != len(EVAL_TASKS):
-        raise ValueError(f"the two versions share pairs of only {len(tasks)} of the {len(EVAL_TASKS)} tasks")
-    return paired_test(tasks, n_resamples, seed).as_dict()
-
-
 def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: str = MODEL_NAME) -> dict:
     """Move ``champion`` to ``challenger`` if it gains >= margin avg7 *and* the gain is significant.
 
@@ -106,7 +94,8 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
     elif champion.version == challenger.version:
         out.update(promoted=False, reason=f"version {challenger.version} is already the champion")
     else:
-        test = compare_versions(_predictions(c, challenger), _predictions(c, champion), gate, n_resamples, seed)
+        test = paired_on_predictions(_predictions(c, challenger), _predictions(c, champion), gate.unseen_only, n_resamples,
+                                     seed).as_dict()
         view = "avg7-unseen" if gate.unseen_only else "avg7"
         gain = (f"{view} {test['diff']:+.2f} (95% CI {test['low']:+.2f}..{test['high']:+.2f}, p={test['p_value']:.3f}) "
                 f"vs champion v{champion.version}")
