@@ -41,15 +41,19 @@ def stage2_data(sts_path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def run_stage2(params: Params, sts_path: Path, init_dir: Path, out_dir: Path, ckpt_dir: Path, log_metric=NOOP) -> dict:
     """Stage-1 model + STS tables -> ``out_dir`` (best STS-B dev checkpoint)."""
-    device = resolve_device()
-    init_distributed(device)
+    init_distributed(resolve_device())
+    return fine_tune_on_sts(params, sts_path, SiameseRegressor.load(init_dir), out_dir, ckpt_dir, log_metric)
+
+
+def fine_tune_on_sts(params: Params, sts_path: Path, model: SiameseRegressor, out_dir: Path, ckpt_dir: Path,
+                     log_metric=NOOP) -> dict:
+    """Any starting model + STS tables -> ``out_dir``: stage 2's data (``stage2.max_train_pairs`` applied) and loop."""
     set_seed(params.seed)
     train, dev = stage2_data(sts_path)
     p = params.stage2
     if p.max_train_pairs and len(train) > p.max_train_pairs:
         train = train.sample(n=p.max_train_pairs, random_state=params.seed).reset_index(drop=True)
-    model = SiameseRegressor.load(init_dir)
-    return fine_tune(model, train, dev, p, params.seed, out_dir, ckpt_dir, device, log_metric)
+    return fine_tune(model, train, dev, p, params.seed, out_dir, ckpt_dir, resolve_device(), log_metric)
 
 
 def is_main_process() -> bool:
