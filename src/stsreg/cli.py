@@ -7,6 +7,7 @@
     stsreg register
     stsreg promote
     stsreg compare
+    stsreg profile
     stsreg report
 
 Exit codes: 0 ok, 2 bad input (missing/corrupted raw files, too many rejected rows, bad params).
@@ -132,6 +133,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from pipelines.profile_flow import profile_flow
+
+    try:
+        profile_flow(params_path=args.params, out_dir=args.out, metrics_path=args.metrics)
+    except ValueError as exc:
+        print(f"profile failed: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     metrics_path = Path(args.metrics)
     if not metrics_path.exists():
@@ -229,6 +241,17 @@ def build_parser() -> argparse.ArgumentParser:
                                     "reports/compare/{results.md,results.csv,paired.csv,avg7.png} and metrics/compare.json.")
     cm.add_argument("--params", default="params.yaml")
     cm.set_defaults(func=_cmd_compare)
+
+    pf = sub.add_parser("profile", help="peak memory and step time per (method, batch, length); memory_ratio (resumable)",
+                        description="Run a few real training steps of regression (frozen encoder / full) and contrastive "
+                                    "(hard negatives) per profile.batch_sizes x profile.lengths, each in its own process; "
+                                    "configurations predicted over profile.memory_budget_mb or profile.max_step_s are "
+                                    "predicted by a cost model instead. Writes reports/profile/{table.md,profile.csv,"
+                                    "memory_vs_length.png} and metrics/profile.json (memory_ratio).")
+    pf.add_argument("--params", default="params.yaml")
+    pf.add_argument("--out", default="reports/profile")
+    pf.add_argument("--metrics", default="metrics/profile.json")
+    pf.set_defaults(func=_cmd_profile)
 
     r = sub.add_parser("report", help="print the results tables from the metrics files")
     r.add_argument("--metrics", default="metrics/data.json")

@@ -137,6 +137,23 @@ class CompareParams:
 
 
 @dataclass(frozen=True)
+class ProfileParams:
+    """Memory / step-time grid (the paper's Table 4): each (method, batch, length) in its own subprocess."""
+
+    device: str = field(default="auto", metadata={"help": "auto (cuda if available) | cpu | cuda | cuda:N"})
+    methods: tuple[str, ...] = ("regression_frozen", "regression_full", "contrastive")
+    batch_sizes: tuple[int, ...] = (8, 32, 64)
+    lengths: tuple[int, ...] = (32, 64, 128, 256)
+    steps: int = field(default=1, metadata={"help": "timed optimizer steps per configuration (after one warm-up step)"})
+    headline_batch: int = field(default=64, metadata={"help": "regression batch of memory_ratio (at headline_length)"})
+    headline_length: int = 256
+    reference_batch: int = field(default=512, metadata={"help": "the contrastive point memory_ratio divides by"})
+    reference_length: int = 100
+    memory_budget_mb: float = field(default=12000.0, metadata={"help": "configurations predicted above this are not run"})
+    max_step_s: float = field(default=30.0, metadata={"help": "configurations predicted slower than this per step are not run"})
+
+
+@dataclass(frozen=True)
 class Params:
     seed: int = 42
     fetch: FetchParams = field(default_factory=FetchParams)
@@ -147,6 +164,7 @@ class Params:
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
     promote: PromoteParams = field(default_factory=PromoteParams)
     compare: CompareParams = field(default_factory=CompareParams)
+    profile: ProfileParams = field(default_factory=ProfileParams)
 
 
 def _build(cls: type, raw: Any, where: str) -> Any:

@@ -9,10 +9,12 @@ Methods (a few real optimizer steps on synthetic token ids of exactly ``length``
 
 Peak memory: on CUDA ``torch.cuda.max_memory_allocated``; on CPU the process's peak RSS
 (``ru_maxrss``) minus its RSS once the model is loaded, i.e. what training added. A configuration whose
-predicted peak exceeds the budget is not run; its prediction (marked ``predicted``) comes from a least-squares
-memory model per method, ``peak = c0 + c1·B·L + c2·B·L²`` (activations linear in tokens, attention scores
-quadratic in length, a constant for weights, gradients and optimizer state), fitted with non-negative
-coefficients on the measured points; its error is the leave-one-out error on those points.
+predicted peak memory or step time exceeds the budget is not run; its prediction (marked ``predicted``) comes
+from a least-squares cost model per method, ``peak = c0 + c1·B·L + c2·B·L²`` (activations linear in tokens,
+attention scores quadratic in length, a constant for weights, gradients and optimizer state; the same form for
+seconds per step), fitted with non-negative coefficients on the measured points; its error is the leave-one-out
+error on those points. The grid runs cheapest first, so the big configurations are judged by a model fitted on
+the small ones.
 
     python -m stsreg.profile one --method contrastive --batch 8 --length 32   # one measurement, JSON on stdout
 """
@@ -31,6 +33,12 @@ import numpy as np
 from scipy.optimize import nnls
 
 METHODS = ("regression_frozen", "regression_full", "contrastive")
+
+
+def check_methods(methods) -> None:
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise ValueError(f"profile.methods: unknown {unknown}; choose from {list(METHODS)}")
 
 
 def _rss_mb() -> float:
@@ -117,9 +125,9 @@ def _design(batch, length) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class MemoryModel:
-    """``peak_mb = c0 + c1·B·L + c2·B·L²`` with non-negative coefficients; ``loo_error`` = mean absolute
-    leave-one-out relative error on the measured points (nan with fewer than 4 points)."""
+class CostModel:
+    """``cost = c0 + c1·B·L + c2·B·L²`` with non-negative coefficients (peak MB or seconds per step);
+    ``loo_error`` = mean absolute leave-one-out relative error on the measured points (nan with fewer than 4)."""
 
     coef: tuple[float, float, float]
     loo_error: float
@@ -128,12 +136,12 @@ class MemoryModel:
         return _design(batch, length) @ np.asarray(self.coef)
 
 
-def fit_memory_model(points: list[dict]) -> MemoryModel:
-    """Fit on measured ``{"batch", "length", "peak_mb"}`` points (at least 3)."""
+def fit_cost_model(points: list[dict], key: str = "peak_mb") -> CostModel:
+    """Fit ``key`` of measured ``{"batch", "length", key}`` points (at least 3)."""
     if len(points) < 3:
-        raise ValueError(f"need at least 3 measured points to fit the memory model, got {len(points)}")
+        raise ValueError(f"need at least 3 measured points to fit the cost model, got {len(points)}")
     X = _design([p["batch"] for p in points], [p["length"] for p in points])
-    y = np.array([p["peak_mb"] for p in points], float)
+    y = np.array([p[key] for p in points], float)
     coef, _ = nnls(X, y)
     errors = []
     if len(points) >= 4:
@@ -141,7 +149,159 @@ def fit_memory_model(points: list[dict]) -> MemoryModel:
             keep = np.arange(len(points)) != i
             c, _ = nnls(X[keep], y[keep])
             errors.append(abs(X[i] @ c - y[i]) / max(abs(y[i]), 1e-9))
-    return MemoryModel(tuple(float(c) for c in coef), float(np.mean(errors)) if errors else float("nan"))
+    return CostModel(tuple(float(c) for c in coef), float(np.mean(errors)) if errors else float("nan"))
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    """What to profile. ``headline`` = (batch, length) of regression for ``memory_ratio``; ``reference`` = the
+    contrastive point it is divided by (the paper's SimCSE batch 512, length 100). Configurations predicted over
+    ``memory_budget_mb`` or ``max_step_s`` are not run."""
+
+    methods: tuple[str, ...]
+    batch_sizes: tuple[int, ...]
+    lengths: tuple[int, ...]
+    headline: tuple[int, int] = (64, 256)
+    reference: tuple[int, int] = (512, 100)
+    memory_budget_mb: float = 8000.0
+    max_step_s: float = 30.0
+
+    def configs(self, method: str) -> list[tuple[int, int]]:
+        """(batch, length) pairs of one method, cheapest first (so the cost model exists before the big ones)."""
+        pts = {(b, l) for b in self.batch_sizes for l in self.lengths}
+        if method == "contrastive":
+            pts.add(self.reference)
+        if method.startswith("regression"):
+            pts.add(self.headline)
+        return sorted(pts, key=lambda bl: (bl[0] * bl[1] * (1 + bl[1] / 256), bl))
+
+
+def run_grid(spec: GridSpec, measure, log=lambda row: None) -> list[dict]:
+    """Run every configuration of ``spec`` through ``measure(method, batch, length) -> row`` unless the cost
+    models fitted on what already ran (>= 3 points of that method) predict it over budget; those rows get
+    ``status="predicted"``. Every row then gets ``predicted_mb`` / ``predicted_step_s`` from the final models
+    fitted on all measured points of its method. Returns rows; ``log(row)`` sees each as it is decided."""
+    rows = []
+    for method in spec.methods:
+        measured: list[dict] = []
+        for batch, length in spec.configs(method):
+            if len(measured) >= 3:
+                mem = float(fit_cost_model(measured).predict(batch, length))
+                sec = float(fit_cost_model(measured, "step_s").predict(batch, length))
+                if mem > spec.memory_budget_mb or sec > spec.max_step_s:
+                    row = {"method": method, "batch": batch, "length": length, "status": "predicted",
+                           "reason": f"predicted {mem:.0f} MB, {sec:.1f} s/step over budget "
+                                     f"({spec.memory_budget_mb:.0f} MB, {spec.max_step_s:.0f} s)"}
+                    rows.append(row)
+                    log(row)
+                    continue
+            row = measure(method, batch, length)
+            rows.append(row)
+            log(row)
+            if row["status"] == "measured":
+                measured.append(row)
+        _attach_predictions([r for r in rows if r["method"] == method], measured)
+    return rows
+
+
+def _attach_predictions(rows: list[dict], measured: list[dict]) -> None:
+    if len(measured) < 3:
+        return
+    mem, sec = fit_cost_model(measured), fit_cost_model(measured, "step_s")
+    for r in rows:
+        r["predicted_mb"] = float(mem.predict(r["batch"], r["length"]))
+        r["predicted_step_s"] = float(sec.predict(r["batch"], r["length"]))
+        r["fit_loo_error"] = mem.loo_error
+
+
+def peak_of(rows: list[dict], method: str, batch: int, length: int) -> tuple[float, bool]:
+    """(peak MB, is_predicted) of one configuration: measured if it ran, else the cost model's prediction."""
+    for r in rows:
+        if (r["method"], r["batch"], r["length"]) == (method, batch, length):
+            if r["status"] == "measured":
+                return r["peak_mb"], False
+            if "predicted_mb" in r:
+                return r["predicted_mb"], True
+    return float("nan"), True
+
+
+def summarize(rows: list[dict], spec: GridSpec) -> dict:
+    """The headline metrics: ``memory_ratio`` = peak(regression_full, headline) / peak(contrastive, reference)."""
+    reg, reg_pred = peak_of(rows, "regression_full", *spec.headline)
+    ref, ref_pred = peak_of(rows, "contrastive", *spec.reference)
+    out = {"memory_ratio": reg / ref if ref == ref and ref > 0 else float("nan"),
+           "regression_full_headline_mb": reg, "contrastive_reference_mb": ref,
+           "headline_predicted": int(reg_pred), "reference_predicted": int(ref_pred),
+           "measured_configs": sum(r["status"] == "measured" for r in rows),
+           "predicted_configs": sum(r["status"] == "predicted" for r in rows)}
+    frozen, _ = peak_of(rows, "regression_frozen", *spec.headline)
+    out["regression_frozen_headline_mb"] = frozen
+    for method in spec.methods:
+        errs = [r["fit_loo_error"] for r in rows if r["method"] == method and "fit_loo_error" in r]
+        if errs:
+            out[f"{method}_fit_loo_error"] = errs[0]
+    return out
+
+
+def results_frame(rows: list[dict], spec: GridSpec):
+    """One row per configuration with ``ratio_to_reference`` (shown peak / contrastive reference peak)."""
+    import pandas as pd
+
+    ref, _ = peak_of(rows, "contrastive", *spec.reference)
+    df = pd.DataFrame(rows)
+    for col in ("peak_mb", "predicted_mb", "step_s", "predicted_step_s"):
+        if col not in df:
+            df[col] = np.nan
+    df["shown_mb"] = df.peak_mb.where(df.status == "measured", df.predicted_mb)
+    df["ratio_to_reference"] = df.shown_mb / ref
+    return df.sort_values(["method", "batch", "length"]).reset_index(drop=True)
+
+
+def format_table(df, spec: GridSpec, device: str) -> str:
+    """Markdown: measured vs predicted peak MB and step time, ratio to the contrastive reference point."""
+    b, l = spec.reference
+    lines = [f"Device: {device}. Peak = training memory above the loaded model ({'CUDA max_memory_allocated' if device != 'cpu' else 'CPU peak RSS'}); "
+             f"predicted = cost model c0 + c1·B·L + c2·B·L² fitted on the measured points of the method.", "",
+             f"| method | batch | length | status | peak MB | predicted MB | ratio to contrastive b{b}/len{l} | s/step | predicted s/step |",
+             "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+
+    def f(x, fmt):
+        return "–" if x != x else format(x, fmt)
+
+    for r in df.itertuples():
+        mark = "**" if (r.batch, r.length) in (spec.headline, spec.reference) and r.method in ("regression_full", "contrastive") else ""
+        lines.append(f"| {mark}{r.method}{mark} | {r.batch} | {r.length} | {r.status} | {f(r.peak_mb, '.0f')} | "
+                     f"{f(r.predicted_mb, '.0f')} | {f(r.ratio_to_reference, '.3f')} | {f(r.step_s, '.3f')} | {f(r.predicted_step_s, '.3f')} |")
+    return "\n".join(lines)
+
+
+def plot(df, path) -> None:
+    """Memory vs sequence length, one panel per batch size, one line per method; hollow markers = predicted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    batches = sorted(df.batch.unique())
+    fig, axes = plt.subplots(1, len(batches), figsize=(3.6 * len(batches), 3.4), squeeze=False, sharey=False)
+    for ax, b in zip(axes[0], batches):
+        sub = df[df.batch == b]
+        for i, (method, g) in enumerate(sub.groupby("method")):
+            g = g.sort_values("length")
+            color = f"C{i}"
+            ax.plot(g.length, g.shown_mb, "-", color=color, label=method)
+            m = g[g.status == "measured"]
+            p = g[g.status != "measured"]
+            ax.plot(m.length, m.shown_mb, "o", color=color)
+            ax.plot(p.length, p.shown_mb, "o", mfc="none", color=color)
+        ax.set_title(f"batch {b}")
+        ax.set_xlabel("sequence length (tokens)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("peak training memory (MB)")
+    axes[0][-1].legend(fontsize=8, title="filled = measured\nhollow = predicted", title_fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def _cli(argv=None) -> int:

@@ -1,0 +1,102 @@
+"""Profile flow: the memory / step-time grid of :mod:`stsreg.profile` (the paper's Table 4) as one Prefect flow.
+
+Each configuration is a task that runs in its own subprocess; finished measurements are kept in
+``reports/profile/points/`` keyed by backbone, device, configuration, steps, library versions and the code, so an
+interrupted grid resumes. One MLflow run (experiment ``stsreg-profile``) gets the params, ``memory_ratio`` and the
+other headline metrics, the table, the CSV and the plot.
+
+    stsreg profile                      # or: dvc repro profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+from prefect import flow, task
+
+from stsreg import profile, stages, tracking
+from stsreg.config import load_params
+from stsreg.train import resolve_device
+
+EXPERIMENT = "stsreg-profile"
+_CODE = [Path(profile.__file__), Path(profile.__file__).with_name("model.py"), Path(profile.__file__).with_name("losses.py")]
+
+
+def _point_key(backbone: str, device: str, method: str, batch: int, length: int, steps: int) -> str:
+    import torch
+    import transformers
+
+    parts = [backbone, device, stages.device_name() if device != "cpu" else "cpu", method, batch, length, steps,
+             torch.__version__, transformers.__version__] + [tracking.file_hash(p) for p in _CODE]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+@task(name="profile-config", task_run_name="{method}-b{batch}-len{length}")
+def profile_config(backbone: str, device: str, method: str, batch: int, length: int, steps: int, points_dir: str) -> dict:
+    """One measured configuration (reused from ``points_dir`` when the same key already ran)."""
+    key = _point_key(backbone, device, method, batch, length, steps)
+    cached = Path(points_dir) / f"{method}-b{batch}-len{length}-{key}.json"
+    if cached.exists():
+        return json.loads(cached.read_text())
+    row = profile.measure_in_subprocess(backbone, method, batch, length, steps, device)
+    if row["status"] == "measured":  # failures (e.g. out of memory) are retried on the next run
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps(row))
+    return row
+
+
+@flow(name="stsreg-profile")
+def profile_flow(params_path: str = "params.yaml", out_dir: str = "reports/profile",
+                 metrics_path: str = "metrics/profile.json") -> dict:
+    params = load_params(params_path)
+    p = params.profile
+    device = str(resolve_device(p.device))
+    spec = profile.GridSpec(p.methods, p.batch_sizes, p.lengths, (p.headline_batch, p.headline_length),
+                            (p.reference_batch, p.reference_length), p.memory_budget_mb, p.max_step_s)
+    profile.check_methods(spec.methods)
+    out = Path(out_dir)
+    points = out / "points"
+
+    def measure(method, batch, length):
+        return profile_config(params.model.backbone, device, method, batch, length, p.steps, str(points))
+
+    def show(row):
+        shown = f"{row['peak_mb']:.0f} MB, {row['step_s']:.2f} s/step" if row["status"] == "measured" else row.get("reason") or row.get("error")
+        print(f"profile {row['method']:<17} b{row['batch']:<4} len{row['length']:<4} {row['status']}: {shown}", flush=True)
+
+    logged = {"grid": dataclasses.asdict(spec), "steps": p.steps, "device": device, "backbone": params.model.backbone}
+    with tracking.tracked_run(EXPERIMENT, f"profile-{device}", logged,
+                              tracking.environment_tags(stages.device_name() if device != "cpu" else "cpu")) as run:
+        rows = profile.run_grid(spec, measure, log=show)
+        df = profile.results_frame(rows, spec)
+        summary = profile.summarize(rows, spec)
+        device_label = stages.device_name() if device != "cpu" else "cpu"
+        out.mkdir(parents=True, exist_ok=True)
+        df.drop(columns=[c for c in ("device",) if c in df]).to_csv(out / "profile.csv", index=False)
+        (out / "table.md").write_text(profile.format_table(df, spec, device_label) + "\n")
+        # `dvc plots`: memory vs length, one series per method and batch
+        df.assign(series=df.method + " b" + df.batch.astype(str))[["series", "length", "shown_mb", "status"]] \
+            .rename(columns={"shown_mb": "peak_mb"}).to_csv(out / "plot.csv", index=False)
+        profile.plot(df, out / "memory_vs_length.png")
+        summary["device"] = device_label
+        Path(metrics_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(metrics_path).write_text(json.dumps(summary, indent=2))
+        tracking.log_metrics(run.run_id, summary)
+        for name in ("table.md", "profile.csv", "memory_vs_length.png"):
+            tracking.client().log_artifact(run.run_id, str(out / name), artifact_path="profile")
+    print((out / "table.md").read_text())
+    print(f"memory_ratio = {summary['memory_ratio']:.3f} (regression_full b{p.headline_batch}/len{p.headline_length} "
+          f"{summary['regression_full_headline_mb']:.0f} MB{' predicted' if summary['headline_predicted'] else ''} / "
+          f"contrastive b{p.reference_batch}/len{p.reference_length} {summary['contrastive_reference_mb']:.0f} MB"
+          f"{' predicted' if summary['reference_predicted'] else ''})")
+    return summary
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="Run the memory / step-time profile grid as a Prefect flow.")
+    ap.add_argument("--params", default="params.yaml")
+    print(profile_flow(params_path=ap.parse_args().params))
