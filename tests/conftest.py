@@ -14,6 +14,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("DO_NOT_TRACK", "true")
+os.environ["STSREG_USE_SERVERS"] = "0"  # tests never log to a developer's running servers
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_RAW = REPO / "tests" / "fixtures" / "raw"

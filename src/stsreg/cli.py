@@ -8,6 +8,8 @@
     stsreg promote
     stsreg compare
     stsreg profile
+    stsreg servers start|stop|status
+    stsreg deploy [--pool NAME] [--image IMAGE]
     stsreg report
 
 Exit codes: 0 ok, 2 bad input (missing/corrupted raw files, too many rejected rows, bad params).
@@ -144,6 +146,46 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_servers(args: argparse.Namespace) -> int:
+    from stsreg import servers
+
+    project = Path(args.project)
+    if args.action == "start":
+        try:
+            urls = servers.start(project, args.prefect_port, args.mlflow_port, worker=not args.no_worker)
+        except RuntimeError as exc:
+            print(f"servers failed to start: {exc}", file=sys.stderr)
+            return 1
+        print(f"Prefect UI   {urls['prefect']}   (API {urls['prefect_api']})\nMLflow UI    {urls['mlflow']}\n"
+              f"worker       pool {servers.POOL}: {'running' if not args.no_worker else 'not started'}\n"
+              f"stsreg commands now use these servers; logs in {servers.Layout(project.resolve()).state / 'logs'}; "
+              f"`stsreg servers stop` stops them")
+    elif args.action == "stop":
+        stopped = servers.stop(project)
+        print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    else:
+        st = servers.status(project)
+        print(json.dumps(st, indent=2))
+        return 0 if st.get("running") else 3
+    return 0
+
+
+def _cmd_deploy(args: argparse.Namespace) -> int:
+    import os
+
+    from pipelines.deploy import deploy
+
+    if "PREFECT_API_URL" not in os.environ:
+        print("no Prefect server: run `stsreg servers start` first (or set PREFECT_API_URL)", file=sys.stderr)
+        return 2
+    schedule = load_params(args.params).schedule
+    for name in deploy(Path(args.project), schedule, args.pool, args.image):
+        print(f"deployed {name} on pool {args.pool or schedule.work_pool}")
+    print(f"see them at {os.environ['PREFECT_API_URL'].removesuffix('/api')}/deployments; "
+          "run one: prefect deployment run stsreg-retrain/weekly")
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     metrics_path = Path(args.metrics)
     if not metrics_path.exists():
@@ -253,6 +295,26 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--metrics", default="metrics/profile.json")
     pf.set_defaults(func=_cmd_profile)
 
+    sv = sub.add_parser("servers", help="start/stop/status of the local Prefect + MLflow servers and UIs (and a worker)",
+                        description="start: Prefect server + UI, MLflow tracking server + UI (both on 127.0.0.1, state "
+                                    "under the project) and a process worker for pool stsreg-process; prints the URLs. "
+                                    "While they run, stsreg commands log to them. stop: stops all three.")
+    sv.add_argument("action", choices=["start", "stop", "status"])
+    sv.add_argument("--project", default=".", help="project folder (state goes to <project>/.stsreg and <project>/mlflow)")
+    sv.add_argument("--prefect-port", type=int, default=4200)
+    sv.add_argument("--mlflow-port", type=int, default=5000)
+    sv.add_argument("--no-worker", action="store_true", help="do not start the process worker")
+    sv.set_defaults(func=_cmd_servers)
+
+    dp = sub.add_parser("deploy", help="create the Prefect deployments (weekly retrain, daily champion eval, manual profile)",
+                        description="Deploy the flows of pipelines/ops_flow.py from this project folder, with the cron "
+                                    "schedules of params.yaml's `schedule` section, to a work pool.")
+    dp.add_argument("--params", default="params.yaml")
+    dp.add_argument("--project", default=".")
+    dp.add_argument("--pool", default=None, help="work pool (default: schedule.work_pool; created if it is a new process pool)")
+    dp.add_argument("--image", default=None, help="docker pool: the job image (e.g. stsreg-worker:latest)")
+    dp.set_defaults(func=_cmd_deploy)
+
     r = sub.add_parser("report", help="print the results tables from the metrics files")
     r.add_argument("--metrics", default="metrics/data.json")
     r.add_argument("--models", default="models", help="folder with stage1/ and stage2/ outputs")
@@ -264,6 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command not in ("servers",):
+        from stsreg.servers import use_running
+
+        use_running(Path("."))  # local servers up -> log to them; down -> embedded defaults
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # Prefect's client logs every HTTP request at INFO
     return args.func(args)

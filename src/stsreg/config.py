@@ -154,6 +154,16 @@ class ProfileParams:
 
 
 @dataclass(frozen=True)
+class ScheduleParams:
+    """Prefect deployments (``stsreg deploy``): when the retrain and the champion check run, and where."""
+
+    retrain_cron: str = field(default="0 3 * * 1", metadata={"help": "retrain-and-promote (dvc repro promote); empty = no schedule"})
+    champion_eval_cron: str = field(default="0 6 * * *", metadata={"help": "evaluation of the champion; empty = no schedule"})
+    timezone: str = "UTC"
+    work_pool: str = field(default="stsreg-process", metadata={"help": "Prefect work pool the deployments run on"})
+
+
+@dataclass(frozen=True)
 class Params:
     seed: int = 42
     fetch: FetchParams = field(default_factory=FetchParams)
@@ -165,6 +175,7 @@ class Params:
     promote: PromoteParams = field(default_factory=PromoteParams)
     compare: CompareParams = field(default_factory=CompareParams)
     profile: ProfileParams = field(default_factory=ProfileParams)
+    schedule: ScheduleParams = field(default_factory=ScheduleParams)
 
 
 def _build(cls: type, raw: Any, where: str) -> Any:

@@ -275,30 +275,35 @@ def format_table(df, spec: GridSpec, device: str) -> str:
     return "\n".join(lines)
 
 
-def plot(df, path) -> None:
-    """Memory vs sequence length, one panel per batch size, one line per method; hollow markers = predicted."""
+def plot(df, spec: GridSpec, path) -> None:
+    """Memory vs sequence length, one panel per grid batch size, one line per method; hollow markers = predicted.
+    The contrastive reference point (the paper's batch 512) is stated in the title."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    batches = sorted(df.batch.unique())
-    fig, axes = plt.subplots(1, len(batches), figsize=(3.6 * len(batches), 3.4), squeeze=False, sharey=False)
+    batches = sorted(spec.batch_sizes)
+    colors = {m: f"C{i}" for i, m in enumerate(spec.methods)}
+    fig, axes = plt.subplots(1, len(batches), figsize=(3.8 * len(batches), 3.6), squeeze=False)
     for ax, b in zip(axes[0], batches):
-        sub = df[df.batch == b]
-        for i, (method, g) in enumerate(sub.groupby("method")):
+        sub = df[(df.batch == b) & df.length.isin(spec.lengths)]
+        for method, g in sub.groupby("method"):
             g = g.sort_values("length")
-            color = f"C{i}"
-            ax.plot(g.length, g.shown_mb, "-", color=color, label=method)
-            m = g[g.status == "measured"]
-            p = g[g.status != "measured"]
-            ax.plot(m.length, m.shown_mb, "o", color=color)
-            ax.plot(p.length, p.shown_mb, "o", mfc="none", color=color)
+            ax.plot(g.length, g.shown_mb, "-", color=colors[method], label=method)
+            m, p = g[g.status == "measured"], g[g.status != "measured"]
+            ax.plot(m.length, m.shown_mb, "o", color=colors[method])
+            ax.plot(p.length, p.shown_mb, "o", mfc="white", color=colors[method])
         ax.set_title(f"batch {b}")
         ax.set_xlabel("sequence length (tokens)")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("peak training memory (MB)")
-    axes[0][-1].legend(fontsize=8, title="filled = measured\nhollow = predicted", title_fontsize=7)
+    axes[0][0].legend(fontsize=8, title="filled = measured, hollow = predicted", title_fontsize=7)
+    ref = df[(df.method == "contrastive") & (df.batch == spec.reference[0]) & (df.length == spec.reference[1])]
+    if len(ref):
+        r = ref.iloc[0]
+        fig.suptitle(f"contrastive reference b{spec.reference[0]}/len{spec.reference[1]}: {r.shown_mb:,.0f} MB "
+                     f"({r.status})", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

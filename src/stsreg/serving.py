@@ -55,7 +55,8 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
     def load_context(self, context):
         from stsreg.model import SiameseRegressor
 
-        self.model = SiameseRegressor.load(context.artifacts["model"]).eval()
+        self.model_dir = context.artifacts["model"]  # the saved model folder, for evaluation of a registered version
+        self.model = SiameseRegressor.load(self.model_dir).eval()
 
     def predict(self, context, model_input, params=None):
         from stsreg.evaluate import score_pairs

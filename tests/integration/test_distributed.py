@@ -1,4 +1,6 @@
-"""Stage 2 under ``torchrun --nproc_per_node=2`` (DDP, gloo on CPU) matches one process at the same global batch.
+"""Stage 2 under torchrun (DDP, gloo on CPU) matches one process at the same global batch: one machine with
+``--nproc_per_node=2``, and two "nodes" (``--nnodes=2 --nproc_per_node=1``, two torchrun agents meeting on loopback,
+as two machines would on their network).
 
 Slow: starts three Python processes that each import torch + transformers. Dropout is switched off in the tiny
 model, so two processes see exactly the batches one process sees and only float summation order differs.
@@ -28,20 +30,43 @@ def _no_dropout_copy(backbone: str, dest: Path) -> str:
     return str(dest)
 
 
-def _train(cmd: list[str], work: Path) -> dict:
+def _env() -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
     env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    proc = subprocess.run(cmd + [str(work), "160"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    return env
+
+
+def _train(cmds: list[list[str]], work: Path) -> dict:
+    """Start every command (one per node) at once, wait for all; rank 0's summary."""
+    procs = [subprocess.Popen(cmd + [str(work), "160"], cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for cmd in cmds]
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
     return json.loads((work / "summary.json").read_text())
 
 
-def test_two_processes_match_one(tiny_backbone, tmp_path):
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("layout", ["one node, 2 processes", "2 nodes, 1 process each"])
+def test_distributed_matches_one_process(tiny_backbone, tmp_path, layout):
     backbone = _no_dropout_copy(tiny_backbone, tmp_path / "backbone")
     helper = ["-m", "tests.helpers.run_stage2", backbone]
-    one = _train([sys.executable, *helper], tmp_path / "one")
-    two = _train([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *helper],
-                 tmp_path / "two")
+    one = _train([[sys.executable, *helper]], tmp_path / "one")
+    run = [sys.executable, "-m", "torch.distributed.run"]
+    if layout.startswith("one node"):
+        cmds = [run + ["--standalone", "--nproc_per_node=2", *helper]]
+    else:  # what each of two machines runs, with MASTER on the first one's address
+        port = _free_port()
+        cmds = [run + ["--nnodes=2", "--nproc_per_node=1", f"--node_rank={rank}", "--master_addr=127.0.0.1",
+                       f"--master_port={port}", *helper] for rank in (0, 1)]
+    two = _train(cmds, tmp_path / "two")
     assert one["world_size"] == 1 and two["world_size"] == 2
     assert one["steps"] == two["steps"] == 40  # 160 pairs / global batch 8 x 2 epochs
     a, b = weights(tmp_path / "one/out"), weights(tmp_path / "two/out")

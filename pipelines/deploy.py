@@ -1,0 +1,71 @@
+"""Prefect deployments of the operation flows (:mod:`pipelines.ops_flow`), schedules from ``params.yaml``.
+
+    stsreg deploy                                  # to the running Prefect server (stsreg servers start)
+    stsreg deploy --pool stsreg-gpu                # a process pool served by the GPU worker image
+    stsreg deploy --pool stsreg-docker --image stsreg-worker:latest   # a docker pool running that image
+
+| deployment                        | flow                 | schedule                     |
+|-----------------------------------|----------------------|------------------------------|
+| ``stsreg-retrain/weekly``         | retrain + promote    | ``schedule.retrain_cron``    |
+| ``stsreg-champion-eval/daily``    | evaluate the champion| ``schedule.champion_eval_cron`` |
+| ``stsreg-profile-run/manual``     | ``dvc repro profile``| none (run it from the UI/CLI)|
+
+The code is taken from the project folder itself (``flow.from_source(<project>)``): a process worker runs the
+flows in that folder, so the DVC pipeline, params and MLflow store are the project's. The retrain deployment has
+a concurrency limit of 1 (overlapping triggers queue); the flows also hold the project's pipeline lock.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stsreg.config import ScheduleParams
+
+DEPLOYMENTS = (
+    # (flow name, deployment name, entrypoint, params cron field or None)
+    ("stsreg-retrain", "weekly", "pipelines/ops_flow.py:retrain_flow", "retrain_cron"),
+    ("stsreg-champion-eval", "daily", "pipelines/ops_flow.py:champion_eval_flow", "champion_eval_cron"),
+    ("stsreg-profile-run", "manual", "pipelines/ops_flow.py:profile_run_flow", None),
+)
+
+
+def ensure_process_pool(name: str) -> None:
+    """Create work pool ``name`` of type ``process`` unless it exists (other pool types: create them yourself)."""
+    from prefect import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectNotFound
+    from prefect.utilities.asyncutils import run_coro_as_sync
+
+    async def go():
+        async with get_client() as client:
+            try:
+                await client.read_work_pool(name)
+            except ObjectNotFound:
+                await client.create_work_pool(WorkPoolCreate(name=name, type="process"))
+
+    run_coro_as_sync(go())
+
+
+def deploy(project: Path, schedule: ScheduleParams, pool: str | None = None, image: str | None = None) -> list[str]:
+    """Create/update the three deployments; returns their ``flow/deployment`` names."""
+    from prefect import Flow
+    from prefect.client.schemas.schedules import CronSchedule
+
+    project = project.resolve()
+    pool = pool or schedule.work_pool
+    if image is None:
+        ensure_process_pool(pool)
+    names = []
+    for flow_name, name, entrypoint, cron_field in DEPLOYMENTS:
+        cron = getattr(schedule, cron_field) if cron_field else ""
+        schedules = [CronSchedule(cron=cron, timezone=schedule.timezone)] if cron else []
+        # docker pool: the image holds the code; the project folder is mounted at /work
+        project_dir = "/work" if image else str(project)
+        job_variables = {"image": image, "volumes": [f"{project}:/work"]} if image else {}
+        source = Flow.from_source(source=str(project), entrypoint=entrypoint)
+        source.deploy(name=name, work_pool_name=pool, image=image, build=False, push=False, schedules=schedules,
+                      concurrency_limit=1 if flow_name == "stsreg-retrain" else None, parameters={"project_dir": project_dir},
+                      job_variables=job_variables, tags=["stsreg"], print_next_steps=False,
+                      description=(source.description or "").strip().split("\n")[0])
+        names.append(f"{flow_name}/{name}")
+    return names

@@ -1,0 +1,181 @@
+"""Flows for scheduled operation (deployed by ``stsreg deploy``; any of them also runs by hand).
+
+- ``stsreg-retrain``: ``dvc repro promote`` in the project (DVC decides what is stale: new data, new params or new
+  code retrain; nothing stale = nothing runs), then reports what changed in the registry: a new version? promoted?
+  why not? The report is a Prefect markdown artifact, ``reports/retrain/last_run.json`` (+ a line in
+  ``history.jsonl``) and the return value.
+- ``stsreg-champion-eval``: the 7-task evaluation of the model behind alias ``champion``, one MLflow run in
+  experiment ``stsreg-champion``; the version gets ``last_eval.*`` tags (a daily health check of what is served).
+- ``stsreg-profile-run``: ``dvc repro profile`` (the memory / step-time grid), on demand.
+
+Every flow that runs DVC holds the project's pipeline lock (``.stsreg/pipeline.lock``) for its whole run, so
+overlapping scheduled or manual runs queue instead of interleaving DVC stages and registry writes; the retrain
+deployment also has a Prefect concurrency limit of 1. A failed ``dvc repro`` stops before the ``promote`` stage,
+so the champion alias is never moved by a failed run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+from prefect import flow, get_run_logger, task
+
+MODEL_NAME = "sts-regression"
+
+
+def _tracking_uri(project: Path) -> str:
+    """The server's URI when set, else the project's embedded store (absolute: flows may run from any folder)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{project / 'mlflow' / 'mlflow.db'}"
+
+
+@contextmanager
+def pipeline_lock(project: Path, timeout_s: float):
+    """Exclusive lock on the project's DVC pipeline and registry, waited for up to ``timeout_s`` seconds."""
+    path = project / ".stsreg" / "pipeline.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=timeout_s)
+    except Timeout:
+        raise RuntimeError(f"another pipeline run holds {path} for more than {timeout_s:.0f} s; not starting") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def registry_state(uri: str, name: str = MODEL_NAME) -> dict:
+    """``{"latest", "champion", "challenger"}`` version numbers (None where absent)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    c = MlflowClient(tracking_uri=uri)
+    try:
+        versions = c.search_model_versions(f"name='{name}'")
+    except MlflowException:
+        versions = []
+    state = {"latest": max((int(v.version) for v in versions), default=None)}
+    for alias in ("champion", "challenger"):
+        try:
+            state[alias] = int(c.get_model_version_by_alias(name, alias).version)
+        except MlflowException:
+            state[alias] = None
+    return state
+
+
+@task(name="dvc-repro", task_run_name="dvc repro {target}")
+def dvc_repro(project_dir: str, target: str) -> list[str]:
+    """Run ``dvc repro target`` in the project, streaming its output to the flow log; returns the stages that ran."""
+    logger = get_run_logger()
+    proc = subprocess.Popen(["dvc", "repro", target], cwd=project_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env={**os.environ, "STSREG_USE_SERVERS": os.environ.get("STSREG_USE_SERVERS", "1")})
+    ran, tail = [], []
+    for line in proc.stdout:
+        line = line.rstrip()
+        tail = (tail + [line])[-40:]
+        if line.startswith("Running stage"):
+            ran.append(line.split("'")[1])
+        if line.strip():
+            logger.info(line)
+    if proc.wait() != 0:
+        raise RuntimeError(f"`dvc repro {target}` failed (exit {proc.returncode}) after stages {ran}:\n" + "\n".join(tail))
+    return ran
+
+
+def describe(before: dict, after: dict, ran: list[str], promotion: dict | None) -> str:
+    """One paragraph: what the run changed in the registry, and why."""
+    if not ran:
+        return "nothing was stale: no stage ran, the registry is unchanged (champion v%s)" % after["champion"]
+    text = f"stages run: {', '.join(ran)}. "
+    if after["latest"] != before["latest"]:
+        text += f"new version v{after['latest']} registered as challenger; "
+        if after["champion"] != before["champion"]:
+            text += f"promoted to champion (was v{before['champion']})"
+        else:
+            text += f"not promoted, champion stays v{after['champion']}"
+        if promotion and promotion.get("challenger") == after["latest"]:
+            text += f": {promotion['reason']}"
+    else:
+        text += f"no new version (the model did not change); champion v{after['champion']}"
+    return text
+
+
+@flow(name="stsreg-retrain")
+def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s: float = 6 * 3600) -> dict:
+    """DVC pipeline up to ``target`` under the pipeline lock, then a report of the registry change."""
+    from prefect.artifacts import create_markdown_artifact
+
+    project = Path(project_dir).resolve()
+    uri = _tracking_uri(project)
+    started = time.time()
+    with pipeline_lock(project, lock_timeout_s):
+        locked = time.time()
+        before = registry_state(uri)
+        ran = dvc_repro(str(project), target)
+        after = registry_state(uri)
+        released = time.time()
+    promotion_file = project / "reports/registry/promotion.json"
+    promotion = json.loads(promotion_file.read_text()) if promotion_file.exists() else None
+    report = {"ran": ran, "before": before, "after": after, "new_version": after["latest"] != before["latest"],
+              "promoted": after["champion"] != before["champion"], "summary": describe(before, after, ran, promotion),
+              "started": started, "lock_acquired": locked, "lock_released": released}
+    out = project / "reports/retrain/last_run.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    with open(out.with_name("history.jsonl"), "a") as fh:  # one line per retrain: an audit trail of the schedule
+        fh.write(json.dumps(report) + "\n")
+    get_run_logger().info("retrain: %s", report["summary"])
+    create_markdown_artifact(key="retrain-report", description="What this retrain changed", markdown=(
+        f"## Retrain report\n\n{report['summary']}\n\n| | latest | champion | challenger |\n|---|---|---|---|\n"
+        f"| before | {before['latest']} | {before['champion']} | {before['challenger']} |\n"
+        f"| after | {after['latest']} | {after['champion']} | {after['challenger']} |\n"))
+    return report
+
+
+@flow(name="stsreg-champion-eval")
+def champion_eval_flow(project_dir: str = ".", params_path: str = "params.yaml",
+                       sts_path: str = "data/prepared/sts.parquet") -> dict:
+    """Evaluate ``models:/sts-regression@champion`` on the prepared test sets; one MLflow run; tags on the version."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from stsreg import eval_stage, stages, tracking
+    from stsreg.config import load_params
+
+    project = Path(project_dir).resolve()
+    uri = _tracking_uri(project)
+    os.environ["MLFLOW_TRACKING_URI"] = uri  # tracking.* helpers below log to the same store
+    c = MlflowClient(tracking_uri=uri)
+    version = c.get_model_version_by_alias(MODEL_NAME, "champion")
+    params = load_params(project / params_path)
+    mlflow.set_tracking_uri(uri)
+    with tempfile.TemporaryDirectory() as tmp:
+        pyfunc = mlflow.pyfunc.load_model(f"models:/{MODEL_NAME}@champion", dst_path=tmp)
+        model_dir = Path(pyfunc.unwrap_python_model().model_dir)
+        tags = {**tracking.environment_tags(stages.device_name()), "model_version": version.version}
+        with tracking.tracked_run("stsreg-champion", f"champion-v{version.version}", {"evaluate": params.evaluate.__dict__}, tags) as run:
+            metrics = eval_stage.run_evaluate(params, model_dir, project / sts_path, Path(tmp) / "eval")
+            tracking.log_metrics(run.run_id, metrics)
+            tracking.client().log_artifact(run.run_id, str(Path(tmp) / "eval" / "table.md"), artifact_path="eval")
+    when = time.strftime("%Y-%m-%dT%H:%M:%S")
+    c.set_model_version_tag(MODEL_NAME, version.version, "last_eval.time", when)
+    c.set_model_version_tag(MODEL_NAME, version.version, "last_eval.avg7_spearman", f"{metrics['avg7_spearman']:.2f}")
+    c.set_model_version_tag(MODEL_NAME, version.version, "last_eval.run_id", run.run_id)
+    get_run_logger().info("champion v%s: avg7 %.2f", version.version, metrics["avg7_spearman"])
+    return {"version": int(version.version), "run_id": run.run_id, "avg7_spearman": metrics["avg7_spearman"],
+            "avg7_unseen_spearman": metrics.get("avg7_unseen_spearman")}
+
+
+@flow(name="stsreg-profile-run")
+def profile_run_flow(project_dir: str = ".", lock_timeout_s: float = 6 * 3600) -> list[str]:
+    """``dvc repro profile`` under the pipeline lock."""
+    project = Path(project_dir).resolve()
+    with pipeline_lock(project, lock_timeout_s):
+        return dvc_repro(str(project), "profile")

@@ -1,0 +1,308 @@
+"""Benchmark suite (``make bench``): stsreg against sentence-transformers and against itself, side by side in one run.
+
+Same machine, same model weights (the configured backbone), same data, same torch threads; each benchmark repeats
+``--repeats`` times, alternating the two sides, and reports medians and their ratio:
+
+- (a) ``encode``: sentences/s of :meth:`SiameseRegressor.encode` vs ``SentenceTransformer.encode`` on the STS-B test
+  sentences (evaluation length and batch), plus both Spearmans (equal accuracy is part of the claim);
+- (b) ``train``: steady-state stage-2 pairs/s of :func:`stsreg.train.fine_tune` (Smooth K2) vs
+  ``SentenceTransformerTrainer`` with ``CoSENTLoss``, same pairs, batch size and max length; timed from each side's
+  per-step callback after the warm-up steps, so data loading, evaluation and saving are outside both;
+- (c) ``stage1``: stage-1 wall time with a cold embedding cache vs one encoder pass over the same NLI sentences;
+- (d) ``orchestration``: ``stsreg train --stage 1`` work through its Prefect flow + MLflow run vs the same function
+  called bare, each in a fresh process (warm embedding cache, existing MLflow store);
+- (e) ``dvc_noop``: ``dvc repro promote`` when nothing is stale.
+
+Writes ``reports/benchmarks.json`` (every sample) and ``reports/benchmarks.md`` (medians, ratios, targets).
+
+    python -m stsreg.bench --repeats 3            # or: make bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+#: name -> (direction, target, what the ratio means)
+TARGETS = {
+    "encode": (">=", 1.3, "stsreg / sentence-transformers sentences/s"),
+    "train": (">=", 1.3, "stsreg / sentence-transformers pairs/s"),
+    "stage1": ("<=", 1.2, "stage-1 wall time / one encoder pass"),
+    "orchestration": ("<", 1.10, "flow + MLflow wall time / bare function"),
+    "dvc_noop": ("<", 5.0, "seconds (not a ratio)"),
+}
+
+
+def _median(xs):
+    return float(statistics.median(xs))
+
+
+def _met(name: str, value: float) -> bool:
+    op, target, _ = TARGETS[name]
+    return {">=": value >= target, "<=": value <= target, "<": value < target}[op]
+
+
+# -- (a) encode ------------------------------------------------------------------------------------------
+def bench_encode(backbone: str, sts: pd.DataFrame, max_length: int, batch_size: int, repeats: int) -> dict:
+    from sentence_transformers import SentenceTransformer
+
+    from stsreg.evaluate import spearman
+    from stsreg.model import SiameseRegressor, resolve_backbone
+
+    test = sts[(sts.dataset == "stsb") & (sts.split == "test")]
+    sentences = list(test.sentence1) + list(test.sentence2)
+    ours = SiameseRegressor.from_pretrained(backbone, max_length=max_length)
+    st = SentenceTransformer(resolve_backbone(backbone), device="cpu")
+    st.max_seq_length = max_length
+    rates = {"stsreg": [], "sentence_transformers": []}
+    emb = {}
+    ours.encode(sentences[:128], batch_size=batch_size, show_progress=False)  # warm-up (allocator, kernels)
+    st.encode(sentences[:128], batch_size=batch_size)
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        emb["stsreg"] = ours.encode(sentences, batch_size=batch_size, show_progress=False).numpy()
+        rates["stsreg"].append(len(sentences) / (time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        emb["sentence_transformers"] = st.encode(sentences, batch_size=batch_size, convert_to_numpy=True)
+        rates["sentence_transformers"].append(len(sentences) / (time.perf_counter() - t0))
+    n = len(test)
+    acc = {}
+    for side, e in emb.items():
+        u, v = e[:n], e[n:]
+        cos = (u * v).sum(1) / ((u * u).sum(1) ** 0.5 * (v * v).sum(1) ** 0.5)
+        acc[side] = spearman(cos, test.score.to_numpy())
+    return {"unit": "sentences/s", "samples": rates, "stsb_test_spearman": acc, "sentences": len(sentences),
+            "max_length": max_length, "batch_size": batch_size,
+            "ratio": _median(rates["stsreg"]) / _median(rates["sentence_transformers"])}
+
+
+# -- (b) train -------------------------------------------------------------------------------------------
+def _train_pairs(sts: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
+    train = sts[sts.dataset.isin(["stsb", "sickr"]) & (sts.split == "train")]
+    return train.sample(n=min(n, len(train)), random_state=seed).reset_index(drop=True)
+
+
+def _steady_rate(stamps: list[float], batch_size: int, warmup: int) -> float:
+    """Pairs/s between the end of step ``warmup`` and the last step (per-step callback timestamps)."""
+    if len(stamps) <= warmup + 1:
+        raise ValueError(f"need more than {warmup + 1} steps to time, got {len(stamps)}")
+    return (len(stamps) - 1 - warmup) * batch_size / (stamps[-1] - stamps[warmup])
+
+
+def _train_stsreg(backbone: str, pairs: pd.DataFrame, dev: pd.DataFrame, batch_size: int, max_length: int, work: Path,
+                  warmup: int) -> float:
+    from stsreg.config import Stage2Params
+    from stsreg.model import SiameseRegressor
+    from stsreg.train import fine_tune
+
+    stamps: list[float] = []
+    model = SiameseRegressor.from_pretrained(backbone, max_length=max_length)
+    p = Stage2Params(batch_size=batch_size, epochs=1, eval_every=10**9, checkpoint_every=10**9)
+    fine_tune(model, pairs, dev, p, 0, work / "out", work / "ckpt", log_metric=lambda k, v, s: k == "train_loss" and stamps.append(time.perf_counter()))
+    return _steady_rate(stamps, batch_size, warmup)
+
+
+def _train_st(backbone: str, pairs: pd.DataFrame, batch_size: int, max_length: int, work: Path, warmup: int) -> float:
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.losses import CoSENTLoss
+    from transformers import TrainerCallback
+
+    from stsreg.model import resolve_backbone
+
+    stamps: list[float] = []
+
+    class Stamp(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            stamps.append(time.perf_counter())
+
+    model = SentenceTransformer(resolve_backbone(backbone), device="cpu")
+    model.max_seq_length = max_length
+    # scale labels to 0-1 per dataset, as sentence-transformers users do (SICK-R is 1-5)
+    data = Dataset.from_dict({"sentence1": list(pairs.sentence1), "sentence2": list(pairs.sentence2),
+                              "score": list((pairs.score / 5.0).astype(float))})
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(work / "st"), per_device_train_batch_size=batch_size, num_train_epochs=1, learning_rate=2e-5,
+        warmup_ratio=0.1, save_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=True,
+        dataloader_num_workers=0, seed=0)
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=CoSENTLoss(model),
+                                         callbacks=[Stamp()])
+    trainer.train()
+    return _steady_rate(stamps, batch_size, warmup)
+
+
+def bench_train(backbone: str, sts: pd.DataFrame, n_pairs: int, batch_size: int, max_length: int, repeats: int,
+                warmup: int = 5) -> dict:
+    pairs = _train_pairs(sts, n_pairs, 0)
+    dev = sts[(sts.dataset == "stsb") & (sts.split == "dev")].head(16).reset_index(drop=True)
+    rates = {"stsreg": [], "sentence_transformers": []}
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as d:
+            rates["stsreg"].append(_train_stsreg(backbone, pairs, dev, batch_size, max_length, Path(d), warmup))
+        with tempfile.TemporaryDirectory() as d:
+            rates["sentence_transformers"].append(_train_st(backbone, pairs, batch_size, max_length, Path(d), warmup))
+    return {"unit": "pairs/s", "samples": rates, "pairs": len(pairs), "batch_size": batch_size, "max_length": max_length,
+            "timed_steps": len(pairs) // batch_size - 1 - warmup,
+            "ratio": _median(rates["stsreg"]) / _median(rates["sentence_transformers"])}
+
+
+# -- (c) stage 1 vs one encoder pass --------------------------------------------------------------------
+def bench_stage1(params, nli_path: Path, n_pairs: int, repeats: int) -> dict:
+    from stsreg.model import SiameseRegressor
+    from stsreg.stage1 import sample_pairs
+    from stsreg.stages import run_stage1
+
+    params = dataclasses.replace(params, stage1=dataclasses.replace(params.stage1, max_pairs=n_pairs))
+    nli = sample_pairs(pd.read_parquet(nli_path), n_pairs, params.seed)
+    unique = list(dict.fromkeys(list(nli.premise) + list(nli.hypothesis)))
+    m = params.model
+    times = {"stage1_cold_cache": [], "encoder_pass": []}
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as d:
+            t0 = time.perf_counter()
+            run_stage1(params, nli_path, Path(d) / "out", Path(d) / "cache")  # loads the model, encodes, trains, saves
+            times["stage1_cold_cache"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        model = SiameseRegressor.from_pretrained(m.backbone, pooling=m.pooling, max_length=m.max_length)
+        model.encode(unique, batch_size=params.stage1.encode_batch_size, show_progress=False)
+        times["encoder_pass"].append(time.perf_counter() - t0)
+    return {"unit": "s", "samples": times, "pairs": len(nli), "distinct_sentences": len(unique),
+            "epochs": params.stage1.epochs,
+            "ratio": _median(times["stage1_cold_cache"]) / _median(times["encoder_pass"])}
+
+
+# -- (d) Prefect + MLflow overhead ------------------------------------------------------------------------
+_BARE = """
+import sys; from pathlib import Path
+from stsreg.config import load_params; from stsreg.stages import run_stage1
+run_stage1(load_params(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))
+"""
+_FLOW = """
+import sys
+from pipelines.train_flow import stage1_flow
+stage1_flow(params_path=sys.argv[1], nli_path=sys.argv[2], out_dir=sys.argv[3], cache_dir=sys.argv[4])
+"""
+
+
+def bench_orchestration(params_path: Path, nli_path: Path, cache_dir: Path, repeats: int) -> dict:
+    times = {"flow": [], "bare": []}
+    with tempfile.TemporaryDirectory() as d:
+        env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{d}/mlflow/mlflow.db"}
+
+        def run(kind: str) -> float:
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", _FLOW if kind == "flow" else _BARE, str(params_path), str(nli_path),
+                            f"{d}/out-{kind}", str(cache_dir)], check=True, env=env, capture_output=True)
+            return time.perf_counter() - t0
+
+        run("flow")  # warm-up: fills the embedding cache and creates the MLflow store, as a project that ran once has
+        for _ in range(repeats):
+            for kind in ("flow", "bare"):
+                times[kind].append(run(kind))
+    return {"unit": "s", "samples": times, "what": "stage 1 (full NLI, warm embedding cache) in a fresh process",
+            "ratio": _median(times["flow"]) / _median(times["bare"])}
+
+
+# -- (e) no-op dvc repro ----------------------------------------------------------------------------------
+def bench_dvc_noop(repeats: int, target: str = "promote") -> dict:
+    status = subprocess.run(["dvc", "status", target, "--with-deps", "--quiet"], capture_output=True, text=True)
+    if status.returncode != 0:
+        return {"unit": "s", "skipped": f"`dvc status {target}` reports stale stages: run `make run` first, then bench"}
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = subprocess.run(["dvc", "repro", target], capture_output=True, text=True, check=True).stdout
+        times.append(time.perf_counter() - t0)
+        if "Running stage" in out:
+            raise RuntimeError(f"`dvc repro {target}` ran a stage during the no-op benchmark:\n{out}")
+    return {"unit": "s", "samples": {"dvc_repro": times}, "ratio": _median(times)}
+
+
+# -- report -----------------------------------------------------------------------------------------------
+def machine() -> dict:
+    import torch
+
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), platform.machine()) \
+        if Path("/proc/cpuinfo").exists() else platform.machine()
+    return {"cpu": cpu, "torch_threads": torch.get_num_threads(), "cores": os.cpu_count(), "torch": torch.__version__,
+            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M")}
+
+
+def format_report(results: dict) -> str:
+    m = results["machine"]
+    lines = ["# Benchmarks", "",
+             f"`make bench` on {m['cpu']} ({m['cores']} cores, torch {m['torch']} with {m['torch_threads']} threads), "
+             f"{m['date']}; medians of {results['repeats']} runs, the two sides alternated in one process or one shell.", "",
+             "| benchmark | stsreg | reference | ratio | target | met |", "|---|---:|---:|---:|---:|---|"]
+    for name, r in results["benchmarks"].items():
+        op, target, meaning = TARGETS[name]
+        if "skipped" in r:
+            lines.append(f"| {name} | – | – | – | {op} {target} | skipped: {r['skipped']} |")
+            continue
+        sides = list(r["samples"])
+        ours = f"{_median(r['samples'][sides[0]]):.2f} {r['unit']}"
+        ref = f"{_median(r['samples'][sides[1]]):.2f} {r['unit']} ({sides[1]})" if len(sides) > 1 else "–"
+        met = _met(name, r["ratio"])
+        gap = "" if met else f" (missed by {abs(r['ratio'] - target) / target:.0%})"
+        lines.append(f"| {name}: {meaning} | {ours} | {ref} | {r['ratio']:.3f} | {op} {target} | {'yes' if met else 'no' + gap} |")
+    enc = results["benchmarks"].get("encode")
+    if enc and "stsb_test_spearman" in enc:
+        a = enc["stsb_test_spearman"]
+        lines += ["", f"Encode accuracy (STS-B test Spearman x100 of cosine): stsreg {a['stsreg']:.2f}, "
+                      f"sentence-transformers {a['sentence_transformers']:.2f}."]
+    lines += ["", "Every sample is in `reports/benchmarks.json`."]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m stsreg.bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--sts", default="data/prepared/sts.parquet")
+    ap.add_argument("--nli", default="data/prepared/nli_train.parquet")
+    ap.add_argument("--cache", default="cache/embeddings", help="stage-1 embedding cache used by (d)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--train-pairs", type=int, default=480, help="(b) pairs per training run")
+    ap.add_argument("--stage1-pairs", type=int, default=5000, help="(c) NLI pairs per stage-1 run")
+    ap.add_argument("--only", nargs="*", choices=list(TARGETS), help="run only these benchmarks")
+    ap.add_argument("--out", default="reports/benchmarks")
+    a = ap.parse_args(argv)
+    from stsreg.config import load_params
+
+    params = load_params(a.params)
+    sts = pd.read_parquet(a.sts)
+    todo = a.only or list(TARGETS)
+    results = {"machine": machine(), "repeats": a.repeats, "benchmarks": {}}
+    runners = {
+        "encode": lambda: bench_encode(params.model.backbone, sts, params.evaluate.max_length, params.evaluate.batch_size, a.repeats),
+        "train": lambda: bench_train(params.model.backbone, sts, a.train_pairs, params.stage2.batch_size, params.model.max_length, a.repeats),
+        "stage1": lambda: bench_stage1(params, Path(a.nli), a.stage1_pairs, a.repeats),
+        "orchestration": lambda: bench_orchestration(Path(a.params), Path(a.nli), Path(a.cache), a.repeats),
+        "dvc_noop": lambda: bench_dvc_noop(a.repeats),
+    }
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for name in todo:
+        print(f"bench: {name} ...", flush=True)
+        t0 = time.perf_counter()
+        results["benchmarks"][name] = runners[name]()
+        r = results["benchmarks"][name]
+        print(f"bench: {name} ratio {r.get('ratio', float('nan')):.3f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        out.with_suffix(".json").write_text(json.dumps(results, indent=2))  # partial results survive a crash
+    out.with_suffix(".md").write_text(format_report(results) + "\n")
+    print(format_report(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
