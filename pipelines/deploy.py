@@ -65,7 +65,7 @@ def deploy(project: Path, schedule: ScheduleParams, pool: str | None = None, ima
         source = Flow.from_source(source=str(project), entrypoint=entrypoint)
         source.deploy(name=name, work_pool_name=pool, image=image, build=False, push=False, schedules=schedules,
                       concurrency_limit=1 if flow_name == "stsreg-retrain" else None, parameters={"project_dir": project_dir},
-                      job_variables=job_variables, tags=["stsreg"], print_next_steps=False,
+                      job_variables=job_variables, tags=["stsreg"], print_next_steps=False, ignore_warnings=True,
                       description=(source.description or "").strip().split("\n")[0])
         names.append(f"{flow_name}/{name}")
     return names

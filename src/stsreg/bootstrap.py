@@ -48,7 +48,10 @@ def _task_bootstrap(tasks: list[tuple[np.ndarray, ...]], stat, n_resamples: int,
 def spearman_ci(tasks: list[tuple[np.ndarray, np.ndarray]], n_resamples: int = 1000, seed: int = 0,
                 confidence: float = 0.95) -> tuple[float, float]:
     """Interval of the mean over tasks of Spearman x100; one ``(gold, pred)`` pair of (n_t,) arrays per task
-    (one task: that task's interval; seven: avg7's)."""
+    (one task: that task's interval; seven: avg7's). (nan, nan) when a task has fewer than 3 pairs (e.g. the unseen
+    view of a small test set): there is nothing to resample."""
+    if any(len(t[0]) < 3 for t in tasks):
+        return float("nan"), float("nan")
     _, low, high, _ = _task_bootstrap(tasks, _spearman_rows, n_resamples, seed, confidence)
     return low, high
 

@@ -56,7 +56,8 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
     except MlflowException as exc:
         if exc.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
-    mv = c.create_model_version(name, source=info.model_uri, run_id=run_id, tags=tags)
+    # model_id: a tracking server only accepts a `models:/m-...` source together with the logged model it names
+    mv = c.create_model_version(name, source=info.model_uri, run_id=run_id, tags=tags, model_id=info.model_id)
     c.set_registered_model_alias(name, "challenger", mv.version)
     log.info("registered %s version %s as challenger", name, mv.version)
     return mv

@@ -77,7 +77,7 @@ def test_servers_deploy_trigger_overlap_and_failure(tiny_backbone, tmp_path):
                     return await c.read_deployment_by_name(name)
 
             weekly = run_coro_as_sync(read("stsreg-retrain/weekly"))
-            assert [s.schedule.cron for s in weekly.schedules] == ["0 3 * * 1"] and weekly.concurrency_limit == 1
+            assert [s.schedule.cron for s in weekly.schedules] == ["0 3 * * 1"] and weekly.global_concurrency_limit.limit == 1
             assert run_coro_as_sync(read("stsreg-profile-run/manual")).schedules == []
 
             # 1. triggered through the API, picked up by the worker: the whole DVC pipeline, v1 promoted

@@ -50,3 +50,10 @@ def test_paired_test_rejects_unpaired_input():
     gold, good, bad = _data()
     with pytest.raises(ValueError, match="same pairs"):
         paired_test([(gold, good, bad[:-1])])
+
+
+def test_interval_of_a_task_with_under_three_pairs_is_nan():
+    from stsreg.bootstrap import spearman_ci
+
+    low, high = spearman_ci([(np.array([1.0, 2.0]), np.array([0.1, 0.3]))], n_resamples=50)
+    assert np.isnan(low) and np.isnan(high)
