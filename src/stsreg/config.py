@@ -102,6 +102,7 @@ class Stage2Params:
     layer_decay: float = field(default=0.95, metadata={"help": "layer-wise lr decay per layer below the top"})
     max_grad_norm: float = 1.0
     batch_size: int = field(default=16, metadata={"help": "global batch (split across DDP processes)"})
+    group_by_length: bool = field(default=False, metadata={"help": "batches of similar-length pairs (less padding, faster)"})
     epochs: int = 1
     max_train_pairs: int = field(default=0, metadata={"help": "sample at most this many training pairs (0 = all)"})
     eval_every: int = field(default=200, metadata={"help": "STS-B dev Spearman every N optimizer steps (and each epoch end)"})

@@ -98,6 +98,25 @@ def _atomic_save_model(model: SiameseRegressor, dest: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def pair_lengths(model: SiameseRegressor, s1: list[str], s2: list[str]) -> list[int]:
+    """Tokens of the longer sentence of each pair (truncated at the model's max length): what a batch pads to."""
+    tok = lambda xs: model.tokenizer(xs, truncation=True, max_length=model.config.max_length)["input_ids"]  # noqa: E731
+    return [max(len(a), len(b)) for a, b in zip(tok(s1), tok(s2))]
+
+
+def length_grouped(order: list[int], lengths: list[int], batch_size: int, seed: int, window: int = 50) -> list[list[int]]:
+    """Batches of similar-length pairs: the shuffled ``order`` is cut into windows of ``window`` batches, each
+    window sorted by length and cut into batches, then the batch order is shuffled. Random batches pad to their
+    longest pair; grouped ones pad far less (same pairs per epoch, different batch composition)."""
+    batches = []
+    span = batch_size * window
+    for start in range(0, len(order), span):
+        chunk = sorted(order[start:start + span], key=lambda i: lengths[i])
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    perm = torch.randperm(len(batches), generator=torch.Generator().manual_seed(seed)).tolist()
+    return [batches[i] for i in perm]
+
+
 def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p: Stage2Params, seed: int,
               out_dir: Path, ckpt_dir: Path, device: torch.device | None = None,
               log_metric=lambda key, value, step: None) -> dict:
@@ -120,6 +139,7 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
     y = torch.tensor(train.score.to_numpy(), dtype=torch.float32)
     if p.round_labels:
         y = y.round()
+    lengths = pair_lengths(model, s1, s2) if p.group_by_length else None
     sampler = DistributedSampler(range(len(y)), num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
     steps_per_epoch = math.ceil(len(sampler) / per_rank)
     total_steps = steps_per_epoch * p.epochs
@@ -182,6 +202,8 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
         sampler.set_epoch(epoch)
         order = list(sampler)
         batches = [order[i:i + per_rank] for i in range(0, len(order), per_rank)]
+        if p.group_by_length:
+            batches = length_grouped(order, lengths, per_rank, seed + epoch)
         for b in range(step - epoch * steps_per_epoch, len(batches)):
             idx = batches[b]
             fa = {k: v.to(device) for k, v in model.tokenize([s1[i] for i in idx]).items()}
