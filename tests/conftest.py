@@ -21,6 +21,24 @@ FIXTURE_RAW = REPO / "tests" / "fixtures" / "raw"
 SHARED_DATA = Path(os.environ.get("STSREG_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now (servers started by tests bind to it)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fixture_sources() -> list[dict]:
+    """A sources registry (``data/sources.json`` format) listing every file of the fixture tree with its sha256."""
+    import hashlib
+
+    files = sorted(p.relative_to(FIXTURE_RAW).as_posix() for p in FIXTURE_RAW.rglob("*") if p.is_file())
+    return [{"dataset": "fixture", "file": f, "sha256": hashlib.sha256((FIXTURE_RAW / f).read_bytes()).hexdigest(), "url": ""}
+            for f in files]
+
+
 @pytest.fixture
 def raw_tree(tmp_path: Path) -> Path:
     """A writable copy of the small fixture tree in every real raw format (with broken rows)."""

@@ -5,15 +5,11 @@ import json
 import pytest
 
 from pipelines.data_flow import data_flow, prepare_task
-from tests.conftest import FIXTURE_RAW
+from tests.conftest import FIXTURE_RAW, fixture_sources
 
 
 def test_flow_runs_fetch_then_prepare(harness, tmp_path):
-    files = sorted(p.relative_to(FIXTURE_RAW).as_posix() for p in FIXTURE_RAW.rglob("*") if p.is_file())
-    import hashlib
-    registry = [{"dataset": "fixture", "file": f, "sha256": hashlib.sha256((FIXTURE_RAW / f).read_bytes()).hexdigest(), "url": ""}
-                for f in files]
-    (tmp_path / "sources.json").write_text(json.dumps(registry))
+    (tmp_path / "sources.json").write_text(json.dumps(fixture_sources()))
     (tmp_path / "params.yaml").write_text("prepare:\n  max_rejected_fraction: 1.0\n  nli_train: [snli/dev]\n")
     out = data_flow(params_path=str(tmp_path / "params.yaml"), registry=str(tmp_path / "sources.json"),
                     mirror=str(FIXTURE_RAW), raw_dir=str(tmp_path / "raw"), prepared_dir=str(tmp_path / "prepared"),

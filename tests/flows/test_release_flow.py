@@ -6,7 +6,6 @@ clearly better is promoted, and a worse (untrained) one is registered as challen
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ import yaml
 from stsreg.config import Stage2Params
 from stsreg.model import SiameseRegressor
 from stsreg.train import fine_tune
-from tests.conftest import REPO, tiny_eval_table, tiny_sts
+from tests.conftest import REPO, free_port, tiny_eval_table, tiny_sts
 
 NAME = "sts-regression"
 
@@ -101,16 +100,10 @@ def test_pyfunc_loads_offline_and_scores(registry):
     assert list(out.columns) == ["cosine", "score"] and len(out) == 2 and out.cosine.between(-1, 1).all()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(registry):
     work, uri, _, _ = registry
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
     proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "mlflow"), "models", "serve", "-m",
                              f"models:/{NAME}@champion", "--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)],

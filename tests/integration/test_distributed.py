@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import REPO
+from tests.conftest import REPO, free_port
 from tests.unit.test_train import weights
 
 pytestmark = pytest.mark.slow
@@ -46,14 +46,6 @@ def _train(cmds: list[list[str]], work: Path) -> dict:
     return json.loads((work / "summary.json").read_text())
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("layout", ["one node, 2 processes", "2 nodes, 1 process each"])
 def test_distributed_matches_one_process(tiny_backbone, tmp_path, layout):
     backbone = _no_dropout_copy(tiny_backbone, tmp_path / "backbone")
@@ -63,7 +55,7 @@ def test_distributed_matches_one_process(tiny_backbone, tmp_path, layout):
     if layout.startswith("one node"):
         cmds = [run + ["--standalone", "--nproc_per_node=2", *helper]]
     else:  # what each of two machines runs, with MASTER on the first one's address
-        port = _free_port()
+        port = free_port()
         cmds = [run + ["--nnodes=2", "--nproc_per_node=1", f"--node_rank={rank}", "--master_addr=127.0.0.1",
                        f"--master_port={port}", *helper] for rank in (0, 1)]
     two = _train(cmds, tmp_path / "two")

@@ -5,27 +5,17 @@ data with a tiny model; then overlapping retrains, and a failing retrain that mu
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import FIXTURE_RAW, REPO
+from tests.conftest import FIXTURE_RAW, REPO, fixture_sources, free_port
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tiny_project(root: Path, backbone: str) -> Path:
@@ -34,11 +24,8 @@ def tiny_project(root: Path, backbone: str) -> Path:
     project.mkdir()
     for name in ("dvc.yaml", "src", "pipelines"):
         (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, project / name)
-    files = sorted(p.relative_to(FIXTURE_RAW).as_posix() for p in FIXTURE_RAW.rglob("*") if p.is_file())
     (project / "data").mkdir()
-    (project / "data/sources.json").write_text(json.dumps(
-        [{"dataset": "fixture", "file": f, "sha256": hashlib.sha256((FIXTURE_RAW / f).read_bytes()).hexdigest(), "url": ""}
-         for f in files]))
+    (project / "data/sources.json").write_text(json.dumps(fixture_sources()))
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["fetch"].update(mirror=str(FIXTURE_RAW), allow_download=False)
     raw["prepare"].update(max_rejected_fraction=1.0, nli_train=["snli/dev", "snli/test", "snli_cad/train", "mnli/dev_matched"])
