@@ -81,7 +81,7 @@ def flatten(d: dict, prefix: str = "") -> dict[str, str]:
 
 def start_run(experiment: str, run_name: str, params: dict, tags: dict[str, str]) -> str:
     """Create a run with resolved params and tags; returns its id."""
-    from mlflow.entities import Param, RunTag
+    from mlflow.entities import Param
 
     c = client()
     run = c.create_run(experiment_id(c, experiment), run_name=run_name, tags=tags)

@@ -4,7 +4,6 @@ data, the results table / paired tests / plot written, finished runs skipped on 
 import json
 
 import pandas as pd
-import pytest
 import yaml
 
 from tests.conftest import REPO, tiny_eval_table, tiny_sts

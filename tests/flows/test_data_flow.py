@@ -2,7 +2,6 @@
 
 import json
 
-import pytest
 
 from pipelines.data_flow import data_flow, prepare_task
 from tests.conftest import FIXTURE_RAW, fixture_sources

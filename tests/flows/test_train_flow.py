@@ -1,9 +1,7 @@
 """Training flows end to end on a tiny model: Prefect (test harness) + a real MLflow SQLite store."""
 
-import dataclasses
 
 import pandas as pd
-import pytest
 import yaml
 
 from tests.conftest import REPO, tiny_sts

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from tests.conftest import REPO, free_port
 from tests.unit.test_train import weights

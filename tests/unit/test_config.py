@@ -2,7 +2,6 @@
 
 import dataclasses
 import shutil
-from pathlib import Path
 
 import pytest
 import yaml
