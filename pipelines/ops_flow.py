@@ -16,6 +16,7 @@ so the champion alias is never moved by a failed run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -27,12 +28,8 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from prefect import flow, get_run_logger, task
 
-MODEL_NAME = "sts-regression"
-
-
-def _tracking_uri(project: Path) -> str:
-    """The server's URI when set, else the project's embedded store (absolute: flows may run from any folder)."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{project / 'mlflow' / 'mlflow.db'}"
+from stsreg import registry, tracking
+from stsreg.registry import MODEL_NAME
 
 
 @contextmanager
@@ -53,20 +50,11 @@ def pipeline_lock(project: Path, timeout_s: float):
 
 def registry_state(uri: str, name: str = MODEL_NAME) -> dict:
     """``{"latest", "champion", "challenger"}`` version numbers (None where absent)."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    c = MlflowClient(tracking_uri=uri)
-    try:
-        versions = c.search_model_versions(f"name='{name}'")
-    except MlflowException:
-        versions = []
-    state = {"latest": max((int(v.version) for v in versions), default=None)}
+    c = tracking.client(uri)
+    state = {"latest": max((int(v.version) for v in c.search_model_versions(f"name='{name}'")), default=None)}
     for alias in ("champion", "challenger"):
-        try:
-            state[alias] = int(c.get_model_version_by_alias(name, alias).version)
-        except MlflowException:
-            state[alias] = None
+        v = registry.version_by_alias(c, name, alias)
+        state[alias] = int(v.version) if v else None
     return state
 
 
@@ -75,7 +63,7 @@ def dvc_repro(project_dir: str, target: str) -> list[str]:
     """Run ``dvc repro target`` in the project, streaming its output to the flow log; returns the stages that ran."""
     logger = get_run_logger()
     proc = subprocess.Popen(["dvc", "repro", target], cwd=project_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env={**os.environ, "STSREG_USE_SERVERS": os.environ.get("STSREG_USE_SERVERS", "1")})
+                            text=True)
     ran, tail = [], []
     for line in proc.stdout:
         line = line.rstrip()
@@ -113,7 +101,7 @@ def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s
     from prefect.artifacts import create_markdown_artifact
 
     project = Path(project_dir).resolve()
-    uri = _tracking_uri(project)
+    uri = tracking.tracking_uri(project)
     started = time.time()
     with pipeline_lock(project, lock_timeout_s):
         locked = time.time()
@@ -144,15 +132,14 @@ def champion_eval_flow(project_dir: str = ".", params_path: str = "params.yaml",
                        sts_path: str = "data/prepared/sts.parquet") -> dict:
     """Evaluate ``models:/sts-regression@champion`` on the prepared test sets; one MLflow run; tags on the version."""
     import mlflow
-    from mlflow.tracking import MlflowClient
 
-    from stsreg import eval_stage, stages, tracking
+    from stsreg import eval_stage, stages
     from stsreg.config import load_params
 
     project = Path(project_dir).resolve()
-    uri = _tracking_uri(project)
-    os.environ["MLFLOW_TRACKING_URI"] = uri  # tracking.* helpers below log to the same store
-    c = MlflowClient(tracking_uri=uri)
+    uri = tracking.tracking_uri(project)
+    os.environ["MLFLOW_TRACKING_URI"] = uri  # tracking.tracked_run below logs to the same store
+    c = tracking.client(uri)
     version = c.get_model_version_by_alias(MODEL_NAME, "champion")
     params = load_params(project / params_path)
     mlflow.set_tracking_uri(uri)
@@ -160,7 +147,7 @@ def champion_eval_flow(project_dir: str = ".", params_path: str = "params.yaml",
         pyfunc = mlflow.pyfunc.load_model(f"models:/{MODEL_NAME}@champion", dst_path=tmp)
         model_dir = Path(pyfunc.unwrap_python_model().model_dir)
         tags = {**tracking.environment_tags(stages.device_name()), "model_version": version.version}
-        with tracking.tracked_run("stsreg-champion", f"champion-v{version.version}", {"evaluate": params.evaluate.__dict__}, tags) as run:
+        with tracking.tracked_run("stsreg-champion", f"champion-v{version.version}", {"evaluate": dataclasses.asdict(params.evaluate)}, tags) as run:
             metrics = eval_stage.run_evaluate(params, model_dir, project / sts_path, Path(tmp) / "eval")
             tracking.log_metrics(run.run_id, metrics)
             tracking.client().log_artifact(run.run_id, str(Path(tmp) / "eval" / "table.md"), artifact_path="eval")

@@ -63,7 +63,8 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
     return mv
 
 
-def _version(c, name: str, alias: str):
+def version_by_alias(c, name: str, alias: str):
+    """The model version behind ``alias``, or None when the model or the alias does not exist."""
     from mlflow.exceptions import MlflowException
 
     try:
@@ -85,10 +86,10 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
     on failure (any exception leaves the aliases as they were).
     """
     c = tracking.client()
-    challenger = _version(c, name, "challenger")
+    challenger = version_by_alias(c, name, "challenger")
     if challenger is None:
         raise ValueError(f"registered model {name!r} has no 'challenger' version; run `stsreg register` first")
-    champion = _version(c, name, "champion")
+    champion = version_by_alias(c, name, "champion")
     out = {"challenger": int(challenger.version), "champion": int(champion.version) if champion else None}
     if champion is None:
         out.update(promoted=True, reason="no champion yet: the first registered version is promoted")

@@ -21,14 +21,18 @@ from pathlib import Path
 DEFAULT_TRACKING_URI = "sqlite:///mlflow/mlflow.db"
 
 
-def tracking_uri() -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI", DEFAULT_TRACKING_URI)
+def tracking_uri(project: Path | None = None) -> str:
+    """``MLFLOW_TRACKING_URI``, else the embedded store: relative to the working directory, or to ``project``
+    (absolute) for code that may run from another folder (flows started by a Prefect worker)."""
+    if "MLFLOW_TRACKING_URI" in os.environ:
+        return os.environ["MLFLOW_TRACKING_URI"]
+    return f"sqlite:///{project.resolve() / 'mlflow' / 'mlflow.db'}" if project else DEFAULT_TRACKING_URI
 
 
-def client():
+def client(uri: str | None = None):
     from mlflow.tracking import MlflowClient
 
-    uri = tracking_uri()
+    uri = uri or tracking_uri()
     if uri.startswith("sqlite:///"):
         Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     return MlflowClient(tracking_uri=uri)
