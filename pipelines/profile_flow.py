@@ -28,19 +28,20 @@ EXPERIMENT = "stsreg-profile"
 _CODE = [Path(profile.__file__).with_name("model.py"), Path(profile.__file__).with_name("losses.py")]
 
 
-def _point_key(backbone: str, device: str, method: str, batch: int, length: int, steps: int) -> str:
+def _point_key(backbone: str, device: str, device_label: str, method: str, batch: int, length: int, steps: int) -> str:
     import torch
     import transformers
 
-    parts = [backbone, device, stages.device_name() if device != "cpu" else "cpu", method, batch, length, steps,
+    parts = [backbone, device, device_label, method, batch, length, steps,
              torch.__version__, transformers.__version__, inspect.getsource(profile.measure)] + [tracking.file_hash(p) for p in _CODE]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
 @task(name="profile-config", task_run_name="{method}-b{batch}-len{length}")
-def profile_config(backbone: str, device: str, method: str, batch: int, length: int, steps: int, points_dir: str) -> dict:
+def profile_config(backbone: str, device: str, device_label: str, method: str, batch: int, length: int, steps: int,
+                   points_dir: str) -> dict:
     """One measured configuration (reused from ``points_dir`` when the same key already ran)."""
-    key = _point_key(backbone, device, method, batch, length, steps)
+    key = _point_key(backbone, device, device_label, method, batch, length, steps)
     cached = Path(points_dir) / f"{method}-b{batch}-len{length}-{key}.json"
     if cached.exists():
         return json.loads(cached.read_text())
@@ -56,7 +57,8 @@ def profile_flow(params_path: str = "params.yaml", out_dir: str = "reports/profi
                  metrics_path: str = "metrics/profile.json") -> dict:
     params = load_params(params_path)
     p = params.profile
-    device = str(resolve_device(p.device))
+    dev = resolve_device(p.device)
+    device, device_label = str(dev), stages.device_name(dev)  # "cuda:0" / "cpu"; the GPU's name / "cpu"
     spec = profile.GridSpec(p.methods, p.batch_sizes, p.lengths, (p.headline_batch, p.headline_length),
                             (p.reference_batch, p.reference_length), p.memory_budget_mb, p.max_step_s)
     profile.check_methods(spec.methods)
@@ -64,7 +66,7 @@ def profile_flow(params_path: str = "params.yaml", out_dir: str = "reports/profi
     points = out / "points"
 
     def measure(method, batch, length):
-        return profile_config(params.model.backbone, device, method, batch, length, p.steps, str(points))
+        return profile_config(params.model.backbone, device, device_label, method, batch, length, p.steps, str(points))
 
     def show(row):
         shown = f"{row['peak_mb']:.0f} MB, {row['step_s']:.2f} s/step" if row["status"] == "measured" else row.get("reason") or row.get("error")
@@ -72,13 +74,12 @@ def profile_flow(params_path: str = "params.yaml", out_dir: str = "reports/profi
 
     logged = {"grid": dataclasses.asdict(spec), "steps": p.steps, "device": device, "backbone": params.model.backbone}
     with tracking.tracked_run(EXPERIMENT, f"profile-{device}", logged,
-                              tracking.environment_tags(stages.device_name() if device != "cpu" else "cpu")) as run:
+                              tracking.environment_tags(device_label)) as run:
         rows = profile.run_grid(spec, measure, log=show)
         df = profile.results_frame(rows, spec)
         summary = profile.summarize(rows, spec)
-        device_label = stages.device_name() if device != "cpu" else "cpu"
         out.mkdir(parents=True, exist_ok=True)
-        df.drop(columns=[c for c in ("device",) if c in df]).to_csv(out / "profile.csv", index=False)
+        df.drop(columns="device", errors="ignore").to_csv(out / "profile.csv", index=False)
         (out / "table.md").write_text(profile.format_table(df, spec, device_label) + "\n")
         # `dvc plots`: memory vs length, one series per method and batch
         df.assign(series=df.method + " b" + df.batch.astype(str))[["series", "length", "shown_mb", "status"]] \

@@ -60,6 +60,7 @@ def is_main_process() -> bool:
     return world()[1] == 0
 
 
-def device_name() -> str:
-    d = resolve_device()
+def device_name(device: torch.device | None = None) -> str:
+    """The GPU's name, or ``cpu``; of ``device``, default the one training would use."""
+    d = device or resolve_device()
     return torch.cuda.get_device_name(d) if d.type == "cuda" else "cpu"
