@@ -134,16 +134,22 @@ def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, work
     return {**urls, "running": True}
 
 
-def status(project: Path) -> dict:
-    """URLs and whether both servers answer their health checks."""
-    layout = Layout(project.resolve())
+def _recorded(layout: Layout, timeout: float = 1.0) -> tuple[dict, bool]:
+    """(URLs written by :func:`start`, or {} — whether both servers answer their health checks)."""
     if not layout.urls_file.exists():
-        return {"running": False}
+        return {}, False
     urls = json.loads(layout.urls_file.read_text())
-    up = _healthy(urls["prefect_api"] + "/health") and _healthy(urls["mlflow"] + "/health")
+    return urls, _healthy(urls["prefect_api"] + "/health", timeout) and _healthy(urls["mlflow"] + "/health", timeout)
+
+
+def status(project: Path) -> dict:
+    """URLs and whether both servers answer their health checks (and whether the worker process lives)."""
+    layout = Layout(project.resolve())
+    urls, up = _recorded(layout)
+    if not urls:
+        return {"running": False}
     pid = layout.pid_file("worker")
-    worker = pid.exists() and _alive(int(pid.read_text()))
-    return {**urls, "running": up, "worker": worker}
+    return {**urls, "running": up, "worker": pid.exists() and _alive(int(pid.read_text()))}
 
 
 def stop(project: Path, timeout: float = 30.0) -> list[str]:
@@ -180,11 +186,8 @@ def use_running(project: Path = Path(".")) -> bool:
     already set win; ``STSREG_USE_SERVERS=0`` disables). Returns whether the servers are used."""
     if os.environ.get("STSREG_USE_SERVERS", "1") == "0":
         return False
-    layout = Layout(project.resolve())
-    if not layout.urls_file.exists():
-        return False
-    urls = json.loads(layout.urls_file.read_text())
-    if not (_healthy(urls["prefect_api"] + "/health", 0.5) and _healthy(urls["mlflow"] + "/health", 0.5)):
+    urls, up = _recorded(Layout(project.resolve()), timeout=0.5)
+    if not up:
         return False
     os.environ.setdefault("PREFECT_API_URL", urls["prefect_api"])
     os.environ.setdefault("MLFLOW_TRACKING_URI", urls["mlflow"])
