@@ -124,26 +124,26 @@ def _cmd_promote(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_checked(name: str, fn, **kwargs) -> int:
+    """Run a flow that validates its params; a ValueError (bad params) is exit code 2 with the message."""
+    try:
+        fn(**kwargs)
+    except ValueError as exc:
+        print(f"{name} failed: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     from pipelines.compare_flow import compare_flow
 
-    try:
-        compare_flow(params_path=args.params)
-    except ValueError as exc:
-        print(f"compare failed: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return _run_checked("compare", compare_flow, params_path=args.params)
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
     from pipelines.profile_flow import profile_flow
 
-    try:
-        profile_flow(params_path=args.params, out_dir=args.out, metrics_path=args.metrics)
-    except ValueError as exc:
-        print(f"profile failed: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return _run_checked("profile", profile_flow, params_path=args.params, out_dir=args.out, metrics_path=args.metrics)
 
 
 def _cmd_servers(args: argparse.Namespace) -> int:

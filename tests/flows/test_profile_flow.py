@@ -43,3 +43,13 @@ def test_profile_flow_measures_predicts_writes_and_resumes(harness, tiny_backbon
     # rerun: every measured configuration comes from reports/profile/points, no subprocess is started
     monkeypatch.setattr(profile, "measure_in_subprocess", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-measured")))
     assert pf.profile_flow(**kw)["memory_ratio"] == summary["memory_ratio"]
+
+
+def test_unknown_profile_method_is_a_clear_error(harness, tmp_path, capsys):
+    import stsreg.cli
+
+    (tmp_path / "params.yaml").write_text("profile:\n  methods: [regression_full, simclr]\n")
+    code = stsreg.cli.main(["profile", "--params", str(tmp_path / "params.yaml"), "--out", str(tmp_path / "out"),
+                            "--metrics", str(tmp_path / "m.json")])
+    assert code == 2 and "profile.methods: unknown ['simclr']" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # nothing measured, nothing written
