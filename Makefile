@@ -65,8 +65,7 @@ screenshots: ## README screenshots of the running UIs with headless Chromium (ne
 
 SERVE_PORT ?= 5001
 serve: install ## serve models:/sts-regression@champion on 127.0.0.1:$(SERVE_PORT) (POST /invocations)
-	MLFLOW_TRACKING_URI=$${MLFLOW_TRACKING_URI:-sqlite:///mlflow/mlflow.db} \
-	  mlflow models serve -m models:/sts-regression@champion --env-manager local --host 127.0.0.1 --port $(SERVE_PORT)
+	stsreg serve --model-uri models:/sts-regression@champion --host 127.0.0.1 --port $(SERVE_PORT)
 
 report: install ## print the results tables from the metrics files
 	stsreg report

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 from prefect import flow, task
 
-from stsreg import compare, eval_stage, stages, tracking
+from stsreg import atomic, compare, eval_stage, stages, tracking
 from stsreg.config import load_params
 
 EXPERIMENT = "stsreg-compare"
@@ -44,7 +44,8 @@ def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_pat
         for name in ("table.md", "predictions.parquet"):
             tracking.client().log_artifact(run.run_id, str(work / name), artifact_path="eval")
     shutil.rmtree(work / "model", ignore_errors=True)  # weights are not kept: predictions + metrics are
-    (work / "run.json").write_text(json.dumps({"fingerprint": fingerprint, "mlflow_run_id": run.run_id}))
+    # the marker a rerun trusts: written last and atomically, so a killed run is never taken as finished
+    atomic.write_text(work / "run.json", json.dumps({"fingerprint": fingerprint, "mlflow_run_id": run.run_id}))
     return metrics
 
 
@@ -57,20 +58,18 @@ def compare_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: 
     tests = compare.paired_tests(Path(runs_dir), c.methods, c.seeds, params.evaluate.n_resamples, params.seed) \
         if compare.REFERENCE in c.methods else None
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    runs.to_csv(out / "runs.csv", index=False)
-    table.to_csv(out / "results.csv", index=False)
+    atomic.to_csv(runs, out / "runs.csv")
+    atomic.to_csv(table, out / "results.csv")
     md = compare.format_results(table, tests, c.seeds)
-    (out / "results.md").write_text(md + "\n")
+    atomic.write_text(out / "results.md", md + "\n")
     if tests is not None:
-        tests.to_csv(out / "paired.csv", index=False)
+        atomic.to_csv(tests, out / "paired.csv")
     # long format for `dvc plots`: one row per (method, view)
     long = [{"method": r.method, "view": v, "spearman": r[f"{v}_mean"]} for _, r in table.iterrows() for v in ("avg7", "avg7_unseen")]
-    pd.DataFrame(long).to_csv(out / "plot.csv", index=False)
+    atomic.to_csv(pd.DataFrame(long), out / "plot.csv")
     compare.plot(table, out / "avg7.png")
     summary = {f"{r.method}_{col}": float(r[f"{col}_mean"]) for _, r in table.iterrows() for col in ("avg7", "avg7_unseen")}
-    Path(metrics_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(metrics_path).write_text(json.dumps(summary, indent=2))
+    atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
     logged = {"compare": dataclasses.asdict(c), "stage2": dataclasses.asdict(params.stage2)}
     with tracking.tracked_run(EXPERIMENT, "compare", logged, tracking.environment_tags(stages.device_name())) as run:
         tracking.log_metrics(run.run_id, summary)
@@ -86,7 +85,6 @@ def compare_flow(params_path: str = "params.yaml", sts_path: str = "data/prepare
                  nli_path: str = "data/prepared/nli_train.parquet", runs_dir: str = "reports/compare/runs",
                  out_dir: str = "reports/compare", metrics_path: str = "metrics/compare.json") -> dict:
     c = load_params(params_path).compare
-    compare.check_methods(c.methods)
     for seed in c.seeds:
         for method in c.methods:
             compare_run(params_path, method, int(seed), sts_path, nli_path, runs_dir)

@@ -28,8 +28,9 @@ def fetch_task(params_path: str, registry: str, raw_dir: str, mirror: str | None
 
 
 @task(name="prepare", log_prints=True)
-def prepare_task(params_path: str, raw_dir: str, prepared_dir: str, rejected_dir: str, metrics_path: str) -> str:
-    metrics = prepare(Path(raw_dir), Path(prepared_dir), Path(rejected_dir), Path(metrics_path), load_params(params_path))
+def prepare_task(params_path: str, registry: str, raw_dir: str, prepared_dir: str, rejected_dir: str, metrics_path: str) -> str:
+    metrics = prepare(Path(raw_dir), Path(prepared_dir), Path(rejected_dir), Path(metrics_path), load_params(params_path),
+                      registry=Path(registry))
     print(f"prepared: {metrics['rejected_total']} rows rejected")
     return metrics_path
 
@@ -40,7 +41,7 @@ def data_flow(params_path: str = "params.yaml", registry: str = "data/sources.js
               metrics_path: str = "metrics/data.json") -> str:
     """Fetch and prepare; returns the path of the data metrics file."""
     raw = fetch_task(params_path, registry, raw_dir, mirror)
-    return prepare_task(params_path, raw, prepared_dir, rejected_dir, metrics_path)
+    return prepare_task(params_path, registry, raw, prepared_dir, rejected_dir, metrics_path)
 
 
 if __name__ == "__main__":

@@ -22,30 +22,13 @@ import os
 import subprocess
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
-from filelock import FileLock, Timeout
 from prefect import flow, get_run_logger, task
 
 from stsreg import registry, tracking
+from stsreg.locking import held_env, pipeline_lock
 from stsreg.registry import MODEL_NAME
-
-
-@contextmanager
-def pipeline_lock(project: Path, timeout_s: float):
-    """Exclusive lock on the project's DVC pipeline and registry, waited for up to ``timeout_s`` seconds."""
-    path = project / ".stsreg" / "pipeline.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path))
-    try:
-        lock.acquire(timeout=timeout_s)
-    except Timeout:
-        raise RuntimeError(f"another pipeline run holds {path} for more than {timeout_s:.0f} s; not starting") from None
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def registry_state(uri: str, name: str = MODEL_NAME) -> dict:
@@ -62,8 +45,9 @@ def registry_state(uri: str, name: str = MODEL_NAME) -> dict:
 def dvc_repro(project_dir: str, target: str) -> list[str]:
     """Run ``dvc repro target`` in the project, streaming its output to the flow log; returns the stages that ran."""
     logger = get_run_logger()
+    # the caller holds the pipeline lock: the stages dvc starts must not wait for it
     proc = subprocess.Popen(["dvc", "repro", target], cwd=project_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                            text=True, env=held_env(Path(project_dir)))
     ran, tail = [], []
     for line in proc.stdout:
         line = line.rstrip()

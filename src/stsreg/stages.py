@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from stsreg import atomic
 from stsreg.config import Params
 from stsreg.model import SiameseRegressor
 from stsreg.stage1 import train_head
@@ -26,8 +27,9 @@ def run_stage1(params: Params, nli_path: Path, out_dir: Path, cache_dir: Path, l
     m = params.model
     model = SiameseRegressor.from_pretrained(m.backbone, pooling=m.pooling, max_length=m.max_length)
     summary = train_head(model, pd.read_parquet(nli_path), params.stage1, params.seed, cache_dir, log_metric)
-    model.save(out_dir)
-    (out_dir / "training_summary.json").write_text(json.dumps(summary, indent=2))
+    with atomic.staged_dir(out_dir) as staged:  # a reader never sees a half-saved model
+        model.save(staged)
+        (staged / "training_summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 

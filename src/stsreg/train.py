@@ -32,7 +32,9 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
 from tqdm.auto import tqdm
 
+from stsreg import atomic
 from stsreg.config import Stage2Params
+from stsreg.errors import InputError
 from stsreg.evaluate import spearman_cosine
 from stsreg.losses import Objective
 from stsreg.model import SiameseRegressor, weights_fingerprint
@@ -89,13 +91,8 @@ def _set_rng_state(s: dict) -> None:
 
 
 def _atomic_save_model(model: SiameseRegressor, dest: Path) -> None:
-    tmp, old = dest.with_name(dest.name + ".tmp"), dest.with_name(dest.name + ".old")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save(tmp)
-    if dest.exists():
-        dest.rename(old)
-    tmp.rename(dest)
-    shutil.rmtree(old, ignore_errors=True)
+    with atomic.staged_dir(dest) as staged:
+        model.save(staged)
 
 
 def pair_lengths(model: SiameseRegressor, s1: list[str], s2: list[str]) -> list[int]:
@@ -128,7 +125,7 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
     device = device or resolve_device()
     world_size, rank = world()
     if p.batch_size % world_size:
-        raise ValueError(f"stage2.batch_size={p.batch_size} must be divisible by the {world_size} processes")
+        raise InputError(f"stage2.batch_size={p.batch_size} must be divisible by the {world_size} processes")
     per_rank = p.batch_size // world_size
     set_seed(seed)
     objective = Objective(p.loss, p.x0, p.k, p.zero_negative, p.temperature, p.contrastive_min_label)
@@ -230,9 +227,8 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
     summary = {"steps": step, "total_steps": total_steps, "best_dev_spearman": state["best"],
                "best_step": state["best_step"], "dev_curve": state["curve"], "world_size": world_size}
     if rank == 0:
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(out_dir, ignore_errors=True)
-        shutil.copytree(best_dir, out_dir)
-        (out_dir / "training_summary.json").write_text(json.dumps(summary, indent=2))
+        with atomic.staged_dir(out_dir) as staged:  # swapped in whole: never a half-copied model
+            shutil.copytree(best_dir, staged, dirs_exist_ok=True)
+            (staged / "training_summary.json").write_text(json.dumps(summary, indent=2))
     _barrier()
     return summary

@@ -51,5 +51,5 @@ def test_unknown_profile_method_is_a_clear_error(harness, tmp_path, capsys):
     (tmp_path / "params.yaml").write_text("profile:\n  methods: [regression_full, simclr]\n")
     code = stsreg.cli.main(["profile", "--params", str(tmp_path / "params.yaml"), "--out", str(tmp_path / "out"),
                             "--metrics", str(tmp_path / "m.json")])
-    assert code == 2 and "profile.methods: unknown ['simclr']" in capsys.readouterr().err
+    assert code == 2 and "params.yaml: profile.methods[1]: expected one of" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # nothing measured, nothing written

@@ -105,8 +105,9 @@ def server(registry):
     work, uri, _, _ = registry
     port = free_port()
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
-    proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "mlflow"), "models", "serve", "-m",
-                             f"models:/{NAME}@champion", "--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)],
+    # the README's server: MLflow's scoring app behind stsreg's request guard (4 MB bodies for these tests)
+    proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "stsreg"), "serve", "--model-uri",
+                             f"models:/{NAME}@champion", "--host", "127.0.0.1", "--port", str(port), "--max-body-mb", "4"],
                             env=env, stdout=subprocess.DEVNULL, stderr=open(work / "serve.log", "w"))
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 180
@@ -143,7 +144,7 @@ def test_served_model_answers_and_rejects_bad_payloads(server):
     empty_text = _post(server, {"dataframe_records": [{"sentence1": "", "sentence2": "a dog"}]})
     assert empty_text.status_code == 400 and "non-empty strings" in empty_text.text
     empty = _post(server, {"dataframe_records": []})
-    assert empty.status_code == 200 and empty.json()["predictions"] == [] or 400 <= empty.status_code < 500
+    assert empty.status_code == 400 and empty.json()["message"]  # MLflow's schema check: an empty table is not scored
     not_json = requests.post(server + "/invocations", data="{", headers={"Content-Type": "application/json"}, timeout=30)
     assert 400 <= not_json.status_code < 500
 
@@ -153,3 +154,72 @@ def test_served_model_answers_and_rejects_bad_payloads(server):
     assert len(answer.json()["predictions"]) == 10_000
     too_big = _post(server, {"dataframe_records": big * 3})
     assert too_big.status_code == 400 and "limit" in too_big.text
+
+
+def _payloads() -> dict[str, tuple[bytes, str, str]]:
+    """name -> (body, content type, expected: 'ok' (200, answer checked) or '4xx')."""
+    js = "application/json"
+    good = lambda rows: json.dumps({"dataframe_records": rows}).encode()  # noqa: E731
+    return {
+        "good1": (good([{"sentence1": "a man plays guitar", "sentence2": "a woman plays music"}]), js, "ok"),
+        "good3": (good([{"sentence1": f"the dog runs in the park {i}", "sentence2": "a cat sleeps on the sofa"}
+                        for i in range(3)]), js, "ok"),
+        "unicode": (good([{"sentence1": "caf\u00e9 \u202eevil\u202c \U0001F600 e\u0301", "sentence2": "\u4e00\u4e8c \u0000 x"}]), js, "ok"),
+        "split": (json.dumps({"dataframe_split": {"columns": ["sentence1", "sentence2"],
+                                                  "data": [["a red car", "a blue car"]]}}).encode(), js, "ok"),
+        "not_json": (b"{", js, "4xx"),
+        "deep_list": (b"[" * 50_000 + b"]" * 50_000, js, "4xx"),
+        "deep_dict": (b'{"a":' * 20_000 + b"1" + b"}" * 20_000, js, "4xx"),
+        "deep_unclosed": (b'{"dataframe_records": ' + b"[" * 100_000, js, "4xx"),
+        "missing_column": (good([{"sentence1": "a"}]), js, "4xx"),
+        "not_strings": (good([{"sentence1": 1, "sentence2": None}]), js, "4xx"),
+        "empty_sentence": (good([{"sentence1": " ", "sentence2": "b"}]), js, "4xx"),
+        "records_not_list": (json.dumps({"dataframe_records": 5}).encode(), js, "4xx"),
+        "unknown_key": (json.dumps({"rows": []}).encode(), js, "4xx"),
+        "json_scalar": (b"42", js, "4xx"),
+        "empty_body": (b"", js, "4xx"),
+        "csv_garbage": (b'"unclosed,\x00\xff\n', "text/csv", "4xx"),
+        "bad_utf8": (b'{"dataframe_records": [{"sentence1": "\xff\xfe", "sentence2": "b"}]}', js, "4xx"),
+        "no_content_type": (good([{"sentence1": "a", "sentence2": "b"}]), "", "4xx"),
+        "too_large": (b" " * (5 * 1024 * 1024), js, "4xx"),
+    }
+
+
+def test_abuse_mixed_requests_from_threads_get_no_5xx_and_correct_answers(server):
+    """Bounded loopback abuse: 1,200 mixed good and malformed requests from 6 threads."""
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    payloads = _payloads()
+
+    def send(name):
+        body, ctype, _ = payloads[name]
+        headers = {"Content-Type": ctype} if ctype else {}
+        r = requests.post(server + "/invocations", data=body, headers=headers, timeout=120)
+        return name, r.status_code, r.text
+
+    reference = {}
+    for name, (_, _, expected) in payloads.items():
+        _, status, text = send(name)
+        assert status < 500, (name, status, text[:300])
+        assert (status == 200) == (expected == "ok"), (name, status, text[:300])
+        if expected == "ok":
+            reference[name] = json.loads(text)["predictions"]
+        else:
+            assert json.loads(text)["message"], name  # a reason, not an empty error
+    rng = random.Random(0)
+    names = [rng.choice(list(payloads)) for _ in range(1200)]
+    names = [n for n in names if n != "too_large" or rng.random() < 0.1]  # a few 5 MB bodies, not hundreds
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(send, names))
+    statuses = [s for _, s, _ in results]
+    assert max(statuses) < 500, [(n, s, t[:200]) for n, s, t in results if s >= 500][:5]
+    for name, status, text in results:
+        if payloads[name][2] == "ok":
+            got = json.loads(text)["predictions"]
+            assert status == 200 and len(got) == len(reference[name])
+            for a, b in zip(got, reference[name]):
+                assert a["cosine"] == pytest.approx(b["cosine"], abs=1e-5) and a["score"] == pytest.approx(b["score"], abs=1e-4)
+        else:
+            assert 400 <= status < 500, (name, status)
+    assert requests.get(server + "/ping", timeout=10).status_code == 200  # still up

@@ -8,6 +8,7 @@ import yaml
 
 import stsreg.cli
 from stsreg.config import Params, load_params, param_keys
+from stsreg.errors import ParamsError
 from tests.conftest import FIXTURE_RAW, REPO
 
 
@@ -29,7 +30,7 @@ def test_params_yaml_loads_and_matches_dataclasses():
 def test_unknown_key_is_an_error(tmp_path):
     p = tmp_path / "params.yaml"
     p.write_text("prepare:\n  leakage:\n    mach: exact\n")
-    with pytest.raises(ValueError, match=r"unknown key\(s\) prepare.leakage.mach"):
+    with pytest.raises(ParamsError, match=r"params.yaml: prepare.leakage.mach: unknown key"):
         load_params(p)
 
 
@@ -67,7 +68,7 @@ def test_dvc_yaml_declares_exactly_what_each_stage_reads(tmp_path, monkeypatch):
     seen: dict[str, set] = {}
     for stage, argv in {
         "fetch": ["fetch", "--registry", str(tmp_path / "sources.json"), "--mirror", str(mirror), "--out", str(tmp_path / "raw")],
-        "prepare": ["prepare", "--raw", str(FIXTURE_RAW), "--prepared", str(tmp_path / "p"), "--rejected", str(tmp_path / "r"),
+        "prepare": ["prepare", "--raw", str(FIXTURE_RAW), "--registry", str(tmp_path / "sources.json"), "--prepared", str(tmp_path / "p"), "--rejected", str(tmp_path / "r"),
                     "--metrics", str(tmp_path / "m.json")],
     }.items():
         seen[stage] = set()

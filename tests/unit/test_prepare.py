@@ -8,6 +8,7 @@ import pytest
 
 from stsreg.config import ExtraNLISource, Params
 from stsreg.data.prepare import PrepareError, prepare
+from stsreg.errors import InputError
 from tests.conftest import replace_params
 
 ALL_NLI = ("snli/dev", "snli/test", "mnli/dev_matched", "xnli/dev", "xnli/test", "anli/dev_r1", "anli/dev_r2",
@@ -17,7 +18,7 @@ ALL_NLI = ("snli/dev", "snli/test", "mnli/dev_matched", "xnli/dev", "xnli/test",
 def run(raw: Path, tmp: Path, **sections):
     base = replace_params(Params(), prepare={"max_rejected_fraction": 1.0, "nli_train": ALL_NLI})
     params = replace_params(base, **sections) if sections else base
-    metrics = prepare(raw, tmp / "prepared", tmp / "rejected", tmp / "metrics.json", params)
+    metrics = prepare(raw, tmp / "prepared", tmp / "rejected", tmp / "metrics.json", params, registry=None)
     return metrics, tmp / "prepared", tmp / "rejected"
 
 
@@ -91,7 +92,7 @@ def test_nli_training_sources_are_a_param(raw_tree, tmp_path):
     train = pd.read_parquet(prepared / "nli_train.parquet")
     assert sorted(set(train.source + "/" + train.split)) == ["mnli/dev_matched", "snli_cad/train"]
     assert metrics["nli_train_rows"] == 4
-    with pytest.raises(ValueError, match="unknown NLI entries"):
+    with pytest.raises(InputError, match="unknown NLI entries"):
         run(raw_tree, tmp_path / "x", prepare={"nli_train": ("snli/train",)})
 
 

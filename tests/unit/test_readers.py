@@ -3,6 +3,7 @@
 from tests.conftest import FIXTURE_RAW as R
 
 from stsreg.data import readers
+from stsreg.errors import InputError
 
 
 def test_stsb_quoting_off_7_or_9_fields_and_truncated_row():
@@ -41,7 +42,7 @@ def test_sts_input_and_gold_must_align(tmp_path):
     (tmp_path / "gs.txt").write_text("1.0\n")
     try:
         readers.read_sts_year(tmp_path / "in.txt", tmp_path / "gs.txt", "x", tmp_path)
-    except ValueError as exc:
+    except InputError as exc:
         assert "2 input lines but gs.txt has 1 gold lines" in str(exc)
     else:
         raise AssertionError("misaligned files must raise")

@@ -42,12 +42,13 @@ _SICK = {"train": "SICK/SICK_train.txt", "dev": "SICK/SICK_trial.txt", "test": "
 
 @dataclass(frozen=True)
 class Part:
-    """One (dataset, split) and how to read it: ``read(raw_root) -> Parsed``."""
+    """One (dataset, split), how to read it (``read(raw_root) -> Parsed``) and the raw files it needs."""
 
     dataset: str
     split: str
     read: Callable[[Path], Parsed]
     kind: str  # "sts" or "nli"
+    files: tuple[str, ...] = ()  # paths relative to the raw root; checked by stsreg.data.precheck before reading
 
 
 def _sts_year_part(name: str) -> Part:
@@ -60,26 +61,34 @@ def _sts_year_part(name: str) -> Part:
                                              subset, root, n_fields=n_fields))
         return out
 
-    return Part(name, "test", read, "sts")
+    files = tuple(f"{folder}/{pattern.format(s)}" for s in subsets for pattern in (inp, gold))
+    return Part(name, "test", read, "sts", files)
 
 
 def sts_parts() -> list[Part]:
     parts = [_sts_year_part(name) for name in _STS_YEARS]
-    parts += [Part("stsb", split, lambda root, f=f: readers.read_stsb(root / f, root), "sts") for split, f in _STSB.items()]
-    parts += [Part("sickr", split, lambda root, f=f: readers.read_sick(root / f, root), "sts") for split, f in _SICK.items()]
+    parts += [Part("stsb", split, lambda root, f=f: readers.read_stsb(root / f, root), "sts", (f,)) for split, f in _STSB.items()]
+    parts += [Part("sickr", split, lambda root, f=f: readers.read_sick(root / f, root), "sts", (f,)) for split, f in _SICK.items()]
     return parts
 
 
 def nli_parts(extra: tuple[ExtraNLISource, ...] = ()) -> list[Part]:
     snli = "NLI/SNLI_senteval_tokenized"
-    parts = [Part("snli", s, lambda root, s=s: readers.read_senteval_snli(root / snli, s, root), "nli") for s in ("dev", "test")]
-    parts.append(Part("mnli", "dev_matched", lambda root: readers.read_mnli_tsv(root / "NLI/MNLI/dev_matched.tsv", root), "nli"))
-    parts += [Part("xnli", s, lambda root, s=s: readers.read_xnli_tsv(root / f"NLI/XNLI/en_{s}.tsv", root), "nli") for s in ("dev", "test")]
-    parts += [Part("anli", f"dev_r{r}", lambda root, r=r: readers.read_anli_csv(root / f"NLI/ANLI/anli_r{r}_dev_analysis.csv", root), "nli")
-              for r in (1, 2, 3)]
-    parts += [Part("snli_cad", s, lambda root, s=s: readers.read_cad_tsv(root / f"NLI/SNLI_CAD/{s}.tsv", root), "nli")
-              for s in ("train", "dev", "test")]
-    parts += [Part(e.name, e.split, lambda root, e=e: readers.read_nli_jsonl(root / e.file, root), "nli") for e in extra]
+    parts = [Part("snli", s, lambda root, s=s: readers.read_senteval_snli(root / snli, s, root), "nli",
+                  tuple(f"{snli}/{name}.{s}" for name in ("s1", "s2", "labels"))) for s in ("dev", "test")]
+    mnli = "NLI/MNLI/dev_matched.tsv"
+    parts.append(Part("mnli", "dev_matched", lambda root: readers.read_mnli_tsv(root / mnli, root), "nli", (mnli,)))
+    for s in ("dev", "test"):
+        f = f"NLI/XNLI/en_{s}.tsv"
+        parts.append(Part("xnli", s, lambda root, f=f: readers.read_xnli_tsv(root / f, root), "nli", (f,)))
+    for r in (1, 2, 3):
+        f = f"NLI/ANLI/anli_r{r}_dev_analysis.csv"
+        parts.append(Part("anli", f"dev_r{r}", lambda root, f=f: readers.read_anli_csv(root / f, root), "nli", (f,)))
+    for s in ("train", "dev", "test"):
+        f = f"NLI/SNLI_CAD/{s}.tsv"
+        parts.append(Part("snli_cad", s, lambda root, f=f: readers.read_cad_tsv(root / f, root), "nli", (f,)))
+    parts += [Part(e.name, e.split, lambda root, e=e: readers.read_nli_jsonl(root / e.file, root), "nli", (e.file,))
+              for e in extra]
     return parts
 
 

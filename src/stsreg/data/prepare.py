@@ -17,7 +17,6 @@ by design (unscored STS15/16 pairs, counted) or removed for leakage (listed, cou
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import defaultdict
 from pathlib import Path
@@ -25,10 +24,13 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
+from stsreg import atomic
 from stsreg.config import Params
 from stsreg.data import leakage
 from stsreg.data.catalogue import SCORE_RANGE, Part, all_nli_entries, nli_parts, sts_parts
+from stsreg.data.precheck import check_inputs
 from stsreg.data.schemas import NLI_LABELS, nli_schema, sts_schema, validate
+from stsreg.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +39,7 @@ NLI_COLUMNS = ["source", "split", "premise", "hypothesis", "label", "file", "lin
 REJECT_COLUMNS = ["dataset", "split", "file", "line", "reason", "raw"]
 
 
-class PrepareError(RuntimeError):
+class PrepareError(InputError):
     """Raised when a dataset rejects more rows than ``prepare.max_rejected_fraction`` allows."""
 
 
@@ -59,6 +61,7 @@ def _frame(part: Part, rows: list[dict]) -> pd.DataFrame:
 def load_part(part: Part, raw_root: Path, duplicate_pairs: str) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Read and validate one (dataset, split). Returns (kept rows, rejected rows, counts)."""
     parsed = part.read(raw_root)
+    parsed.check_accounting()
     df = _frame(part, parsed.rows)
     if part.kind == "sts":
         raw_value = df["score"]
@@ -73,8 +76,6 @@ def load_part(part: Part, raw_root: Path, duplicate_pairs: str) -> tuple[pd.Data
     reasons, duplicate = validate(df, schema, raw_score=raw_value if part.kind == "sts" else None)
     if duplicate_pairs == "reject":
         reasons = reasons.where(~(duplicate & (reasons == "")), "duplicate pair within split (first occurrence kept)")
-    elif duplicate_pairs != "flag":
-        raise ValueError(f"prepare.duplicate_pairs must be 'flag' or 'reject', got {duplicate_pairs!r}")
     bad = reasons != ""
     content_rejects = pd.DataFrame({
         "file": df.loc[bad, "file"], "line": df.loc[bad, "line"], "reason": reasons[bad],
@@ -92,18 +93,27 @@ def load_part(part: Part, raw_root: Path, duplicate_pairs: str) -> tuple[pd.Data
     return kept, rejects[REJECT_COLUMNS], counts
 
 
-def _select_nli_train(nli: pd.DataFrame, entries: tuple[str, ...], known: list[str]) -> pd.DataFrame:
+def _check_nli_train(entries: tuple[str, ...], known: list[str]) -> None:
     unknown = [e for e in entries if e not in known]
     if unknown:
-        raise ValueError(f"prepare.nli_train names unknown NLI entries {unknown}; known: {known}")
+        raise InputError(f"params.yaml: prepare.nli_train: unknown NLI entries {unknown}; known: {known}")
+
+
+def _select_nli_train(nli: pd.DataFrame, entries: tuple[str, ...]) -> pd.DataFrame:
     key = nli["source"] + "/" + nli["split"]
     return nli[key.isin(entries)].reset_index(drop=True)
 
 
-def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path: Path, params: Params) -> dict:
-    """Run the whole stage; returns the metrics dict it also writes. Raises :class:`PrepareError` last."""
+def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path: Path, params: Params, *,
+            registry: Path | None) -> dict:
+    """Run the whole stage; returns the metrics dict it also writes. Raises :class:`PrepareError` last.
+
+    Every raw file is checked first (:func:`~stsreg.data.precheck.check_inputs` against ``registry``'s
+    ``min_rows``; None: each file must exist and not be empty); the outputs are written atomically, folders first and the metrics file last."""
     p = params.prepare
     parts = sts_parts() + nli_parts(params.fetch.extra_nli)
+    _check_nli_train(p.nli_train, all_nli_entries(params.fetch.extra_nli))
+    check_inputs(parts, raw_root, registry)
     kept: dict[str, list[pd.DataFrame]] = {"sts": [], "nli": []}
     rejects: dict[str, list[pd.DataFrame]] = defaultdict(list)
     stats: dict[str, dict] = defaultdict(lambda: defaultdict(int))
@@ -118,7 +128,7 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
 
     sts = pd.concat(kept["sts"], ignore_index=True)
     nli = pd.concat(kept["nli"], ignore_index=True)
-    nli_train = _select_nli_train(nli, p.nli_train, all_nli_entries(params.fetch.extra_nli))
+    nli_train = _select_nli_train(nli, p.nli_train)
 
     mode = p.leakage.match
     leaks = leakage.find_leaks(sts, nli_train, mode)
@@ -146,14 +156,13 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
     leak_table = pd.concat(leak_rows, ignore_index=True)[
         ["table", "split", "sentence1", "sentence2", "file", "line", "seen_in", "removed_from_training"]]
 
-    prepared_dir.mkdir(parents=True, exist_ok=True)
-    rejected_dir.mkdir(parents=True, exist_ok=True)
-    sts.to_parquet(prepared_dir / "sts.parquet", index=False)
-    nli.to_parquet(prepared_dir / "nli.parquet", index=False)
-    nli_train.to_parquet(prepared_dir / "nli_train.parquet", index=False)
-    leak_table.astype({"seen_in": str}).to_parquet(prepared_dir / "leakage.parquet", index=False)
-    for name, frames in rejects.items():
-        pd.concat(frames, ignore_index=True).to_parquet(rejected_dir / f"{name}.parquet", index=False)
+    with atomic.staged_dir(prepared_dir) as staged_prepared, atomic.staged_dir(rejected_dir) as staged_rejected:
+        sts.to_parquet(staged_prepared / "sts.parquet", index=False)
+        nli.to_parquet(staged_prepared / "nli.parquet", index=False)
+        nli_train.to_parquet(staged_prepared / "nli_train.parquet", index=False)
+        leak_table.astype({"seen_in": str}).to_parquet(staged_prepared / "leakage.parquet", index=False)
+        for name, frames in rejects.items():
+            pd.concat(frames, ignore_index=True).to_parquet(staged_rejected / f"{name}.parquet", index=False)
 
     datasets = {}
     for name, entry in stats.items():
@@ -168,8 +177,7 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
         "leakage": leak_metrics,
         "leakage_removed": removed_counts,
     }
-    metrics_path.parent.mkdir(parents=True, exist_ok=True)
-    metrics_path.write_text(json.dumps(metrics, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    atomic.write_json(metrics_path, metrics)  # last: complete metrics describe complete tables
 
     over = {n: d for n, d in datasets.items() if d["rejected_fraction"] > p.max_rejected_fraction}
     if over:

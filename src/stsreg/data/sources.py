@@ -29,6 +29,7 @@ from typing import Iterable
 from tqdm.auto import tqdm
 
 from stsreg.config import MIRROR_ENV, ExtraNLISource, Params, resolve_mirror
+from stsreg.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +45,10 @@ class Source:
     bytes: int | None = None
     archive_member: str = ""
     license: str = ""
+    min_rows: int | None = None  # fewest non-blank lines the file may hold (checked by stsreg.data.precheck)
 
 
-class FetchError(RuntimeError):
+class FetchError(InputError):
     """Raised once, after every file was tried, listing each file that could not be supplied."""
 
 
@@ -57,7 +59,7 @@ def load_registry(path: str | os.PathLike) -> list[Source]:
     sources = [Source(**e) for e in entries]
     files = [s.file for s in sources]
     if len(files) != len(set(files)):
-        raise ValueError(f"{path}: duplicate `file` entries in the sources registry")
+        raise InputError(f"{path}: duplicate `file` entries in the sources registry")
     return sources
 
 

@@ -1,0 +1,113 @@
+"""``stsreg serve``: MLflow's scoring app for a registered model, behind a request-size and JSON-nesting guard.
+
+MLflow's scoring server (``mlflow models serve``) answers most malformed requests with a 4xx, but a body of
+deeply nested JSON makes its decoder raise ``RecursionError`` (HTTP 500), and it reads bodies of any size.
+This wraps the very same app (``mlflow.pyfunc.scoring_server.init``) in an ASGI guard that answers, before the
+app sees the request:
+
+- a body over ``max_body_bytes`` (declared or streamed) -> 413 with the limit;
+- JSON nested deeper than ``max_depth`` -> 400 (``dataframe_records`` needs 3 levels, ``dataframe_split`` 4);
+- no ``Content-Type`` header -> 415 (MLflow's app fails on it with a 500);
+
+and everything else is MLflow's own protocol (``/invocations``, ``/ping``, ``/health``, ``/version``).
+
+    stsreg serve                                   # models:/sts-regression@champion on 127.0.0.1:5001
+    curl -X POST 127.0.0.1:5001/invocations -H 'Content-Type: application/json' \\
+         -d '{"dataframe_records": [{"sentence1": "A man plays.", "sentence2": "A man is playing."}]}'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_DEPTH = 32
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)  # JSON string literals (their brackets do not nest anything)
+_STEP = np.zeros(256, dtype=np.int8)
+_STEP[[ord("["), ord("{")]], _STEP[[ord("]"), ord("}")]] = 1, -1
+
+
+def json_depth(body: bytes) -> int:
+    """Deepest ``[``/``{`` nesting of a JSON text, brackets inside strings ignored; linear, no recursion."""
+    skeleton = np.frombuffer(_STRING.sub(b'""', body), dtype=np.uint8)
+    if skeleton.size == 0:
+        return 0
+    return int(np.cumsum(_STEP[skeleton], dtype=np.int32).max(initial=0))
+
+
+_ERROR_CODES = {400: "BAD_REQUEST", 413: "REQUEST_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE"}
+
+
+async def _reply(send, status: int, message: str) -> None:
+    body = json.dumps({"error_code": _ERROR_CODES[status], "message": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class RequestGuard:
+    """ASGI middleware: reads a request's body up to ``max_body_bytes``, checks its JSON nesting, then replays
+    it to ``app``. Requests without a body (GET /ping) pass straight through."""
+
+    def __init__(self, app, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_depth: int = DEFAULT_MAX_DEPTH):
+        self.app, self.max_body_bytes, self.max_depth = app, max_body_bytes, max_depth
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        too_large = f"request body over {self.max_body_bytes} bytes; split the batch into smaller requests"
+        headers = dict(scope.get("headers") or [])
+        if not headers.get(b"content-type", b"").strip():
+            return await _reply(send, 415, "missing Content-Type header; send application/json (or text/csv)")
+        declared = headers.get(b"content-length", b"").strip()
+        if declared.isdigit() and int(declared) > self.max_body_bytes:
+            return await _reply(send, 413, too_large)
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return await _reply(send, 413, too_large)
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        if b"json" in headers[b"content-type"].lower():
+            depth = json_depth(body)
+            if depth > self.max_depth:
+                return await _reply(send, 400, f"JSON nested {depth} levels deep; at most {self.max_depth} are accepted")
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if sent:
+                return await receive()  # after the body: disconnect notices come from the real channel
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self.app(scope, replay, send)
+
+
+def build_app(model_uri: str, tracking_uri: str, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+              max_depth: int = DEFAULT_MAX_DEPTH):
+    """MLflow's scoring app for ``model_uri`` (``models:/name@alias`` resolved in ``tracking_uri``), guarded."""
+    import mlflow.artifacts
+    import mlflow.pyfunc
+    from mlflow.pyfunc import scoring_server
+
+    local = mlflow.artifacts.download_artifacts(artifact_uri=model_uri, tracking_uri=tracking_uri)
+    return RequestGuard(scoring_server.init(mlflow.pyfunc.load_model(local)), max_body_bytes, max_depth)
+
+
+def serve(model_uri: str, tracking_uri: str, host: str = "127.0.0.1", port: int = 5001,
+          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+    """Serve until interrupted (uvicorn, one process)."""
+    import uvicorn
+
+    app = build_app(model_uri, tracking_uri, max_body_bytes, max_depth)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

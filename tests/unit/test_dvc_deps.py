@@ -1,0 +1,56 @@
+"""dvc.yaml lists exactly the code each stage runs, and resumable runs are keyed by that code."""
+
+import os
+
+import yaml
+
+from stsreg import codehash
+from tests.conftest import REPO
+
+STAGES = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+
+
+def _code_deps(stage: str) -> set[str]:
+    return {d for d in STAGES[stage]["deps"] if d.startswith(("src/", "pipelines/"))}
+
+
+def test_every_stage_has_declared_entry_modules():
+    assert set(STAGES) == set(codehash.STAGE_ENTRIES)
+
+
+def test_dvc_deps_equal_each_stages_import_closure():
+    for stage, entries in codehash.STAGE_ENTRIES.items():
+        closure = {os.path.relpath(p, REPO) for p in codehash.import_closure(entries)}
+        assert _code_deps(stage) == closure, (
+            f"dvc.yaml stage {stage}: missing {sorted(closure - _code_deps(stage))}, "
+            f"not run by the stage {sorted(_code_deps(stage) - closure)}")
+
+
+def test_the_closure_follows_imports_inside_functions():
+    # the CLI and flows import lazily: cli -> (inside _cmd_prepare) stsreg.data.prepare -> readers
+    names = {os.path.relpath(p, REPO) for p in codehash.import_closure(["stsreg.cli"])}
+    assert {"src/stsreg/data/readers.py", "pipelines/compare_flow.py", "src/stsreg/errors.py"} <= names
+
+
+def test_compare_runs_are_keyed_by_their_code(monkeypatch):
+    from stsreg import compare
+    from stsreg.config import Params
+
+    before = compare.run_fingerprint(Params(), "ours", 42, "sts", "nli")
+    assert compare.run_fingerprint(Params(), "ours", 42, "sts", "nli") == before
+    monkeypatch.setattr(compare, "code_hash", lambda roots: "edited")
+    assert compare.run_fingerprint(Params(), "ours", 42, "sts", "nli") != before
+
+
+def test_code_hash_changes_with_a_module_of_the_closure(tmp_path, monkeypatch):
+    pkg = tmp_path / "pipelines"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pipelines import b\n")
+    (pkg / "b.py").write_text("X = 1\n")
+    monkeypatch.setattr(codehash, "_package_dir", lambda name: pkg if name == "pipelines" else REPO / "src" / name)
+    codehash._imports.cache_clear()
+    h1 = codehash.code_hash(["pipelines.a"])
+    (pkg / "b.py").write_text("X = 2\n")
+    codehash._imports.cache_clear()
+    assert codehash.code_hash(["pipelines.a"]) != h1
