@@ -41,7 +41,7 @@ run: install ## the main job: install, fetch -> prepare -> train -> evaluate -> 
 repro: install ## run `dvc repro promote` (only stale stages run)
 	dvc repro promote
 
-compare: install ## the method comparison (base, +Contrast, CoSENT, +Ours, TReLU, MSE); ~45 min per seed on 2 cores
+compare: install ## the method comparison (base, +Contrast, CoSENT, cosine MSE, +Ours, TReLU, MSE); ~50 min per seed on 2 cores
 	dvc repro compare
 
 profile: install ## memory / step-time grid per (method, batch, length) and memory_ratio (~15 min on 2 cores)

@@ -283,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--out", default="reports/registry/promotion.json")
     pr.set_defaults(func=_cmd_promote)
 
-    cm = sub.add_parser("compare", help="base vs +Contrast vs CoSENT vs +Ours vs Translated ReLU vs MSE (resumable)",
+    cm = sub.add_parser("compare", help="base vs +Contrast vs CoSENT vs cosine MSE vs +Ours vs Translated ReLU vs MSE (resumable)",
                         description="Train and evaluate every compare.methods x compare.seeds on the same data; write "
                                     "reports/compare/{results.md,results.csv,paired.csv,avg7.png} and metrics/compare.json.")
     cm.add_argument("--params", default="params.yaml")

@@ -9,12 +9,18 @@ method              starts from                      stage-2 objective
 base                the backbone, untouched          none
 contrast            the backbone                     in-batch contrastive on pairs >= min label
 cosent              the backbone                     CoSENT on cosine
+cosine_mse          the backbone                     MSE of cosine vs label / 5 (SBERT's regression)
 ours                stage 1 (head trained on NLI)    Smooth K2 on the head (the paper's method)
 translated_relu     stage 1                          Translated ReLU on the head
 mse                 stage 1                          MSE on the head
 ==================  ===============================  ==============================================
 
-Each (method, seed) writes ``<runs>/<method>-<seed>/{metrics.json, predictions.parquet, run.json}`` and is
+Each trained row is the model its method trained: the best STS-B dev evaluation *after* step 0 (as the
+authors select; production stage 2 instead keeps its start when nothing beats it). The dev Spearman at the
+start and of the kept checkpoint are reported beside the test figures, so a row that loses says how.
+
+Each (method, seed) writes ``<runs>/<method>-<seed>/{metrics.json, predictions.parquet, training_summary.json,
+run.json}`` and is
 skipped on a rerun when its ``run.json`` fingerprint (settings, seed, data) still matches: an interrupted
 comparison resumes where it stopped. The trained weights are not kept (only predictions and metrics).
 """
@@ -43,6 +49,7 @@ METHODS: dict[str, dict | None] = {
     "base": None,
     "contrast": {"init": "backbone", "loss": "contrastive"},
     "cosent": {"init": "backbone", "loss": "cosent"},
+    "cosine_mse": {"init": "backbone", "loss": "cosine_mse"},
     "ours": {"init": "stage1", "loss": "smooth_k2"},
     "translated_relu": {"init": "stage1", "loss": "translated_relu"},
     "mse": {"init": "stage1", "loss": "mse"},
@@ -98,7 +105,8 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
         m = p.model
         model = SiameseRegressor.from_pretrained(m.backbone, pooling=m.pooling, max_length=m.max_length)
     p = dataclasses.replace(p, stage2=dataclasses.replace(p.stage2, loss=spec["loss"]))
-    fine_tune_on_sts(p, sts_path, model, work / "model", work / "checkpoints", log_metric)
+    fine_tune_on_sts(p, sts_path, model, work / "model", work / "checkpoints", log_metric, keep="trained")
+    shutil.copyfile(work / "model" / "training_summary.json", work / "training_summary.json")  # kept after the weights go
     shutil.rmtree(work / "checkpoints", ignore_errors=True)
     return work / "model"
 
@@ -108,8 +116,14 @@ def collect(runs_dir: Path, methods, seeds) -> pd.DataFrame:
     rows = []
     for method in methods:
         for seed in seeds:
-            m = json.loads((runs_dir / f"{method}-{seed}" / "metrics.json").read_text())
-            rows.append({"method": method, "seed": seed, **m})
+            run = runs_dir / f"{method}-{seed}"
+            m = json.loads((run / "metrics.json").read_text())
+            trained = {}
+            if (run / "training_summary.json").exists():  # the base row trains nothing
+                s = json.loads((run / "training_summary.json").read_text())
+                trained = {"dev_start": s["start_dev_spearman"], "dev_kept": s["trained_best_dev_spearman"],
+                           "kept_step": s["trained_best_step"], "total_steps": s["total_steps"]}
+            rows.append({"method": method, "seed": seed, **m, **trained})
     return pd.DataFrame(rows)
 
 
@@ -124,6 +138,8 @@ def results_table(runs: pd.DataFrame) -> pd.DataFrame:
             row[f"{col}_std"] = g[key].std(ddof=1) if len(g) > 1 else 0.0
             row[f"{col}_low"] = g[f"{key}_low"].mean()
             row[f"{col}_high"] = g[f"{key}_high"].mean()
+        for col in ("dev_start", "dev_kept", "kept_step", "total_steps"):
+            row[col] = g[col].mean() if col in g and g[col].notna().any() else np.nan
         out.append(row)
     return pd.DataFrame(out)
 
@@ -146,10 +162,15 @@ def format_results(table: pd.DataFrame, tests: pd.DataFrame | None, seeds) -> st
     head = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg7", "avg7 unseen"]
     lines = [f"Spearman x100 of cosine, mean ± std over {len(seeds)} seed(s) {list(seeds)}; avg7 95% CI = pair bootstrap, "
              "bounds averaged over seeds.", "",
-             "| method | " + " | ".join(head) + " | avg7 95% CI |", "|---|" + "---:|" * (len(head) + 1)]
+             "STS-B dev: the dev Spearman at step 0 -> of the checkpoint the row evaluates (the best after step 0), "
+             "and its step.", "",
+             "| method | " + " | ".join(head) + " | avg7 95% CI | STS-B dev (start -> kept @ step) |",
+             "|---|" + "---:|" * (len(head) + 1) + "---|"]
     for _, r in table.iterrows():
         cells = [f"{r[c + '_mean']:.2f} ± {r[c + '_std']:.2f}" if r["seeds"] > 1 else f"{r[c + '_mean']:.2f}" for c in COLUMNS]
-        lines.append(f"| {r['method']} | " + " | ".join(cells) + f" | [{r['avg7_low']:.2f}, {r['avg7_high']:.2f}] |")
+        dev = (f"{r['dev_start']:.2f} -> {r['dev_kept']:.2f} @ {r['kept_step']:.0f}/{r['total_steps']:.0f}"
+               if pd.notna(r.get("dev_kept", np.nan)) else "untrained")
+        lines.append(f"| {r['method']} | " + " | ".join(cells) + f" | [{r['avg7_low']:.2f}, {r['avg7_high']:.2f}] | {dev} |")
     if tests is not None and not tests.empty:
         lines += ["", f"Paired bootstrap, {REFERENCE} minus each method on the same pairs (one-sided p that {REFERENCE} "
                       "is better; per seed):", "",

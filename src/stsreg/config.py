@@ -35,7 +35,7 @@ MIRROR_ENV = "STSREG_DATA_MIRROR"
 HEAD_LOSSES = ("smooth_k2", "translated_relu", "mse", "l1")
 STAGE2_LOSSES = HEAD_LOSSES + ("cosent", "cosine_mse", "contrastive")
 #: Rows of ``compare`` and methods of ``profile`` (their modules hold the specs; a test checks both agree).
-COMPARE_METHODS = ("base", "contrast", "cosent", "ours", "translated_relu", "mse")
+COMPARE_METHODS = ("base", "contrast", "cosent", "cosine_mse", "ours", "translated_relu", "mse")
 PROFILE_METHODS = ("regression_frozen", "regression_full", "contrastive")
 
 
@@ -153,7 +153,7 @@ class PromoteParams:
 
 @dataclass(frozen=True)
 class CompareParams:
-    """Base vs +Contrast vs CoSENT vs +Ours vs Translated ReLU vs MSE on the same backbone, data and budget."""
+    """Base vs +Contrast vs CoSENT vs cosine MSE vs +Ours vs Translated ReLU vs MSE on the same backbone, data and budget."""
 
     methods: tuple[str, ...] = knob(COMPARE_METHODS, choices=COMPARE_METHODS)
     seeds: tuple[int, ...] = knob((42,), ge=0)

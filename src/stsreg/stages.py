@@ -48,14 +48,16 @@ def run_stage2(params: Params, sts_path: Path, init_dir: Path, out_dir: Path, ck
 
 
 def fine_tune_on_sts(params: Params, sts_path: Path, model: SiameseRegressor, out_dir: Path, ckpt_dir: Path,
-                     log_metric=NOOP) -> dict:
-    """Any starting model + STS tables -> ``out_dir``: stage 2's data (``stage2.max_train_pairs`` applied) and loop."""
+                     log_metric=NOOP, keep: str = "best") -> dict:
+    """Any starting model + STS tables -> ``out_dir``: stage 2's data (``stage2.max_train_pairs`` applied) and loop.
+
+    ``keep``: ``best`` (production: never worse on dev than the start) or ``trained`` (the best after step 0)."""
     set_seed(params.seed)
     train, dev = stage2_data(sts_path)
     p = params.stage2
     if p.max_train_pairs and len(train) > p.max_train_pairs:
         train = train.sample(n=p.max_train_pairs, random_state=params.seed).reset_index(drop=True)
-    return fine_tune(model, train, dev, p, params.seed, out_dir, ckpt_dir, resolve_device(), log_metric)
+    return fine_tune(model, train, dev, p, params.seed, out_dir, ckpt_dir, resolve_device(), log_metric, keep=keep)
 
 
 def is_main_process() -> bool:

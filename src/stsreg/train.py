@@ -90,6 +90,11 @@ def _set_rng_state(s: dict) -> None:
         torch.cuda.set_rng_state_all(s["cuda"])
 
 
+def _rank(score: float) -> float:
+    """Dev Spearman for comparisons: a collapsed model (constant cosines) has none (nan) and ranks last."""
+    return -math.inf if math.isnan(score) else score
+
+
 def _atomic_save_model(model: SiameseRegressor, dest: Path) -> None:
     with atomic.staged_dir(dest) as staged:
         model.save(staged)
@@ -116,12 +121,18 @@ def length_grouped(order: list[int], lengths: list[int], batch_size: int, seed: 
 
 def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p: Stage2Params, seed: int,
               out_dir: Path, ckpt_dir: Path, device: torch.device | None = None,
-              log_metric=lambda key, value, step: None) -> dict:
+              log_metric=lambda key, value, step: None, keep: str = "best") -> dict:
     """Fine-tune on ``train`` (sentence1, sentence2, score on the data's scale: STS-B 0-5, SICK-R 1-5).
 
-    Writes the best model (by STS-B dev Spearman of cosine) to ``out_dir``; returns a summary with the
-    dev curve. Resumes from ``ckpt_dir/last.pt`` when it belongs to the same configuration and data.
+    Writes a model selected by STS-B dev Spearman of cosine to ``out_dir``: ``keep="best"`` (production's guard)
+    the best of every evaluation *including step 0*, so it never hands on a model worse than its start;
+    ``keep="trained"`` (the authors' selection, used by the comparison) the best evaluation *after* step 0, i.e.
+    what the method trained. Returns a summary with the dev curve and both selections
+    (``best_*`` and ``trained_best_*``). Resumes from ``ckpt_dir/last.pt`` when it belongs to the same
+    configuration and data.
     """
+    if keep not in ("best", "trained"):
+        raise ValueError(f"keep must be 'best' or 'trained', got {keep!r}")
     device = device or resolve_device()
     world_size, rank = world()
     if p.batch_size % world_size:
@@ -155,8 +166,8 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
     fingerprint = _fingerprint(asdict(p), seed, world_size, weights_fingerprint(model),
                                hashlib.sha256("\n".join(s1 + s2).encode()).hexdigest(), y.tolist(), len(dev))
     ckpt_dir.mkdir(parents=True, exist_ok=True)
-    last, best_dir = ckpt_dir / "last.pt", ckpt_dir / "best"
-    state = {"step": 0, "best": -math.inf, "best_step": -1, "curve": []}
+    last, best_dir, trained_dir = ckpt_dir / "last.pt", ckpt_dir / "best", ckpt_dir / "best_trained"
+    state = {"step": 0, "best": -math.inf, "best_step": -1, "trained_best": -math.inf, "trained_best_step": -1, "curve": []}
     if last.exists():
         ckpt = torch.load(last, map_location="cpu", weights_only=False)
         if ckpt["fingerprint"] == fingerprint:
@@ -173,9 +184,15 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
         score = spearman_cosine(model, dev.sentence1, dev.sentence2, dev.score, p.eval_batch_size, show_progress=False)
         state["curve"].append([step, score])
         log_metric("dev_spearman", score, step)
-        if score > state["best"]:
+        if _rank(score) > _rank(state["best"]) or state["best_step"] < 0:
             state["best"], state["best_step"] = score, step
-            _atomic_save_model(model, best_dir)
+            if keep == "best":
+                _atomic_save_model(model, best_dir)
+        # step 0 is the starting point, not something trained; the first evaluation after it is always a candidate
+        if step > 0 and (_rank(score) > _rank(state["trained_best"]) or state["trained_best_step"] < 0):
+            state["trained_best"], state["trained_best_step"] = score, step
+            if keep == "trained":
+                _atomic_save_model(model, trained_dir)
         return score
 
     def checkpoint() -> None:
@@ -224,11 +241,13 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
                 checkpoint()
             _barrier()
     bar.close()
-    summary = {"steps": step, "total_steps": total_steps, "best_dev_spearman": state["best"],
-               "best_step": state["best_step"], "dev_curve": state["curve"], "world_size": world_size}
+    summary = {"steps": step, "total_steps": total_steps, "start_dev_spearman": state["curve"][0][1],
+               "best_dev_spearman": state["best"], "best_step": state["best_step"],
+               "trained_best_dev_spearman": state["trained_best"], "trained_best_step": state["trained_best_step"],
+               "kept": keep, "dev_curve": state["curve"], "world_size": world_size}
     if rank == 0:
         with atomic.staged_dir(out_dir) as staged:  # swapped in whole: never a half-copied model
-            shutil.copytree(best_dir, staged, dirs_exist_ok=True)
+            shutil.copytree(best_dir if keep == "best" else trained_dir, staged, dirs_exist_ok=True)
             (staged / "training_summary.json").write_text(json.dumps(summary, indent=2))
     _barrier()
     return summary

@@ -21,7 +21,7 @@ def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone
     raw["stage1"].update(epochs=1)
     raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every=100, lr=1e-3, contrastive_min_label=4.0)
     raw["evaluate"].update(max_length=16, n_resamples=100)
-    raw["compare"].update(methods=["base", "contrast", "cosent", "ours"], seeds=[1])
+    raw["compare"].update(methods=["base", "contrast", "cosent", "cosine_mse", "ours"], seeds=[1])
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     sts = tiny_eval_table(40)
     train = tiny_sts(64, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(64), seen_in_train=False)
@@ -32,25 +32,35 @@ def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone
               metrics_path=str(tmp_path / "compare.json"))
 
     summary = compare_flow(**kw)
-    assert set(summary) == {f"{m}_{v}" for m in ("base", "contrast", "cosent", "ours") for v in ("avg7", "avg7_unseen")}
+    methods = ["base", "contrast", "cosent", "cosine_mse", "ours"]
+    assert set(summary) == {f"{m}_{v}" for m in methods for v in ("avg7", "avg7_unseen")}
     results = pd.read_csv(tmp_path / "out/results.csv")
-    assert list(results.method) == ["base", "contrast", "cosent", "ours"] and (results.seeds == 1).all()
+    assert list(results.method) == methods and (results.seeds == 1).all()
+    # each trained row is what its method trained: the best dev evaluation after step 0, never the start
+    trained = results.set_index("method").drop("base")
+    assert (trained.kept_step > 0).all() and (trained.kept_step <= trained.total_steps).all()
+    assert results.set_index("method").loc[["base"], "dev_kept"].isna().all()
+    for m in methods[1:]:
+        s = json.loads((tmp_path / f"runs/{m}-1/training_summary.json").read_text())
+        assert s["kept"] == "trained" and s["trained_best_dev_spearman"] == trained.loc[m, "dev_kept"]
     assert (results.avg7_low <= results.avg7_mean).all() and (results.avg7_mean <= results.avg7_high).all()
     paired = pd.read_csv(tmp_path / "out/paired.csv")
-    assert set(paired.other) == {"base", "contrast", "cosent"} and set(paired.view) == {"avg7", "avg7_unseen"}
+    assert set(paired.other) == {"base", "contrast", "cosent", "cosine_mse"} and set(paired.view) == {"avg7", "avg7_unseen"}
     md = (tmp_path / "out/results.md").read_text()
-    assert "| ours |" in md and "Paired bootstrap" in md
+    assert "| ours |" in md and "Paired bootstrap" in md and "| untrained |" in md and " -> " in md
     assert (tmp_path / "out/avg7.png").stat().st_size > 1000
     assert not (tmp_path / "runs/ours-1/model").exists()  # weights are not kept
     c = tracking.client()
     exp = c.get_experiment_by_name("stsreg-compare")
     runs = c.search_runs([exp.experiment_id])
-    assert sorted(r.info.run_name for r in runs) == ["base-1", "compare", "contrast-1", "cosent-1", "ours-1"]
-    # trained methods moved away from the untouched model
-    assert results.set_index("method").loc["cosent", "avg7_mean"] != results.set_index("method").loc["base", "avg7_mean"]
+    assert sorted(r.info.run_name for r in runs) == ["base-1", "compare", "contrast-1", "cosent-1", "cosine_mse-1", "ours-1"]
+    # trained rows are trained models, not the untouched one (the old selection could hand back step 0 = base)
+    by = results.set_index("method")
+    for m in methods[1:]:
+        assert abs(by.loc[m, "avg7_mean"] - by.loc["base", "avg7_mean"]) > 0.01, m
 
     # rerun: every (method, seed) is skipped (no new per-method MLflow runs), the report is rebuilt
     ids = {json.loads((tmp_path / f"runs/{m}-1/run.json").read_text())["mlflow_run_id"] for m in ("base", "ours")}
     compare_flow(**kw)
     assert {json.loads((tmp_path / f"runs/{m}-1/run.json").read_text())["mlflow_run_id"] for m in ("base", "ours")} == ids
-    assert len(c.search_runs([exp.experiment_id])) == 6
+    assert len(c.search_runs([exp.experiment_id])) == 7

@@ -54,6 +54,32 @@ def test_fine_tune_improves_dev_and_keeps_best(tiny_backbone, tmp_path):
     assert spearman_cosine(reloaded, dev.sentence1, dev.sentence2, dev.score) == pytest.approx(summary["best_dev_spearman"], abs=1e-4)
 
 
+@pytest.mark.parametrize("keep", ["best", "trained"])
+def test_keep_trained_never_hands_back_the_start_and_best_keeps_the_guard(tiny_backbone, tmp_path, keep):
+    """A learning rate that wrecks the encoder: the guard (keep=best) hands back the start, keep=trained the best
+    checkpoint after step 0 (what the method trained, as the comparison reports it); both numbers are reported."""
+    from stsreg.evaluate import spearman_cosine
+
+    torch.manual_seed(0)
+    train, dev = tiny_sts(200), tiny_sts(60, seed=1)
+    trained = fine_tune(SiameseRegressor.from_pretrained(tiny_backbone, max_length=16), train, dev,
+                        Stage2Params(batch_size=8, epochs=1, eval_every=5, checkpoint_every=100, lr=1e-3, warmup_ratio=0.1),
+                        seed=3, out_dir=tmp_path / "ok", ckpt_dir=tmp_path / "ck0", device=torch.device("cpu"))
+    torch.manual_seed(0)
+    wrecked = fine_tune(SiameseRegressor.load(tmp_path / "ok"), train, dev,
+                        Stage2Params(batch_size=8, epochs=1, eval_every=5, checkpoint_every=100, lr=0.5, warmup_ratio=0.0,
+                                     max_grad_norm=100.0),
+                        seed=3, out_dir=tmp_path / "out", ckpt_dir=tmp_path / "ck", device=torch.device("cpu"), keep=keep)
+    curve = dict((int(s), v) for s, v in wrecked["dev_curve"])
+    assert wrecked["start_dev_spearman"] == curve[0] == pytest.approx(trained["best_dev_spearman"], abs=1e-4)
+    assert wrecked["best_step"] == 0 and wrecked["best_dev_spearman"] == curve[0]  # nothing beat the start
+    assert wrecked["trained_best_step"] > 0 and wrecked["trained_best_dev_spearman"] == max(v for s, v in curve.items() if s > 0)
+    assert wrecked["trained_best_dev_spearman"] < curve[0] and wrecked["kept"] == keep
+    expected = wrecked["best_dev_spearman"] if keep == "best" else wrecked["trained_best_dev_spearman"]
+    out = SiameseRegressor.load(tmp_path / "out")
+    assert spearman_cosine(out, dev.sentence1, dev.sentence2, dev.score) == pytest.approx(expected, abs=1e-4)
+
+
 def _run(backbone, work, env):
     return subprocess.Popen([sys.executable, "-m", "tests.helpers.run_stage2", backbone, str(work)], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
