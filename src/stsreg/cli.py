@@ -199,8 +199,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if summary_path.exists():
         s = json.loads(summary_path.read_text(encoding="utf-8"))
         curve = s["dev_curve"]
+        trained = (f"; best after step 0 {s['trained_best_dev_spearman']:.2f} (step {s['trained_best_step']})"
+                   if "trained_best_dev_spearman" in s else "")
         print(f"\nStage 2: STS-B dev Spearman (cosine, x100) {curve[0][1]:.2f} before -> {s['best_dev_spearman']:.2f} "
-              f"best (step {s['best_step']} of {s['total_steps']}); curve: "
+              f"kept (step {s['best_step']} of {s['total_steps']}; step 0 = nothing beat the start){trained}; curve: "
               + ", ".join(f"{int(step)}:{v:.2f}" for step, v in curve))
     eval_path = Path(args.eval_metrics)
     if eval_path.exists():

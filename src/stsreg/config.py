@@ -33,7 +33,8 @@ MIRROR_ENV = "STSREG_DATA_MIRROR"
 
 #: Names a stage-2 / stage-1 objective may take (the losses module implements each; a test checks both agree).
 HEAD_LOSSES = ("smooth_k2", "translated_relu", "mse", "l1")
-STAGE2_LOSSES = HEAD_LOSSES + ("cosent", "cosine_mse", "contrastive")
+STAGE2_LOSSES = HEAD_LOSSES + ("cosent", "cosine_mse", "contrastive", "smooth_k2_cos", "translated_relu_cos",
+                               "joint_smooth_k2", "joint_translated_relu")
 #: Rows of ``compare`` and methods of ``profile`` (their modules hold the specs; a test checks both agree).
 COMPARE_METHODS = ("base", "contrast", "cosent", "cosine_mse", "ours", "translated_relu", "mse")
 PROFILE_METHODS = ("regression_frozen", "regression_full", "contrastive")
@@ -110,14 +111,18 @@ class Stage1Params:
 class Stage2Params:
     """Full fine-tuning on STS-B train + SICK-R train; best STS-B dev checkpoint kept."""
 
-    loss: str = knob("smooth_k2", "smooth_k2 | translated_relu | mse | l1 (head) | cosent | cosine_mse (cosine) | contrastive",
-                     choices=STAGE2_LOSSES)
+    loss: str = knob("smooth_k2", "smooth_k2 | translated_relu | mse | l1 (head) | cosent | cosine_mse (cosine) | "
+                     "contrastive | smooth_k2_cos | translated_relu_cos (buffer on cos_a*cos+cos_b) | joint_smooth_k2 | "
+                     "joint_translated_relu (head + joint_lambda * cosine)", choices=STAGE2_LOSSES)
     x0: float = knob(0.2, "buffer half-width on the 0-5 label scale", ge=0)
     k: float = knob(3.0, "slope of the loss outside the buffer", gt=0)
     zero_negative: bool = knob(False, "authors' option: no loss for negative predictions")
     temperature: float = knob(0.05, "contrastive: softmax temperature", gt=0)
     contrastive_min_label: float = knob(4.0, "contrastive: pairs scoring >= this are positives")
     round_labels: bool = knob(False, "round STS labels to integers (authors' code)")
+    cos_a: float = knob(5.0, "*_cos / joint_*: slope of the map a*cos+b from cosine to the label scale", gt=0)
+    cos_b: float = knob(0.0, "*_cos / joint_*: offset of that map (a=5, b=0: cosine 1 -> 5, 0 -> 0)")
+    joint_lambda: float = knob(1.0, "joint_*: weight of the cosine term", ge=0)
     lr: float = knob(2e-5, "paper 5e-5 (4 epochs on GPU); 2e-5 for the 1-epoch CPU default", gt=0)
     weight_decay: float = knob(0.01, ge=0)
     warmup_ratio: float = knob(0.2, ge=0, le=1)

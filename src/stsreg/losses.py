@@ -155,7 +155,48 @@ class InBatchContrastive(nn.Module):
         return {"temperature": self.temperature}
 
 
+class AffineCosine(nn.Module):
+    """A buffered loss on the score the protocol uses: ``base(a * cos(u, v) + b, labels)``.
+
+    u, v: (batch, d); labels: (batch,) on the data's label scale (STS-B 0-5, SICK-R 1-5). ``a`` and ``b`` map the
+    cosine range [-1, 1] onto [b - a, b + a] (default a=5, b=0: cosine 1 -> 5, cosine 0 -> 0), so ``x0`` and ``k``
+    keep their meaning on the label scale (``x0 <= d/2`` with d = 1 between integer STS labels). The gradient
+    reaches the encoder through the cosine; there is no head.
+    """
+
+    def __init__(self, base: _BufferLoss, a: float = 5.0, b: float = 0.0):
+        super().__init__()
+        self.base, self.a, self.b = base, a, b
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.base(self.a * F.cosine_similarity(u, v) + self.b, labels)
+
+    def get_config_dict(self) -> dict:
+        return {**self.base.get_config_dict(), "a": self.a, "b": self.b}
+
+
+class Joint(nn.Module):
+    """The paper's head loss plus a buffered loss on the cosine: ``head(score, y) + lam * cosine(u, v, y)``.
+
+    score: (batch,) head output; u, v: (batch, d); labels: (batch,) on the data's label scale (STS-B 0-5,
+    SICK-R 1-5). Both terms use the same buffer ``x0`` and slope ``k`` on that scale.
+    """
+
+    def __init__(self, head: _BufferLoss, cosine: AffineCosine, lam: float = 1.0):
+        super().__init__()
+        self.head, self.cosine, self.lam = head, cosine, lam
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor, score: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.head(score, labels) + self.lam * self.cosine(u, v, labels)
+
+    def get_config_dict(self) -> dict:
+        return {"head": self.head.get_config_dict(), "cosine": self.cosine.get_config_dict(), "lambda": self.lam}
+
+
 HEAD_LOSSES = {"smooth_k2": SmoothK2, "translated_relu": TranslatedReLU, "mse": MSE, "l1": L1}
+#: Buffered losses on ``a * cos(u, v) + b`` (no head), and the joint ``head + lambda * cosine`` objectives.
+COSINE_BUFFER_LOSSES = {"smooth_k2_cos": SmoothK2, "translated_relu_cos": TranslatedReLU}
+JOINT_LOSSES = {"joint_smooth_k2": SmoothK2, "joint_translated_relu": TranslatedReLU}
 
 
 def build_head_loss(name: str, x0: float, k: float, zero_negative: bool = False) -> nn.Module:
@@ -167,7 +208,7 @@ def build_head_loss(name: str, x0: float, k: float, zero_negative: bool = False)
 
 
 PAIR_LOSSES = {"cosent": CoSENT, "cosine_mse": CosineMSE}
-STAGE2_LOSSES = (*HEAD_LOSSES, *PAIR_LOSSES, "contrastive")
+STAGE2_LOSSES = (*HEAD_LOSSES, *PAIR_LOSSES, "contrastive", *COSINE_BUFFER_LOSSES, *JOINT_LOSSES)
 
 
 class Objective(nn.Module):
@@ -175,12 +216,15 @@ class Objective(nn.Module):
 
     - ``head``: a head loss on ``score`` (batch,) vs labels on the data's scale (the paper's method);
     - ``pair``: CoSENT / CosineMSE on ``cos(u, v)`` (labels 0-5); the head is unused and frozen;
+    - ``cosine``: Translated ReLU / Smooth K2 on ``cos_a * cos(u, v) + cos_b`` (:class:`AffineCosine`); head frozen;
+    - ``joint``: the head loss plus ``joint_lambda`` times the same loss on the cosine (:class:`Joint`);
     - ``contrastive``: in-batch contrastive on ``(u, v)`` of positive pairs only (the "+Contrast" baseline);
       :attr:`min_label` says which training pairs count as positives.
     """
 
     def __init__(self, name: str, x0: float = 0.2, k: float = 3.0, zero_negative: bool = False,
-                 temperature: float = 0.05, min_label: float = 4.0):
+                 temperature: float = 0.05, min_label: float = 4.0, cos_a: float = 5.0, cos_b: float = 0.0,
+                 joint_lambda: float = 1.0):
         super().__init__()
         if name not in STAGE2_LOSSES:
             raise ValueError(f"unknown stage-2 loss {name!r}; choose from {sorted(STAGE2_LOSSES)}")
@@ -189,13 +233,22 @@ class Objective(nn.Module):
             self.kind, self.loss = "head", build_head_loss(name, x0, k, zero_negative)
         elif name in PAIR_LOSSES:
             self.kind, self.loss = "pair", PAIR_LOSSES[name]()
+        elif name in COSINE_BUFFER_LOSSES:
+            base = COSINE_BUFFER_LOSSES[name](x0=x0, k=k, zero_negative=zero_negative)
+            self.kind, self.loss = "cosine", AffineCosine(base, cos_a, cos_b)
+        elif name in JOINT_LOSSES:
+            cls = JOINT_LOSSES[name]
+            cosine = AffineCosine(cls(x0=x0, k=k, zero_negative=zero_negative), cos_a, cos_b)
+            self.kind, self.loss = "joint", Joint(cls(x0=x0, k=k, zero_negative=zero_negative), cosine, joint_lambda)
         else:
             self.kind, self.loss = "contrastive", InBatchContrastive(temperature)
 
     def forward(self, u: torch.Tensor, v: torch.Tensor, score: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         if self.kind == "head":
             return self.loss(score, labels)
-        if self.kind == "pair":
+        if self.kind in ("pair", "cosine"):
             return self.loss(u, v, labels)
+        if self.kind == "joint":
+            return self.loss(u, v, score, labels)
         return self.loss(u, v)
 

@@ -139,7 +139,8 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
         raise InputError(f"stage2.batch_size={p.batch_size} must be divisible by the {world_size} processes")
     per_rank = p.batch_size // world_size
     set_seed(seed)
-    objective = Objective(p.loss, p.x0, p.k, p.zero_negative, p.temperature, p.contrastive_min_label)
+    objective = Objective(p.loss, p.x0, p.k, p.zero_negative, p.temperature, p.contrastive_min_label, p.cos_a, p.cos_b,
+                          p.joint_lambda)
     if objective.kind == "contrastive":  # positives only; the rest of the batch serves as negatives
         train = train[train.score >= objective.min_label].reset_index(drop=True)
 
@@ -157,7 +158,8 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
     for name, param in model.encoder.named_parameters():
         if name.startswith("pooler."):  # BERT-style pooler: unused by mean/CLS-hidden pooling; DDP wants no idle params
             param.requires_grad_(False)
-    model.head.requires_grad_(objective.kind == "head")  # unused by cosine objectives (and DDP wants no idle params)
+    # the head is unused by the cosine-only objectives (and DDP wants no idle params)
+    model.head.requires_grad_(objective.kind in ("head", "joint"))
     model.train()
     runner = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) if world_size > 1 else model
     opt, sched = build_optimizer(model, p.lr, p.weight_decay, p.layer_decay, total_steps, p.warmup_ratio)

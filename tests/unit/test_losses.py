@@ -114,3 +114,74 @@ def test_stage2_objective_reads_what_its_kind_needs():
     assert con(u, v, score, labels) == pytest.approx(InBatchContrastive(0.1)(u, v).item())
     with pytest.raises(ValueError, match="unknown stage-2 loss"):
         Objective("hinge")
+
+
+def test_smooth_k2_on_cosine_value_and_gradient_by_hand():
+    """pair 1: cos = 1/sqrt2, pred = 5 cos = 3.5355, label 2 -> x = 1.5355, outside x0 = 0.5: L = 2 (1.0355)^2;
+    pair 2: cos = 0, pred 0, label 0.3 -> inside the buffer: L = 0, no gradient. Mean over the batch."""
+    from stsreg.losses import AffineCosine
+
+    u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    v = torch.tensor([[1.0, 1.0], [0.0, 1.0]], requires_grad=True)
+    labels = torch.tensor([2.0, 0.3])
+    loss = AffineCosine(SmoothK2(x0=0.5, k=2.0), a=5.0, b=0.0)(u, v, labels)
+    d = 5 / 2 ** 0.5 - 2 - 0.5
+    assert loss.item() == pytest.approx(2 * d ** 2 / 2, rel=1e-5)
+    loss.backward()
+    # dL/dpred = 2k d / batch; dpred/dcos = a; dcos/dv = u/(|u||v|) - cos v/|v|^2 = (0.35355, -0.35355)
+    g = 2 * 2.0 * d / 2 * 5.0 * (0.5 ** 0.5 - 0.5 ** 0.5 / 2)
+    assert v.grad[0].tolist() == pytest.approx([g, -g], rel=1e-4)
+    assert v.grad[1].tolist() == [0.0, 0.0]
+
+
+def test_translated_relu_on_cosine_has_constant_slope_outside_the_buffer():
+    from stsreg.losses import AffineCosine
+
+    u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    v = torch.tensor([[1.0, 1.0], [0.0, 1.0]], requires_grad=True)
+    loss = AffineCosine(TranslatedReLU(x0=0.5, k=2.0), a=5.0)(u, v, torch.tensor([2.0, 0.3]))
+    assert loss.item() == pytest.approx(2 * (5 / 2 ** 0.5 - 2.5) / 2, rel=1e-5)
+    loss.backward()
+    g = 2.0 / 2 * 5.0 * (0.5 ** 0.5 / 2)  # k / batch * a * dcos/dv
+    assert v.grad[0].tolist() == pytest.approx([g, -g], rel=1e-4) and v.grad[1].tolist() == [0.0, 0.0]
+
+
+def test_cosine_buffer_label_range_maps_cosine_onto_the_label_scale():
+    """STS-B 0-5 with a=5, b=0: cos 1 -> 5, cos 0 -> 0. SICK-R 1-5 with a=2, b=3: cos -1 -> 1, cos 1 -> 5."""
+    from stsreg.losses import AffineCosine
+
+    u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    sts = AffineCosine(SmoothK2(x0=0.0, k=1.0), a=5.0, b=0.0)
+    assert sts(u, torch.tensor([[2.0, 0.0], [0.0, 3.0]]), torch.tensor([5.0, 0.0])).item() == pytest.approx(0.0, abs=1e-6)
+    sick = AffineCosine(SmoothK2(x0=0.0, k=1.0), a=2.0, b=3.0)
+    assert sick(u, torch.tensor([[1.0, 0.0], [-1.0, 0.0]]), torch.tensor([5.0, 1.0])).item() == pytest.approx(0.0, abs=1e-6)
+    assert sick(u, torch.tensor([[0.0, 1.0], [0.0, 1.0]]), torch.tensor([3.0, 3.5])).item() == pytest.approx(0.25 / 2, rel=1e-5)
+
+
+def test_joint_is_head_loss_plus_lambda_times_cosine_loss_by_hand():
+    from stsreg.losses import Objective
+
+    u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    v = torch.tensor([[1.0, 1.0], [0.0, 1.0]], requires_grad=True)
+    score = torch.tensor([3.0, 0.0], requires_grad=True)
+    labels = torch.tensor([2.0, 0.3])
+    joint = Objective("joint_smooth_k2", x0=0.5, k=2.0, cos_a=5.0, cos_b=0.0, joint_lambda=0.5)
+    assert joint.kind == "joint"
+    loss = joint(u, v, score, labels)
+    head = 2 * (1.0 - 0.5) ** 2 / 2                      # pair 1: x = 1.0; pair 2 inside the buffer
+    cosine = 2 * (5 / 2 ** 0.5 - 2.5) ** 2 / 2
+    assert loss.item() == pytest.approx(head + 0.5 * cosine, rel=1e-5)
+    loss.backward()
+    assert score.grad.tolist() == pytest.approx([2 * 2.0 * 0.5 / 2, 0.0], rel=1e-5)  # only the head term
+    g = 0.5 * 2 * 2.0 * (5 / 2 ** 0.5 - 2.5) / 2 * 5.0 * (0.5 ** 0.5 / 2)
+    assert v.grad[0].tolist() == pytest.approx([g, -g], rel=1e-4)                   # only the cosine term, x lambda
+    cos_only = Objective("translated_relu_cos", x0=0.5, k=2.0)
+    assert cos_only.kind == "cosine" and cos_only(u, v, score, labels).item() == pytest.approx(2 * (5 / 2 ** 0.5 - 2.5) / 2, rel=1e-5)
+
+
+def test_objective_names_agree_with_the_params_choices():
+    from stsreg import compare, config, losses, profile
+
+    assert set(losses.STAGE2_LOSSES) == set(config.STAGE2_LOSSES)
+    assert set(losses.HEAD_LOSSES) == set(config.HEAD_LOSSES)
+    assert tuple(compare.METHODS) == config.COMPARE_METHODS and tuple(profile.METHODS) == config.PROFILE_METHODS

@@ -143,3 +143,21 @@ def test_length_grouped_batches_keep_every_pair_and_pad_less():
     assert padded(grouped) < 0.7 * padded(random_batches)
     assert grouped == length_grouped(order, lengths, 16, seed=3, window=10)  # deterministic: resumable mid-epoch
     assert grouped != length_grouped(order, lengths, 16, seed=4, window=10)
+
+
+@pytest.mark.parametrize("loss, head_trains", [("smooth_k2_cos", False), ("joint_smooth_k2", True)])
+def test_cosine_buffer_objectives_train_the_encoder(tiny_backbone, tmp_path, loss, head_trains):
+    from stsreg.evaluate import spearman_cosine
+
+    torch.manual_seed(0)
+    model = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16)
+    head0 = model.head.weight.detach().clone()
+    p = Stage2Params(loss=loss, x0=0.2, k=1.0, batch_size=8, epochs=2, eval_every=100, checkpoint_every=100, lr=1e-3,
+                     warmup_ratio=0.1)
+    dev = tiny_sts(60, seed=1)
+    summary = fine_tune(model, tiny_sts(200), dev, p, seed=3, out_dir=tmp_path / "out", ckpt_dir=tmp_path / "ck",
+                        device=torch.device("cpu"), keep="trained")
+    assert summary["trained_best_dev_spearman"] > summary["start_dev_spearman"] + 5  # the cosine itself learned
+    out = SiameseRegressor.load(tmp_path / "out")
+    assert spearman_cosine(out, dev.sentence1, dev.sentence2, dev.score) == pytest.approx(summary["trained_best_dev_spearman"], abs=1e-4)
+    assert (not torch.equal(out.head.weight, head0)) == head_trains  # cosine-only objectives leave the head alone
