@@ -243,7 +243,8 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
                 checkpoint()
             _barrier()
     bar.close()
-    summary = {"steps": step, "total_steps": total_steps, "start_dev_spearman": state["curve"][0][1],
+    # only rank 0 evaluates: the other DDP ranks have no dev curve
+    summary = {"steps": step, "total_steps": total_steps, "start_dev_spearman": state["curve"][0][1] if state["curve"] else None,
                "best_dev_spearman": state["best"], "best_step": state["best_step"],
                "trained_best_dev_spearman": state["trained_best"], "trained_best_step": state["trained_best_step"],
                "kept": keep, "dev_curve": state["curve"], "world_size": world_size}
