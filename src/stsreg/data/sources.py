@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import urllib.request
 import zipfile
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Iterable
 
 from tqdm.auto import tqdm
 
+from stsreg import atomic
 from stsreg.config import MIRROR_ENV, ExtraNLISource, Params, resolve_mirror
 from stsreg.errors import InputError
 
@@ -86,18 +86,11 @@ def _download(source: Source, timeout: float = 60.0) -> bytes:
 
 
 def _write_atomic(dest: Path, data: bytes | None = None, copy_from: Path | None = None) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
-    os.close(fd)
-    try:
+    with atomic.replace_file(dest) as tmp:
         if copy_from is not None:
             shutil.copyfile(copy_from, tmp)
         else:
-            Path(tmp).write_bytes(data or b"")
-        os.replace(tmp, dest)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+            tmp.write_bytes(data or b"")
 
 
 def fetch_one(source: Source, mirror: Path, out_dir: Path, allow_download: bool) -> str | None:
