@@ -55,8 +55,9 @@ def compare_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: 
     c = params.compare
     runs = compare.collect(Path(runs_dir), c.methods, c.seeds)
     table = compare.results_table(runs)
-    tests = compare.paired_tests(Path(runs_dir), c.methods, c.seeds, params.evaluate.n_resamples, params.seed) \
-        if compare.REFERENCE in c.methods else None
+    reference = compare.reference_method(table)
+    tests = compare.paired_tests(Path(runs_dir), reference, c.methods, c.seeds, params.evaluate.n_resamples, params.seed) \
+        if reference else None
     out = Path(out_dir)
     atomic.to_csv(runs, out / "runs.csv")
     atomic.to_csv(table, out / "results.csv")

@@ -7,11 +7,13 @@
     stsreg register
     stsreg promote
     stsreg compare
+    stsreg search
     stsreg profile
     stsreg serve   [--model-uri models:/sts-regression@champion] [--port 5001]
     stsreg servers start|stop|status
     stsreg deploy [--pool NAME] [--image IMAGE]
     stsreg report
+    stsreg preset NAME   (prints `-S key=value` overrides: dvc exp run $(stsreg preset paper))
 
 Exit codes: 0 ok; 2 bad input (:class:`~stsreg.errors.InputError`: invalid params.yaml, missing, empty or
 corrupted raw files, too many rejected rows), with one message saying what and where; 1 for anything else
@@ -33,7 +35,7 @@ from stsreg.errors import InputError
 log = logging.getLogger("stsreg")
 
 #: Subcommands that are DVC stages: they write pipeline outputs, so they hold the project's pipeline lock.
-STAGE_COMMANDS = ("fetch", "prepare", "train", "evaluate", "register", "promote", "compare", "profile")
+STAGE_COMMANDS = ("fetch", "prepare", "train", "evaluate", "register", "promote", "compare", "search", "profile")
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
@@ -129,6 +131,23 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from pipelines.compare_flow import compare_flow
 
     compare_flow(params_path=args.params)
+    return 0
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from pipelines.search_flow import search_flow
+
+    search_flow(params_path=args.params)
+    return 0
+
+
+def _cmd_preset(args: argparse.Namespace) -> int:
+    from stsreg.config import PRESETS, with_overrides
+
+    overrides = PRESETS[args.name]
+    with_overrides(load_params(args.params), overrides)  # the preset must validate against this params.yaml
+    # unquoted YAML scalars (no value holds a space), so `$(stsreg preset NAME)` splits into the right words
+    print(" ".join(f"-S {k}={json.dumps(v) if isinstance(v, bool) else v}" for k, v in overrides.items()))
     return 0
 
 
@@ -290,6 +309,24 @@ def build_parser() -> argparse.ArgumentParser:
                                     "reports/compare/{results.md,results.csv,paired.csv,avg7.png} and metrics/compare.json.")
     cm.add_argument("--params", default="params.yaml")
     cm.set_defaults(func=_cmd_compare)
+
+    sr = sub.add_parser("search", help="Optuna search over stage 2 scored on STS-B dev only (resumable)",
+                        description="Run (or continue) the study of params.search: each trial fine-tunes models/stage1 "
+                                    "with sampled stage-2 settings and is scored by its best STS-B dev Spearman after "
+                                    "step 0 (test rows are never read); a median pruner stops weak trials. Writes "
+                                    "reports/search/{results.md,trials.csv,best.json,dev_by_trial.png,study.db} and "
+                                    "metrics/search.json; one MLflow run per trial under a parent run.")
+    sr.add_argument("--params", default="params.yaml")
+    sr.set_defaults(func=_cmd_search)
+
+    ps = sub.add_parser("preset", help="print a named preset as `dvc exp run -S` overrides (e.g. the authors' settings)",
+                        description="Print the overrides of a preset; run it as an experiment with "
+                                    "`dvc exp run -n paper $(stsreg preset paper) evaluate` (or `make paper`).")
+    from stsreg.config import PRESETS
+
+    ps.add_argument("name", choices=sorted(PRESETS))
+    ps.add_argument("--params", default="params.yaml")
+    ps.set_defaults(func=_cmd_preset)
 
     pf = sub.add_parser("profile", help="peak memory and step time per (method, batch, length); memory_ratio (resumable)",
                         description="Run a few real training steps of regression (frozen encoder / full) and contrastive "

@@ -31,6 +31,7 @@ STAGE_ENTRIES = {
     "register": ("pipelines.release_flow",),
     "promote": ("pipelines.release_flow",),
     "compare": ("pipelines.compare_flow",),
+    "search": ("pipelines.search_flow",),
     "profile": ("pipelines.profile_flow",),
 }
 

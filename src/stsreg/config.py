@@ -14,6 +14,7 @@ it depends on changes.
 from __future__ import annotations
 
 import dataclasses
+import json
 import operator
 import os
 import re
@@ -35,8 +36,11 @@ MIRROR_ENV = "STSREG_DATA_MIRROR"
 HEAD_LOSSES = ("smooth_k2", "translated_relu", "mse", "l1")
 STAGE2_LOSSES = HEAD_LOSSES + ("cosent", "cosine_mse", "contrastive", "smooth_k2_cos", "translated_relu_cos",
                                "joint_smooth_k2", "joint_translated_relu")
+#: How stage 2 treats the STS labels, and which dev evaluation it keeps.
+LABEL_MODES = ("raw", "round", "truncate")
+KEEP_MODES = ("best", "trained")
 #: Rows of ``compare`` and methods of ``profile`` (their modules hold the specs; a test checks both agree).
-COMPARE_METHODS = ("base", "contrast", "cosent", "cosine_mse", "ours", "translated_relu", "mse")
+COMPARE_METHODS = ("base", "contrast", "cosent", "cosine_mse", "ours", "translated_relu", "mse", "ours_cos", "ours_joint")
 PROFILE_METHODS = ("regression_frozen", "regression_full", "contrastive")
 
 
@@ -119,7 +123,8 @@ class Stage2Params:
     zero_negative: bool = knob(False, "authors' option: no loss for negative predictions")
     temperature: float = knob(0.05, "contrastive: softmax temperature", gt=0)
     contrastive_min_label: float = knob(4.0, "contrastive: pairs scoring >= this are positives")
-    round_labels: bool = knob(False, "round STS labels to integers (authors' code)")
+    labels: str = knob("raw", "raw | round (nearest integer) | truncate (int(score): 3.8 -> 3, the authors' code)",
+                       choices=LABEL_MODES)
     cos_a: float = knob(5.0, "*_cos / joint_*: slope of the map a*cos+b from cosine to the label scale", gt=0)
     cos_b: float = knob(0.0, "*_cos / joint_*: offset of that map (a=5, b=0: cosine 1 -> 5, 0 -> 0)")
     joint_lambda: float = knob(1.0, "joint_*: weight of the cosine term", ge=0)
@@ -135,6 +140,8 @@ class Stage2Params:
     eval_every: int = knob(200, "STS-B dev Spearman every N optimizer steps (and each epoch end)", ge=1)
     checkpoint_every: int = knob(50, "write a resumable checkpoint every N steps", ge=1)
     eval_batch_size: int = knob(64, ge=1)
+    keep: str = knob("best", "best: the best dev evaluation including step 0 (never hands on a model worse than its "
+                     "start) | trained: the best after step 0 (the authors' selection)", choices=KEEP_MODES)
 
 
 @dataclass(frozen=True)
@@ -162,6 +169,29 @@ class CompareParams:
 
     methods: tuple[str, ...] = knob(COMPARE_METHODS, choices=COMPARE_METHODS)
     seeds: tuple[int, ...] = knob((42,), ge=0)
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """Optuna search over stage 2 (``stsreg search``), scored on STS-B dev only.
+
+    Ranges are ``[low, high]`` (``lr`` sampled on a log scale); lists of choices are categorical. Every trial
+    starts from ``models/stage1`` and uses ``stage2``'s other settings (batch, optimizer, clipping)."""
+
+    trials: int = knob(5, "trials in the study in all (a resumed study counts those already finished)", ge=1)
+    minutes: float = knob(30.0, "start no new trial after this many minutes of one invocation", gt=0)
+    losses: tuple[str, ...] = knob(("smooth_k2_cos", "joint_smooth_k2", "translated_relu_cos", "cosine_mse"),
+                                   choices=STAGE2_LOSSES)
+    epochs: tuple[int, ...] = knob((1,), ge=1)
+    lr: tuple[float, ...] = knob((1e-5, 1e-4), "[low, high], log scale", gt=0)
+    x0: tuple[float, ...] = knob((0.0, 0.5), "[low, high] on the 0-5 label scale", ge=0)
+    k: tuple[float, ...] = knob((1.5, 4.0), "[low, high]", gt=0)
+    joint_lambda: tuple[float, ...] = knob((0.1, 3.0), "[low, high], joint_* only", ge=0)
+    warmup_ratio: tuple[float, ...] = knob((0.05, 0.3), "[low, high]", ge=0, le=1)
+    labels: tuple[str, ...] = knob(("raw", "truncate"), choices=LABEL_MODES)
+    group_by_length: tuple[bool, ...] = knob((False, True))
+    eval_every: int = knob(100, "dev evaluations (and pruning decisions) every N steps", ge=1)
+    startup_trials: int = knob(2, "trials before the pruner may stop one (median of the dev curves so far)", ge=0)
 
 
 @dataclass(frozen=True)
@@ -202,6 +232,7 @@ class Params:
     evaluate: EvaluateParams = knob(factory=EvaluateParams)
     promote: PromoteParams = knob(factory=PromoteParams)
     compare: CompareParams = knob(factory=CompareParams)
+    search: SearchParams = knob(factory=SearchParams)
     profile: ProfileParams = knob(factory=ProfileParams)
     schedule: ScheduleParams = knob(factory=ScheduleParams)
 
@@ -315,6 +346,31 @@ def load_params(path: str | os.PathLike = "params.yaml") -> Params:
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ParamsError(f"{name}: not valid YAML: {exc}") from None
     return parse_params(raw, name)
+
+
+#: Named sets of overrides (dotted key -> value). ``stsreg preset NAME`` prints them as ``dvc exp run -S`` arguments.
+#: ``paper``: the authors' stage 2 (ZBWpro/STS-Regression, code/tune-jina-nomic.py + code/settings.py): lr 5e-5,
+#: 4 epochs, global batch 16, warm-up 20%, layer decay 0.95, weight decay 0.01, clipping 10, labels truncated,
+#: negative predictions zeroed, Smooth K2 (x0 0.2, k 3), dev every 50 steps, best score reset before stage 2
+#: (step 0 never kept), max length 256.
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {"stage2.loss": "smooth_k2", "stage2.x0": 0.2, "stage2.k": 3.0, "stage2.lr": 5e-5, "stage2.epochs": 4,
+              "stage2.batch_size": 16, "stage2.warmup_ratio": 0.2, "stage2.layer_decay": 0.95,
+              "stage2.weight_decay": 0.01, "stage2.max_grad_norm": 10.0, "stage2.labels": "truncate",
+              "stage2.zero_negative": True, "stage2.eval_every": 50, "stage2.keep": "trained", "model.max_length": 256},
+}
+
+
+def with_overrides(params: Params, overrides: Mapping[str, Any]) -> Params:
+    """``params`` with dotted-key overrides applied and the result validated like ``params.yaml``."""
+    raw = dataclasses.asdict(params)
+    for key, value in overrides.items():
+        *path, leaf = key.split(".")
+        node = raw
+        for part in path:
+            node = node[part]
+        node[leaf] = value
+    return parse_params(json.loads(json.dumps(raw)), "overrides")  # tuples -> lists, as YAML gives them
 
 
 def param_keys(cls: type = Params, prefix: str = "") -> set[str]:

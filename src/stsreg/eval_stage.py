@@ -36,7 +36,7 @@ def run_evaluate(params: Params, model_dir: Path, sts_path: Path, out_dir: Path)
     scored = score_pairs(model, eval_pairs(pd.read_parquet(sts_path)), p.batch_size)
     metrics = task_metrics(scored)
     metrics.update(intervals(scored, p.n_resamples, params.seed, p.confidence))
-    keep = ["task", "dataset", "subset", "file", "line", "score", "seen_in_train", "cosine", "head"]
+    keep = ["task", "dataset", "subset", "file", "line", "score", "seen_in_train", "cosine", "prediction"]
     atomic.to_parquet(scored[keep], out_dir / "predictions.parquet")
     atomic.write_text(out_dir / "table.md", format_table(metrics) + "\n")
     atomic.write_text(out_dir / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True))  # last: the stage's marker

@@ -32,15 +32,15 @@ def cosine_scores(model, sentences1: list[str], sentences2: list[str], batch_siz
 
 
 def _pair_scores(model, sentences1, sentences2, batch_size: int, show_progress) -> tuple[np.ndarray, np.ndarray]:
-    """(n,), (n,) sentences -> ((n,) cosine, (n,) head score)."""
+    """(n,), (n,) sentences -> ((n,) cosine, (n,) served 0-5 prediction: :meth:`SiameseRegressor.predict`)."""
     unique = list(dict.fromkeys(list(sentences1) + list(sentences2)))
     pos = {s: i for i, s in enumerate(unique)}
     with torch.no_grad():
         emb = model.encode(unique, batch_size=batch_size, show_progress=show_progress)
         u = emb[[pos[s] for s in sentences1]]
         v = emb[[pos[s] for s in sentences2]]
-        head = model.score_embeddings(u.to(model.device), v.to(model.device)).float().cpu()
-    return F.cosine_similarity(u, v).numpy(), head.numpy()
+        prediction = model.predict(u.to(model.device), v.to(model.device)).float().cpu()
+    return F.cosine_similarity(u, v).numpy(), prediction.numpy()
 
 
 def spearman(gold, pred) -> float:
@@ -62,12 +62,12 @@ def eval_pairs(sts: pd.DataFrame) -> pd.DataFrame:
 
 
 def score_pairs(model, pairs: pd.DataFrame, batch_size: int = 64, show_progress: bool | None = None) -> pd.DataFrame:
-    """Add ``cosine`` (the evaluation score, -1..1) and ``head`` (the head's regression output) to ``pairs``.
+    """Add ``cosine`` (the evaluation score, -1..1) and ``prediction`` (the served 0-5 score) to ``pairs``.
 
     ``pairs`` needs sentence1, sentence2; each distinct sentence is encoded once, in length-sorted batches.
     """
-    cos, head = _pair_scores(model, pairs.sentence1.tolist(), pairs.sentence2.tolist(), batch_size, show_progress)
-    return pairs.assign(cosine=cos, head=head)
+    cos, prediction = _pair_scores(model, pairs.sentence1.tolist(), pairs.sentence2.tolist(), batch_size, show_progress)
+    return pairs.assign(cosine=cos, prediction=prediction)
 
 
 def _slug(name: str) -> str:
@@ -77,7 +77,8 @@ def _slug(name: str) -> str:
 def task_metrics(scored: pd.DataFrame) -> dict[str, float]:
     """Scored pairs (:func:`score_pairs` over :func:`eval_pairs`) -> flat metrics, x100.
 
-    Names: ``<task>_spearman`` (cosine, the headline), ``<task>_pearson``, ``<task>_head_spearman``,
+    Names: ``<task>_spearman`` (cosine, the headline), ``<task>_pearson``, ``<task>_prediction_spearman`` and
+    ``<task>_prediction_mae`` (the served 0-5 score: its rank agreement and mean absolute error on the gold scale),
     ``<task>_unseen_spearman`` and ``<task>_unseen_pairs`` (pairs that no training table contains),
     ``<task>_<subset>_spearman`` per subset, ``avg7_*`` plain means over the 7 tasks, ``stsb_dev_spearman``.
     """
@@ -88,7 +89,8 @@ def task_metrics(scored: pd.DataFrame) -> dict[str, float]:
             raise ValueError(f"no test pairs for {task}")
         out[f"{task}_spearman"] = spearman(t.score, t.cosine)
         out[f"{task}_pearson"] = float(pearsonr(t.cosine, t.score).statistic * 100)
-        out[f"{task}_head_spearman"] = spearman(t.score, t["head"])
+        out[f"{task}_prediction_spearman"] = spearman(t.score, t.prediction)
+        out[f"{task}_prediction_mae"] = float(np.abs(t.prediction - t.score).mean())
         unseen = t[~t.seen_in_train]
         out[f"{task}_unseen_spearman"] = spearman(unseen.score, unseen.cosine)
         out[f"{task}_unseen_pairs"] = float(len(unseen))
@@ -96,7 +98,7 @@ def task_metrics(scored: pd.DataFrame) -> dict[str, float]:
         if task != "sickr" and t.subset.nunique() > 1:
             for subset, s in t.groupby("subset", sort=True):
                 out[f"{task}_{_slug(subset)}_spearman"] = spearman(s.score, s.cosine)
-    for kind in ("spearman", "pearson", "head_spearman", "unseen_spearman"):
+    for kind in ("spearman", "pearson", "prediction_spearman", "prediction_mae", "unseen_spearman"):
         out[f"avg7_{kind}"] = float(np.mean([out[f"{t}_{kind}"] for t in EVAL_TASKS]))
     dev = scored[scored.task == "stsb_dev"]
     if not dev.empty:
@@ -133,20 +135,21 @@ def paired_on_predictions(a: pd.DataFrame, b: pd.DataFrame, unseen_only: bool = 
     return paired_test(tasks, n_resamples, seed)
 
 def format_table(metrics: dict[str, float]) -> str:
-    """Markdown: the 7 tasks + avg7 in both views with intervals, Pearson and the head's own Spearman."""
+    """Markdown: the 7 tasks + avg7 in both views with intervals, Pearson, and the served score's Spearman / MAE."""
     names = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
              "stsb": "STS-B", "sickr": "SICK-R", "avg7": "avg7"}
 
     def ci(key: str) -> str:
         return f" [{metrics[key + '_low']:.2f}, {metrics[key + '_high']:.2f}]" if key + "_low" in metrics else ""
 
-    lines = ["| task | Spearman (95% CI) | unseen Spearman (95% CI) | unseen pairs | Pearson | head Spearman |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| task | Spearman (95% CI) | unseen Spearman (95% CI) | unseen pairs | Pearson | served score Spearman | "
+             "served score MAE |", "|---|---:|---:|---:|---:|---:|---:|"]
     for task, label in names.items():
         pairs = f"{metrics[task + '_unseen_pairs']:.0f}/{metrics[task + '_pairs']:.0f}" if task != "avg7" else ""
         lines.append(f"| {label} | {metrics[task + '_spearman']:.2f}{ci(task + '_spearman')} | "
                      f"{metrics[task + '_unseen_spearman']:.2f}{ci(task + '_unseen_spearman')} | {pairs} | "
-                     f"{metrics[task + '_pearson']:.2f} | {metrics[task + '_head_spearman']:.2f} |")
+                     f"{metrics[task + '_pearson']:.2f} | {metrics[task + '_prediction_spearman']:.2f} | "
+                     f"{metrics[task + '_prediction_mae']:.2f} |")
     if "stsb_dev_spearman" in metrics:
         lines += ["", f"STS-B dev Spearman (model selection): {metrics['stsb_dev_spearman']:.2f}"]
     return "\n".join(lines)

@@ -243,6 +243,19 @@ class Objective(nn.Module):
         else:
             self.kind, self.loss = "contrastive", InBatchContrastive(temperature)
 
+    @property
+    def score_map(self) -> list[float] | None:
+        """The served score after training with this objective (:meth:`SiameseRegressor.predict`): None = the head
+        (head losses train it); ``[cos_a, cos_b]`` for the cosine-buffer and joint losses (the map they train);
+        ``[5, 0]`` for the other encoder objectives (cosine MSE trains cos ~ label / 5; CoSENT and contrastive train
+        no scale, so that map is only monotone, not calibrated), whose training leaves the head stale."""
+        if self.kind == "head":
+            return None
+        if self.kind in ("cosine", "joint"):
+            cosine = self.loss if self.kind == "cosine" else self.loss.cosine
+            return [float(cosine.a), float(cosine.b)]
+        return [5.0, 0.0]
+
     def forward(self, u: torch.Tensor, v: torch.Tensor, score: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         if self.kind == "head":
             return self.loss(score, labels)

@@ -7,7 +7,9 @@
 
 Shapes: ``encode`` returns ``(n, d)``; ``forward(features_a, features_b)`` returns ``(batch,)`` raw head
 scores on the label scale of whatever the head was trained on (NLI 0-2, STS 0-5). At evaluation the head is
-not used: the pair score is ``cosine(u, v)``.
+not used: the pair score is ``cosine(u, v)``. ``predict(u, v)`` is the served 0-5 similarity: the head's output,
+or, for a model whose stage 2 trained the cosine (``config.score_map = [a, b]``), ``clamp(a * cos + b, 0, 5)``,
+the map that stage trained (the head is then stale: the encoder moved under it).
 
 The saved folder is loadable by ``sentence_transformers.SentenceTransformer(path)`` (encoder + pooling
 config); the head is ``head.safetensors``; the resolved model config is ``stsreg_model.json``.
@@ -50,6 +52,7 @@ class ModelConfig:
     backbone: str = DEFAULT_BACKBONE
     pooling: str = "mean"  # mean | cls
     max_length: int = 256
+    score_map: list[float] | None = None  # [a, b]: served score = clamp(a*cos+b, 0, 5); None: the head's output
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
@@ -139,6 +142,13 @@ class SiameseRegressor(nn.Module):
     def score_embeddings(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """(batch, d), (batch, d) -> (batch,) head scores."""
         return self.head(pair_features(u, v)).squeeze(-1)
+
+    def predict(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """(batch, d), (batch, d) -> (batch,) served similarity on the 0-5 STS scale (see the module docstring)."""
+        if self.config.score_map is None:
+            return self.score_embeddings(u, v)
+        a, b = self.config.score_map
+        return (a * F.cosine_similarity(u, v, dim=-1) + b).clamp(0.0, 5.0)
 
     def forward(self, features_a: dict, features_b: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Two tokenized batches -> ``(u, v, score)``: (batch, d), (batch, d), (batch,) head scores."""

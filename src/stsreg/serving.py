@@ -2,7 +2,9 @@
 
 Input: a DataFrame with string columns ``sentence1`` and ``sentence2`` (one row per pair).
 Output: a DataFrame with ``cosine`` (cosine similarity of the embeddings, -1..1: the evaluation score) and
-``score`` (the regression head's prediction, on the training label scale, ~0-5).
+``score`` (the model's 0-5 similarity, :meth:`~stsreg.model.SiameseRegressor.predict`: the cosine map its stage 2
+trained, ``clamp(a*cos+b, 0, 5)``, or the head's output for a head-trained model; ``make run`` reports its Spearman
+and mean absolute error per task).
 
     mlflow models serve -m models:/sts-regression@champion --env-manager local --host 127.0.0.1
     curl -X POST 127.0.0.1:5000/invocations -H 'Content-Type: application/json' \\
@@ -65,4 +67,4 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
         if pairs.empty:
             return pd.DataFrame({"cosine": pd.Series(dtype=float), "score": pd.Series(dtype=float)})
         scored = score_pairs(self.model, pairs[list(COLUMNS)], self.batch_size, show_progress=False)
-        return pd.DataFrame({"cosine": scored.cosine.astype(float), "score": scored["head"].astype(float)}).reset_index(drop=True)
+        return pd.DataFrame({"cosine": scored.cosine.astype(float), "score": scored.prediction.astype(float)}).reset_index(drop=True)

@@ -34,8 +34,11 @@ def run_stage1(params: Params, nli_path: Path, out_dir: Path, cache_dir: Path, l
 
 
 def stage2_data(sts_path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(train, dev): STS-B train + SICK-R train on their raw scales, and STS-B dev."""
-    sts = pd.read_parquet(sts_path)
+    """(train, dev): STS-B train + SICK-R train on their raw scales, and STS-B dev.
+
+    Test rows are never read (a parquet filter keeps them out of memory): training and every choice made on
+    its dev curve (checkpoint selection, the search) cannot see a test label."""
+    sts = pd.read_parquet(sts_path, filters=[("split", "in", ["train", "dev"])])
     train = sts[sts.dataset.isin(["stsb", "sickr"]) & (sts.split == "train")].reset_index(drop=True)
     dev = sts[(sts.dataset == "stsb") & (sts.split == "dev")].reset_index(drop=True)
     return train, dev
@@ -48,16 +51,18 @@ def run_stage2(params: Params, sts_path: Path, init_dir: Path, out_dir: Path, ck
 
 
 def fine_tune_on_sts(params: Params, sts_path: Path, model: SiameseRegressor, out_dir: Path, ckpt_dir: Path,
-                     log_metric=NOOP, keep: str = "best") -> dict:
+                     log_metric=NOOP, keep: str | None = None, on_eval=None) -> dict:
     """Any starting model + STS tables -> ``out_dir``: stage 2's data (``stage2.max_train_pairs`` applied) and loop.
 
-    ``keep``: ``best`` (production: never worse on dev than the start) or ``trained`` (the best after step 0)."""
+    ``keep`` (default ``stage2.keep``): ``best`` (never worse on dev than the start) or ``trained`` (the best after
+    step 0). ``on_eval(step, dev_spearman)``: see :func:`stsreg.train.fine_tune`."""
     set_seed(params.seed)
     train, dev = stage2_data(sts_path)
     p = params.stage2
     if p.max_train_pairs and len(train) > p.max_train_pairs:
         train = train.sample(n=p.max_train_pairs, random_state=params.seed).reset_index(drop=True)
-    return fine_tune(model, train, dev, p, params.seed, out_dir, ckpt_dir, resolve_device(), log_metric, keep=keep)
+    return fine_tune(model, train, dev, p, params.seed, out_dir, ckpt_dir, resolve_device(), log_metric, keep=keep,
+                     on_eval=on_eval)
 
 
 def is_main_process() -> bool:

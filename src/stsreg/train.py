@@ -119,9 +119,21 @@ def length_grouped(order: list[int], lengths: list[int], batch_size: int, seed: 
     return [batches[i] for i in perm]
 
 
+def adjust_labels(y: torch.Tensor, mode: str) -> torch.Tensor:
+    """STS labels (>= 0) as stage 2 trains on them: ``raw``; ``round`` (nearest integer, halves to even);
+    ``truncate`` (``int(score)`` as the authors' code does: 3.8 -> 3, not rounding)."""
+    if mode == "raw":
+        return y
+    if mode == "round":
+        return y.round()
+    if mode == "truncate":
+        return y.trunc()
+    raise ValueError(f"unknown label mode {mode!r}")
+
+
 def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p: Stage2Params, seed: int,
               out_dir: Path, ckpt_dir: Path, device: torch.device | None = None,
-              log_metric=lambda key, value, step: None, keep: str = "best") -> dict:
+              log_metric=lambda key, value, step: None, keep: str | None = None, on_eval=None) -> dict:
     """Fine-tune on ``train`` (sentence1, sentence2, score on the data's scale: STS-B 0-5, SICK-R 1-5).
 
     Writes a model selected by STS-B dev Spearman of cosine to ``out_dir``: ``keep="best"`` (production's guard)
@@ -129,8 +141,10 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
     ``keep="trained"`` (the authors' selection, used by the comparison) the best evaluation *after* step 0, i.e.
     what the method trained. Returns a summary with the dev curve and both selections
     (``best_*`` and ``trained_best_*``). Resumes from ``ckpt_dir/last.pt`` when it belongs to the same
-    configuration and data.
+    configuration and data. ``keep`` defaults to ``p.keep``. ``on_eval(step, dev_spearman)`` is called after each
+    dev evaluation on rank 0 (the search's pruner raises from it to stop a trial).
     """
+    keep = keep or p.keep
     if keep not in ("best", "trained"):
         raise ValueError(f"keep must be 'best' or 'trained', got {keep!r}")
     device = device or resolve_device()
@@ -141,13 +155,14 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
     set_seed(seed)
     objective = Objective(p.loss, p.x0, p.k, p.zero_negative, p.temperature, p.contrastive_min_label, p.cos_a, p.cos_b,
                           p.joint_lambda)
+    # what the saved model serves as its 0-5 score: the head, or the cosine map this objective trains
+    model.config.score_map = objective.score_map
     if objective.kind == "contrastive":  # positives only; the rest of the batch serves as negatives
         train = train[train.score >= objective.min_label].reset_index(drop=True)
 
     s1, s2 = train.sentence1.tolist(), train.sentence2.tolist()
     y = torch.tensor(train.score.to_numpy(), dtype=torch.float32)
-    if p.round_labels:
-        y = y.round()
+    y = adjust_labels(y, p.labels)
     lengths = pair_lengths(model, s1, s2) if p.group_by_length else None
     sampler = DistributedSampler(range(len(y)), num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
     steps_per_epoch = math.ceil(len(sampler) / per_rank)
@@ -186,6 +201,8 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
         score = spearman_cosine(model, dev.sentence1, dev.sentence2, dev.score, p.eval_batch_size, show_progress=False)
         state["curve"].append([step, score])
         log_metric("dev_spearman", score, step)
+        if on_eval is not None:
+            on_eval(step, score)
         if _rank(score) > _rank(state["best"]) or state["best_step"] < 0:
             state["best"], state["best_step"] = score, step
             if keep == "best":

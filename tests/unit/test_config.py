@@ -131,3 +131,33 @@ def test_evaluate_stage_reads_exactly_its_declared_params(tiny_backbone, tmp_pat
     eval_stage.run_evaluate(Recorder(params, seen), tiny_backbone, tmp_path / "sts.parquet", tmp_path / "eval")
     assert seen == declared("evaluate")
     assert (tmp_path / "eval/metrics.json").exists() and (tmp_path / "eval/predictions.parquet").exists()
+
+
+def test_presets_validate_and_print_as_dvc_overrides(capsys):
+    from stsreg.config import PRESETS, with_overrides
+
+    params = load_params(REPO / "params.yaml")
+    paper = with_overrides(params, PRESETS["paper"])
+    s = paper.stage2
+    assert (s.lr, s.epochs, s.batch_size, s.warmup_ratio, s.max_grad_norm, s.labels, s.zero_negative, s.eval_every,
+            s.keep) == (5e-5, 4, 16, 0.2, 10.0, "truncate", True, 50, "trained")
+    assert paper.model.max_length == 256 and paper.stage1 == params.stage1  # nothing else changes
+    with pytest.raises(ParamsError, match="stage2.labels"):
+        with_overrides(params, {"stage2.labels": "floor"})
+    assert stsreg.cli.main(["preset", "paper", "--params", str(REPO / "params.yaml")]) == 0
+    words = capsys.readouterr().out.split()
+    assert words[0::2] == ["-S"] * len(PRESETS["paper"])
+    assert "stage2.labels=truncate" in words and "stage2.zero_negative=true" in words
+
+
+def test_search_stage_reads_only_the_stage2_settings_trials_do_not_search():
+    from stsreg import search
+
+    stage = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["search"]
+    fixed = {p.removeprefix("stage2.") for p in stage["params"] if p.startswith("stage2.")}
+    assert fixed == set(search.FIXED)
+    searched = {f.name for f in dataclasses.fields(Params().stage2)} - fixed
+    # every stage-2 knob is either fixed for the search or set by each trial
+    assert searched == set(search.SEARCHED) | {"eval_every", "keep", "labels"} | {"group_by_length"}
+    with pytest.raises(ParamsError, match="search.lr"):
+        search.check_ranges(dataclasses.replace(Params().search, lr=(1e-3, 1e-5)))

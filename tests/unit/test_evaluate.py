@@ -18,7 +18,7 @@ def scored(tiny_backbone):
 
 def test_score_pairs_adds_cosine_and_head(scored):
     assert len(scored) == 8 * 60 and set(scored.task) == set(EVAL_TASKS) | {"stsb_dev"}
-    assert scored.cosine.between(-1.0001, 1.0001).all() and np.isfinite(scored["head"]).all()
+    assert scored.cosine.between(-1.0001, 1.0001).all() and np.isfinite(scored.prediction).all()
 
 
 def test_task_metrics_follow_the_protocol(scored):
@@ -28,7 +28,8 @@ def test_task_metrics_follow_the_protocol(scored):
         # one Spearman over the concatenated subsets, not their average
         assert m[f"{task}_spearman"] == pytest.approx(spearmanr(t.cosine, t.score).statistic * 100)
         assert m[f"{task}_pearson"] == pytest.approx(pearsonr(t.cosine, t.score).statistic * 100)
-        assert m[f"{task}_head_spearman"] == pytest.approx(spearmanr(t["head"], t.score).statistic * 100)
+        assert m[f"{task}_prediction_spearman"] == pytest.approx(spearmanr(t.prediction, t.score).statistic * 100)
+        assert m[f"{task}_prediction_mae"] == pytest.approx((t.prediction - t.score).abs().mean())
         u = t[~t.seen_in_train]
         assert m[f"{task}_unseen_spearman"] == pytest.approx(spearmanr(u.cosine, u.score).statistic * 100)
         assert m[f"{task}_unseen_pairs"] == 40 and m[f"{task}_pairs"] == 60

@@ -185,3 +185,13 @@ def test_objective_names_agree_with_the_params_choices():
     assert set(losses.STAGE2_LOSSES) == set(config.STAGE2_LOSSES)
     assert set(losses.HEAD_LOSSES) == set(config.HEAD_LOSSES)
     assert tuple(compare.METHODS) == config.COMPARE_METHODS and tuple(profile.METHODS) == config.PROFILE_METHODS
+
+
+def test_served_score_map_follows_what_the_objective_trains():
+    from stsreg.losses import Objective
+
+    assert Objective("smooth_k2").score_map is None  # the head is what head losses train
+    assert Objective("smooth_k2_cos", cos_a=4.0, cos_b=1.0).score_map == [4.0, 1.0]
+    assert Objective("joint_translated_relu", cos_a=2.5, cos_b=0.5).score_map == [2.5, 0.5]
+    assert Objective("cosine_mse").score_map == [5.0, 0.0]  # MSE of cos vs label / 5
+    assert Objective("cosent").score_map == [5.0, 0.0] and Objective("contrastive").score_map == [5.0, 0.0]

@@ -161,3 +161,25 @@ def test_cosine_buffer_objectives_train_the_encoder(tiny_backbone, tmp_path, los
     out = SiameseRegressor.load(tmp_path / "out")
     assert spearman_cosine(out, dev.sentence1, dev.sentence2, dev.score) == pytest.approx(summary["trained_best_dev_spearman"], abs=1e-4)
     assert (not torch.equal(out.head.weight, head0)) == head_trains  # cosine-only objectives leave the head alone
+    # the saved model serves the map its objective trained: clamp(5*cos + 0, 0, 5)
+    assert out.config.score_map == [5.0, 0.0]
+    u, v = out.encode(dev.sentence1.tolist()[:8]), out.encode(dev.sentence2.tolist()[:8])
+    expected = (5 * torch.nn.functional.cosine_similarity(u, v)).clamp(0, 5)
+    assert torch.allclose(out.predict(u, v), expected, atol=1e-6)
+
+
+def test_label_modes_truncate_is_not_rounding():
+    from stsreg.train import adjust_labels
+
+    y = torch.tensor([0.0, 0.4, 2.5, 3.8, 4.999, 5.0])
+    assert adjust_labels(y, "raw").tolist() == y.tolist()
+    assert adjust_labels(y, "truncate").tolist() == [0.0, 0.0, 2.0, 3.0, 4.0, 5.0]  # int(score), as the authors
+    assert adjust_labels(y, "round").tolist() == [0.0, 0.0, 2.0, 4.0, 5.0, 5.0]  # halves to even
+    with pytest.raises(ValueError):
+        adjust_labels(y, "floor")
+
+
+def test_a_head_trained_model_serves_its_head(tiny_backbone):
+    model = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16)
+    u, v = torch.randn(4, model.dim), torch.randn(4, model.dim)
+    assert model.config.score_map is None and torch.equal(model.predict(u, v), model.score_embeddings(u, v))
