@@ -56,8 +56,8 @@ def compare_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: 
     runs = compare.collect(Path(runs_dir), c.methods, c.seeds)
     table = compare.results_table(runs)
     reference = compare.reference_method(table)
-    tests = compare.paired_tests(Path(runs_dir), reference, c.methods, c.seeds, params.evaluate.n_resamples, params.seed) \
-        if reference else None
+    pairs = compare.test_pairs(reference, c.methods)
+    tests = compare.paired_tests(Path(runs_dir), pairs, c.seeds, params.evaluate.n_resamples, params.seed) if pairs else None
     out = Path(out_dir)
     atomic.to_csv(runs, out / "runs.csv")
     atomic.to_csv(table, out / "results.csv")

@@ -8,6 +8,7 @@
     stsreg promote
     stsreg compare
     stsreg search
+    stsreg claims
     stsreg profile
     stsreg serve   [--model-uri models:/sts-regression@champion] [--port 5001]
     stsreg servers start|stop|status
@@ -35,7 +36,7 @@ from stsreg.errors import InputError
 log = logging.getLogger("stsreg")
 
 #: Subcommands that are DVC stages: they write pipeline outputs, so they hold the project's pipeline lock.
-STAGE_COMMANDS = ("fetch", "prepare", "train", "evaluate", "register", "promote", "compare", "search", "profile")
+STAGE_COMMANDS = ("fetch", "prepare", "train", "evaluate", "register", "promote", "compare", "search", "profile", "claims")
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
@@ -138,6 +139,13 @@ def _cmd_search(args: argparse.Namespace) -> int:
     from pipelines.search_flow import search_flow
 
     search_flow(params_path=args.params)
+    return 0
+
+
+def _cmd_claims(args: argparse.Namespace) -> int:
+    from stsreg import claims
+
+    print(claims.write(Path(args.compare), Path(args.profile_metrics), Path(args.out)))
     return 0
 
 
@@ -318,6 +326,16 @@ def build_parser() -> argparse.ArgumentParser:
                                     "metrics/search.json; one MLflow run per trial under a parent run.")
     sr.add_argument("--params", default="params.yaml")
     sr.set_defaults(func=_cmd_search)
+
+    cl = sub.add_parser("claims", help="the paper's claims with our numbers, intervals and verdicts -> reports/claims.md",
+                        description="Read reports/compare/{results,paired}.csv and metrics/profile.json (nothing is "
+                                    "trained) and write reports/claims.md: each claim, the paired difference per seed "
+                                    "with its 95% CI and p, and a verdict.")
+    cl.add_argument("--params", default="params.yaml")
+    cl.add_argument("--compare", default="reports/compare")
+    cl.add_argument("--profile-metrics", default="metrics/profile.json")
+    cl.add_argument("--out", default="reports/claims.md")
+    cl.set_defaults(func=_cmd_claims)
 
     ps = sub.add_parser("preset", help="print a named preset as `dvc exp run -S` overrides (e.g. the authors' settings)",
                         description="Print the overrides of a preset; run it as an experiment with "

@@ -33,6 +33,7 @@ STAGE_ENTRIES = {
     "compare": ("pipelines.compare_flow",),
     "search": ("pipelines.search_flow",),
     "profile": ("pipelines.profile_flow",),
+    "claims": ("stsreg.claims",),
 }
 
 
