@@ -53,13 +53,23 @@ def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_
     storage = optuna.storages.RDBStorage(f"sqlite:///{Path(db_path).resolve()}")
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True,
                                 sampler=optuna.samplers.TPESampler(seed=params.seed),
-                                pruner=optuna.pruners.MedianPruner(n_startup_trials=s.startup_trials, n_warmup_steps=1))
+                                pruner=optuna.pruners.MedianPruner(n_startup_trials=s.startup_trials,
+                                                                   n_warmup_steps=s.prune_after))
     # A trial still RUNNING was killed with its process (the pipeline lock rules out a live one): mark it failed
     # and queue its settings again; the retry resumes from the trial folder's last checkpoint.
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
         study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
         log.info("trial %d was interrupted: queued again (resumes from its checkpoint)", t.number)
+
+    # the points of search.enqueue run first, each once per study (a failed try is queued again)
+    tried = [t.params or t.system_attrs.get("fixed_params", {})  # a WAITING trial holds its point as fixed_params
+             for t in study.get_trials(deepcopy=False) if t.state != TrialState.FAIL]
+    for point in s.enqueue:
+        wanted = search.point_params(point)
+        if wanted not in tried:
+            study.enqueue_trial(wanted, user_attrs={"enqueued": True})
+            tried.append(wanted)
 
     c = tracking.client()
     parent = study.user_attrs.get("mlflow_parent_run")

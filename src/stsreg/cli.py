@@ -153,7 +153,17 @@ def _cmd_preset(args: argparse.Namespace) -> int:
     from stsreg.config import PRESETS, with_overrides
 
     overrides = PRESETS[args.name]
-    with_overrides(load_params(args.params), overrides)  # the preset must validate against this params.yaml
+    params = with_overrides(load_params(args.params), overrides)  # the preset must validate against this params.yaml
+    if args.write:  # a whole params file, for runs outside DVC (stsreg train/evaluate --params FILE)
+        import dataclasses
+
+        import yaml
+
+        from stsreg import atomic
+
+        atomic.write_text(args.write, yaml.safe_dump(json.loads(json.dumps(dataclasses.asdict(params))), sort_keys=False))
+        print(f"wrote {args.write}: {args.params} with the {args.name} preset applied")
+        return 0
     # unquoted YAML scalars (no value holds a space), so `$(stsreg preset NAME)` splits into the right words
     print(" ".join(f"-S {k}={json.dumps(v) if isinstance(v, bool) else v}" for k, v in overrides.items()))
     return 0
@@ -339,11 +349,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     ps = sub.add_parser("preset", help="print a named preset as `dvc exp run -S` overrides (e.g. the authors' settings)",
                         description="Print the overrides of a preset; run it as an experiment with "
-                                    "`dvc exp run -n paper $(stsreg preset paper) evaluate` (or `make paper`).")
+                                    "`dvc exp run -n paper $(stsreg preset paper) evaluate`, or outside DVC: "
+                                    "`stsreg preset paper --write params-paper.yaml`, then `stsreg train --stage 2 "
+                                    "--params params-paper.yaml --stage2-dir models/paper --checkpoints "
+                                    "checkpoints/paper` and `stsreg evaluate --params params-paper.yaml --model "
+                                    "models/paper --out reports/paper`.")
     from stsreg.config import PRESETS
 
     ps.add_argument("name", choices=sorted(PRESETS))
     ps.add_argument("--params", default="params.yaml")
+    ps.add_argument("--write", metavar="FILE", help="write the whole params file with the preset applied instead")
     ps.set_defaults(func=_cmd_preset)
 
     pf = sub.add_parser("profile", help="peak memory and step time per (method, batch, length); memory_ratio (resumable)",

@@ -172,6 +172,22 @@ class CompareParams:
 
 
 @dataclass(frozen=True)
+class SearchPoint:
+    """One stage-2 configuration the search tries before it samples (e.g. the current default); loss-specific
+    fields are used only where the loss reads them."""
+
+    loss: str = knob("smooth_k2_cos", choices=STAGE2_LOSSES)
+    epochs: int = knob(1, ge=1)
+    lr: float = knob(2e-5, gt=0)
+    warmup_ratio: float = knob(0.2, ge=0, le=1)
+    labels: str = knob("raw", choices=LABEL_MODES)
+    group_by_length: bool = knob(False)
+    x0: float = knob(0.2, ge=0)
+    k: float = knob(3.0, gt=0)
+    joint_lambda: float = knob(1.0, ge=0)
+
+
+@dataclass(frozen=True)
 class SearchParams:
     """Optuna search over stage 2 (``stsreg search``), scored on STS-B dev only.
 
@@ -192,6 +208,8 @@ class SearchParams:
     group_by_length: tuple[bool, ...] = knob((False, True))
     eval_every: int = knob(100, "dev evaluations (and pruning decisions) every N steps", ge=1)
     startup_trials: int = knob(2, "trials before the pruner may stop one (median of the dev curves so far)", ge=0)
+    prune_after: int = knob(300, "no pruning before this step: early dev curves cross (warm-up, lr)", ge=0)
+    enqueue: tuple[SearchPoint, ...] = knob((), "configurations tried first, before sampling (each once per study)")
 
 
 @dataclass(frozen=True)

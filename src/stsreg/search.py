@@ -71,10 +71,18 @@ def suggest(trial, s: SearchParams, base: Stage2Params) -> Stage2Params:
     return dataclasses.replace(base, **kw, eval_every=s.eval_every, keep="trained")
 
 
+def point_params(point) -> dict:
+    """A :class:`~stsreg.config.SearchPoint` as the trial params Optuna would record for it."""
+    d = dataclasses.asdict(point)
+    return {k: d[k] for k in ("loss", "epochs", "lr", "warmup_ratio", "labels", "group_by_length")} | \
+        {k: d[k] for k in sorted(uses(point.loss))}
+
+
 def study_name(params: Params, data_sha: str, init_sha: str, code: str) -> str:
     """Names the study by everything a trial's score depends on except the sampled values; the budget
-    (``trials``, ``minutes``) is left out, so raising it continues the same study."""
-    space = {k: v for k, v in dataclasses.asdict(params.search).items() if k not in ("trials", "minutes")}
+    (``trials``, ``minutes``) and the points to try first (``enqueue``) are left out, so raising the budget or
+    adding a point continues the same study."""
+    space = {k: v for k, v in dataclasses.asdict(params.search).items() if k not in ("trials", "minutes", "enqueue")}
     parts = {"search": space, "fixed": {f: getattr(params.stage2, f) for f in FIXED},
              "model": dataclasses.asdict(params.model), "seed": params.seed, "data": data_sha, "init": init_sha,
              "code": code}

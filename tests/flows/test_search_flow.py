@@ -17,7 +17,8 @@ def _setup(tmp_path, tiny_backbone, sts: pd.DataFrame, name: str, trials: int = 
     raw["model"].update(backbone=tiny_backbone, max_length=16)
     raw["stage2"].update(batch_size=8, checkpoint_every=100, eval_batch_size=32)
     raw["search"].update(trials=trials, minutes=30, epochs=[1], lr=[1e-4, 3e-3], eval_every=4, startup_trials=1,
-                         losses=["smooth_k2", "smooth_k2_cos", "joint_smooth_k2", "cosine_mse"])
+                         prune_after=1, losses=["smooth_k2", "smooth_k2_cos", "joint_smooth_k2", "cosine_mse"],
+                         enqueue=[{"loss": "joint_smooth_k2", "lr": 1e-3, "warmup_ratio": 0.1, "joint_lambda": 0.5}])
     root = tmp_path / name
     root.mkdir()
     (root / "params.yaml").write_text(yaml.safe_dump(raw))
@@ -74,6 +75,11 @@ def test_search_flow_reports_resumes_and_tracks_trials(harness, tiny_backbone, t
     name = run_study.fn(kw["params_path"], kw["sts_path"], kw["init_dir"], kw["work_dir"], kw["db_path"])
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{kw['db_path']}")
     assert len(study.trials) == 3
+    # the enqueued point ran first, exactly once, with only the knobs its loss reads
+    assert study.trials[0].user_attrs["enqueued"] and study.trials[0].params == {
+        "loss": "joint_smooth_k2", "epochs": 1, "lr": 1e-3, "warmup_ratio": 0.1, "labels": "raw",
+        "group_by_length": False, "x0": 0.2, "k": 3.0, "joint_lambda": 0.5}
+    assert sum(t.user_attrs.get("enqueued", False) for t in study.trials) == 1
 
     # a trial left RUNNING (its process was killed) is marked failed and its settings run again
     from stsreg import search

@@ -151,6 +151,14 @@ def test_presets_validate_and_print_as_dvc_overrides(capsys):
     assert "stage2.labels=truncate" in words and "stage2.zero_negative=true" in words
 
 
+def test_preset_writes_a_params_file_that_loads(tmp_path):
+    from stsreg.config import PRESETS, with_overrides
+
+    out = tmp_path / "params-paper.yaml"
+    assert stsreg.cli.main(["preset", "paper", "--params", str(REPO / "params.yaml"), "--write", str(out)]) == 0
+    assert load_params(out) == with_overrides(load_params(REPO / "params.yaml"), PRESETS["paper"])
+
+
 def test_search_stage_reads_only_the_stage2_settings_trials_do_not_search():
     from stsreg import search
 
