@@ -18,7 +18,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 
 .DEFAULT_GOAL := help
-.PHONY: help install run repro compare profile bench servers servers-stop deploy screenshots serve report test test-slow lock clean
+.PHONY: help install run repro compare search claims paper profile bench servers servers-stop deploy screenshots serve report test test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -41,8 +41,17 @@ run: install ## the main job: install, fetch -> prepare -> train -> evaluate -> 
 repro: install ## run `dvc repro promote` (only stale stages run)
 	dvc repro promote
 
-compare: install ## the method comparison (base, +Contrast, CoSENT, cosine MSE, +Ours, TReLU, MSE); ~50 min per seed on 2 cores
+compare: install ## the method comparison (base, +Contrast, CoSENT, cosine MSE, +Ours, TReLU, MSE, +Ours on cosine, joint); ~60 min per seed on 2 cores
 	dvc repro compare
+
+search: install ## Optuna search over stage 2 on STS-B dev only -> reports/search/ (budget: params search.trials / minutes)
+	dvc repro search
+
+claims: install ## the paper's claims with our numbers and verdicts -> reports/claims.md (after compare and profile)
+	dvc repro claims
+
+paper: install ## the authors' stage-2 settings as a DVC experiment (4 epochs: GPU-sized; ~40 min on 2 cores)
+	dvc exp run -n paper $$(stsreg preset paper) evaluate
 
 profile: install ## memory / step-time grid per (method, batch, length) and memory_ratio (~15 min on 2 cores)
 	dvc repro profile

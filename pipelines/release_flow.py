@@ -4,7 +4,8 @@
   metric, the table and the per-pair predictions; its run id goes to ``<out_dir>/mlflow_run.json``.
 - ``stsreg-register``: logs the model as a pyfunc *in that evaluation run* (so a registry version links to
   its metrics and predictions), registers a version of ``sts-regression``, alias ``challenger``, with tags.
-- ``stsreg-promote``: the gate of :func:`stsreg.registry.promote`; the decision goes to a JSON file too.
+- ``stsreg-promote``: the gate of :func:`stsreg.registry.promote`; the decision goes to a JSON file too. With no
+  champion yet, the challenger must beat the untouched backbone (``model.backbone``, evaluated then) by the same gate.
 
     python -m pipelines.release_flow evaluate|register|promote
 """
@@ -74,16 +75,31 @@ def register_flow(params_path: str = "params.yaml", model_dir: str = "models/sta
 
 
 @task(name="promote")
-def promote_task(params_path: str, out_path: str) -> dict:
+def promote_task(params_path: str, out_path: str, sts_path: str = "data/prepared/sts.parquet") -> dict:
     params = load_params(params_path)
-    decision = registry.promote(params.promote, params.evaluate.n_resamples, params.seed)
+
+    def backbone_predictions():  # only run when there is no champion yet
+        import tempfile
+
+        import pandas as pd
+
+        from stsreg.model import resolve_backbone
+
+        with tempfile.TemporaryDirectory() as tmp:
+            eval_stage.run_evaluate(params, Path(resolve_backbone(params.model.backbone)), Path(sts_path), Path(tmp))
+            return pd.read_parquet(Path(tmp) / "predictions.parquet")
+
+    baseline = backbone_predictions if params.promote.against_backbone else None
+    decision = registry.promote(params.promote, params.evaluate.n_resamples, params.seed, baseline=baseline,
+                                baseline_name=f"the untouched backbone {params.model.backbone!r}")
     atomic.write_text(out_path, json.dumps(decision, indent=2))
     return decision
 
 
 @flow(name="stsreg-promote")
-def promote_flow(params_path: str = "params.yaml", out_path: str = "reports/registry/promotion.json") -> dict:
-    return promote_task(params_path, out_path)
+def promote_flow(params_path: str = "params.yaml", out_path: str = "reports/registry/promotion.json",
+                 sts_path: str = "data/prepared/sts.parquet") -> dict:
+    return promote_task(params_path, out_path, sts_path)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,9 @@ def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_
     s = params.search
     search.check_ranges(s, params_path)
     name = search.study_name(params, tracking.file_hash(sts_path), _dir_hash(Path(init_dir)),
-                             code_hash(("stsreg.search", "stsreg.stages")))
+                             # config.py holds defaults and validation: a trial's settings are recorded in full
+                             # (its params + the fixed settings in the name), so editing a default keeps the study
+                             code_hash(("stsreg.search", "stsreg.stages"), exclude=("stsreg.config",)))
     Path(db_path).parent.mkdir(parents=True, exist_ok=True)
     storage = optuna.storages.RDBStorage(f"sqlite:///{Path(db_path).resolve()}")
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True,

@@ -85,10 +85,14 @@ def import_closure(roots: Iterable[str]) -> list[Path]:
     return sorted(set(seen.values()))
 
 
-def code_hash(roots: Iterable[str]) -> str:
-    """sha256 (16 hex) over the names and bytes of the closure's files: changes when any of that code changes."""
+def code_hash(roots: Iterable[str], exclude: Iterable[str] = ()) -> str:
+    """sha256 (16 hex) over the names and bytes of the closure's files: changes when any of that code changes.
+    ``exclude``: modules left out of the hash (their imports still count)."""
     h = hashlib.sha256()
+    skipped = {_origin(m) for m in exclude}
     for path in import_closure(roots):
+        if path in skipped:
+            continue
         parts = path.parts
         anchor = max(i for i, p in enumerate(parts) if p in PACKAGES)  # path from the package root: stable across clones
         h.update("/".join(parts[anchor:]).encode() + b"\0" + path.read_bytes() + b"\0")

@@ -161,6 +161,8 @@ class PromoteParams:
     margin: float = knob(0.1, "avg7 gain in Spearman points")
     alpha: float = knob(0.05, "one-sided paired-bootstrap p-value", gt=0, le=1)
     unseen_only: bool = knob(False, "test on the unseen (leakage-free) test pairs only")
+    against_backbone: bool = knob(True, "no champion yet: the challenger must beat the untouched backbone "
+                                        "(model.backbone) by the same gate; false: the first version is promoted")
 
 
 @dataclass(frozen=True)

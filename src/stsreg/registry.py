@@ -79,10 +79,13 @@ def _predictions(c, mv) -> pd.DataFrame:
         return pd.read_parquet(c.download_artifacts(mv.run_id, PREDICTIONS, tmp))
 
 
-def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: str = MODEL_NAME) -> dict:
+def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: str = MODEL_NAME,
+            baseline=None, baseline_name: str = "the untouched backbone") -> dict:
     """Move ``champion`` to ``challenger`` if it gains >= margin avg7 *and* the gain is significant.
 
-    The first version (no champion yet) is promoted. Records the decision as tags on the challenger version
+    With no champion yet, the challenger faces ``baseline()`` instead (the predictions table of the untouched
+    backbone, computed only then), so the first champion is never worse than the model the user downloaded;
+    without a ``baseline`` the first version is promoted. Records the decision as tags on the challenger version
     and returns ``{"promoted", "reason", "challenger", "champion", ...test}``. Never touches ``champion``
     on failure (any exception leaves the aliases as they were).
     """
@@ -92,19 +95,20 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
         raise InputError(f"registered model {name!r} has no 'challenger' version; run `stsreg register` first")
     champion = version_by_alias(c, name, "champion")
     out = {"challenger": int(challenger.version), "champion": int(champion.version) if champion else None}
-    if champion is None:
+    if champion is None and baseline is None:
         out.update(promoted=True, reason="no champion yet: the first registered version is promoted")
-    elif champion.version == challenger.version:
+    elif champion is not None and champion.version == challenger.version:
         out.update(promoted=False, reason=f"version {challenger.version} is already the champion")
     else:
-        test = paired_on_predictions(_predictions(c, challenger), _predictions(c, champion), gate.unseen_only, n_resamples,
-                                     seed).as_dict()
+        other, against, kept = ((baseline(), f"{baseline_name} (no champion yet)", "no champion yet")
+                                if champion is None else
+                                (_predictions(c, champion), f"champion v{champion.version}", "kept the champion"))
+        test = paired_on_predictions(_predictions(c, challenger), other, gate.unseen_only, n_resamples, seed).as_dict()
         view = "avg7-unseen" if gate.unseen_only else "avg7"
-        gain = (f"{view} {test['diff']:+.2f} (95% CI {test['low']:+.2f}..{test['high']:+.2f}, p={test['p_value']:.3f}) "
-                f"vs champion v{champion.version}")
+        gain = f"{view} {test['diff']:+.2f} (95% CI {test['low']:+.2f}..{test['high']:+.2f}, p={test['p_value']:.3f}) vs {against}"
         ok_margin, ok_sig = test["diff"] >= gate.margin, test["p_value"] < gate.alpha
         reason = gain + ("; promoted" if ok_margin and ok_sig else
-                         "; kept the champion: " + " and ".join(
+                         f"; {kept}: " + " and ".join(
                              ([f"gain below margin {gate.margin}"] if not ok_margin else [])
                              + ([f"not significant at alpha {gate.alpha}"] if not ok_sig else [])))
         out.update(promoted=ok_margin and ok_sig, reason=reason, test=test)

@@ -1,7 +1,8 @@
 """Evaluate -> register -> promote on tiny models against a real MLflow SQLite registry, and the served model.
 
-The gate is exercised three ways: the first version is promoted (no champion), a fine-tuned model that is
-clearly better is promoted, and a worse (untrained) one is registered as challenger but the champion stays.
+The gate is exercised three ways: with no champion yet, the untouched backbone is not promoted (it does not beat
+itself) while a fine-tuned model that is clearly better than the backbone is; then a worse (untrained) one is
+registered as challenger but the champion stays.
 """
 
 import json
@@ -36,6 +37,7 @@ def registry(harness, tiny_backbone, tmp_path_factory):
     os.environ["MLFLOW_TRACKING_URI"] = uri
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["evaluate"].update(max_length=16, batch_size=32, n_resamples=200)
+    raw["model"].update(backbone=tiny_backbone)  # with no champion, the gate compares against this backbone
     (work / "params.yaml").write_text(yaml.safe_dump(raw))
     tiny_eval_table().to_parquet(work / "sts.parquet")
     pd.DataFrame({"premise": ["a"], "hypothesis": ["b"], "label": [0]}).to_parquet(work / "nli.parquet")
@@ -54,7 +56,8 @@ def registry(harness, tiny_backbone, tmp_path_factory):
         reg = register_flow(params_path=str(work / "params.yaml"), model_dir=str(work / model), eval_dir=str(work / f"eval{i}"),
                             data_paths=(str(work / "sts.parquet"), str(work / "nli.parquet")), out_path=str(work / f"reg{i}.json"))
         decisions[i] = {"eval": ev, "register": reg,
-                        "promote": promote_flow(params_path=str(work / "params.yaml"), out_path=str(work / f"prom{i}.json"))}
+                        "promote": promote_flow(params_path=str(work / "params.yaml"), out_path=str(work / f"prom{i}.json"),
+                                                sts_path=str(work / "sts.parquet"))}
     yield work, uri, decisions, tracking.client()
     if old is None:
         os.environ.pop("MLFLOW_TRACKING_URI", None)
@@ -78,8 +81,12 @@ def test_versions_aliases_tags_and_gate_decisions(registry):
     work, _, decisions, c = registry
     assert [decisions[i]["register"]["version"] for i in range(3)] == [1, 2, 3]
     first, better, worse = (decisions[i]["promote"] for i in range(3))
-    assert first["promoted"] and "no champion" in first["reason"]
-    assert better["promoted"] and better["test"]["diff"] > 0.1 and better["test"]["p_value"] < 0.05
+    # no champion: the untrained model (= the backbone) does not beat the backbone, so nothing is promoted ...
+    assert not first["promoted"] and "untouched backbone" in first["reason"] and abs(first["test"]["diff"]) < 1e-9
+    assert first["champion"] is None and "no champion yet: gain below margin" in first["reason"]
+    # ... and the fine-tuned one beats the backbone significantly and becomes the first champion
+    assert better["promoted"] and better["champion"] is None and "untouched backbone" in better["reason"]
+    assert better["test"]["diff"] > 0.1 and better["test"]["p_value"] < 0.05
     assert not worse["promoted"] and "kept the champion" in worse["reason"]
     assert int(c.get_model_version_by_alias(NAME, "champion").version) == 2
     assert int(c.get_model_version_by_alias(NAME, "challenger").version) == 3

@@ -32,6 +32,12 @@ def test_the_closure_follows_imports_inside_functions():
     assert {"src/stsreg/data/readers.py", "pipelines/compare_flow.py", "src/stsreg/errors.py"} <= names
 
 
+def test_code_hash_can_leave_a_module_out():
+    full = codehash.code_hash(["stsreg.search"])
+    assert codehash.code_hash(["stsreg.search"], exclude=["stsreg.config"]) not in (full, codehash.code_hash(["stsreg.search"], exclude=["stsreg.train"]))
+    assert codehash.code_hash(["stsreg.search"], exclude=["stsreg.not_a_module"]) == full
+
+
 def test_compare_runs_are_keyed_by_their_code(monkeypatch):
     from stsreg import compare
     from stsreg.config import Params
