@@ -125,18 +125,17 @@ def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_
 
 
 @task(name="search-report")
-def search_report(params_path: str, db_path: str, study: str, out_dir: str, metrics_path: str) -> dict:
+def search_report(db_path: str, study: str, out_dir: str, metrics_path: str) -> dict:
     import optuna
 
-    params = load_params(params_path)
     st = optuna.load_study(study_name=study, storage=f"sqlite:///{Path(db_path).resolve()}")
     table = search.trials_table(st)
     complete = [t for t in st.trials if t.state.name == "COMPLETE"]
     best = None
     if complete:
         b = max(complete, key=lambda t: t.value)
-        stage2 = dataclasses.asdict(search.suggest(optuna.trial.FixedTrial(b.params), params.search, params.stage2))
-        best = {"trial": b.number, "dev_spearman": b.value, "stage2": {k: stage2[k] for k in search.SEARCHED if k in b.params}}
+        # a trial's params are its stage-2 values (suggest samples exactly these fields), in the report's order
+        best = {"trial": b.number, "dev_spearman": b.value, "stage2": {k: b.params[k] for k in search.SEARCHED if k in b.params}}
     start_dev = st.user_attrs.get("start_dev")
     out = Path(out_dir)
     atomic.to_csv(table, out / "trials.csv")
@@ -166,7 +165,7 @@ def search_flow(params_path: str = "params.yaml", sts_path: str = "data/prepared
                 db_path: str = "reports/search/study.db", out_dir: str = "reports/search",
                 metrics_path: str = "metrics/search.json") -> dict:
     study = run_study(params_path, sts_path, init_dir, work_dir, db_path)
-    return search_report(params_path, db_path, study, out_dir, metrics_path)
+    return search_report(db_path, study, out_dir, metrics_path)
 
 
 if __name__ == "__main__":
