@@ -20,6 +20,7 @@ from prefect import flow, task
 
 from stsreg import atomic, compare, eval_stage, stages, tracking
 from stsreg.config import load_params
+from stsreg.hashing import sha256_file
 
 EXPERIMENT = "stsreg-compare"
 
@@ -28,7 +29,7 @@ EXPERIMENT = "stsreg-compare"
 def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_path: str, runs_dir: str) -> dict:
     params = dataclasses.replace(load_params(params_path), seed=seed)
     work = Path(runs_dir) / f"{method}-{seed}"
-    fingerprint = compare.run_fingerprint(params, method, seed, tracking.file_hash(sts_path), tracking.file_hash(nli_path))
+    fingerprint = compare.run_fingerprint(params, method, seed, sha256_file(sts_path), sha256_file(nli_path))
     if compare.is_done(work, fingerprint):
         return json.loads((work / "metrics.json").read_text())
     shutil.rmtree(work, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""Profile flow: the memory / step-time grid of :mod:`stsreg.profile` (the paper's Table 4) as one Prefect flow.
+"""Profile flow: the memory / step-time grid of :mod:`stsreg.profiling` (the paper's Table 4) as one Prefect flow.
 
 Each configuration is a task that runs in its own subprocess; finished measurements are kept in
 ``reports/profile/points/`` keyed by backbone, device, configuration, steps, library versions and the code, so an
@@ -12,20 +12,25 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 from pathlib import Path
 
 from prefect import flow, task
 
-from stsreg import atomic, profile, stages, tracking
+from stsreg import atomic, stages, tracking
 from stsreg.codehash import code_hash
 from stsreg.config import load_params
+from stsreg.hashing import fingerprint
+from stsreg.profiling.grid import GridSpec, run_grid, summarize
+from stsreg.profiling.measure import measure_in_subprocess
+from stsreg.profiling.report import format_table, plot, results_frame
 from stsreg.train import resolve_device
 
 EXPERIMENT = "stsreg-profile"
-# what a measurement depends on: the code the measuring subprocess (`python -m stsreg.profile`) runs
-MEASURE_CODE = ("stsreg.profile",)
+# what a measurement depends on: the code the measuring subprocess (`python -m stsreg.profiling.measure`) runs;
+# config.py (defaults, validation) is left out: the measured settings themselves are in the key
+MEASURE_CODE = ("stsreg.profiling.measure",)
+MEASURE_CODE_EXCLUDE = ("stsreg.config",)
 
 
 def _point_key(backbone: str, device: str, device_label: str, method: str, batch: int, length: int, steps: int) -> str:
@@ -33,8 +38,8 @@ def _point_key(backbone: str, device: str, device_label: str, method: str, batch
     import transformers
 
     parts = [backbone, device, device_label, method, batch, length, steps,
-             torch.__version__, transformers.__version__, code_hash(MEASURE_CODE)]
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+             torch.__version__, transformers.__version__, code_hash(MEASURE_CODE, exclude=MEASURE_CODE_EXCLUDE)]
+    return fingerprint(parts)
 
 
 @task(name="profile-config", task_run_name="{method}-b{batch}-len{length}")
@@ -45,7 +50,7 @@ def profile_config(backbone: str, device: str, device_label: str, method: str, b
     cached = Path(points_dir) / f"{method}-b{batch}-len{length}-{key}.json"
     if cached.exists():
         return json.loads(cached.read_text())
-    row = profile.measure_in_subprocess(backbone, method, batch, length, steps, device)
+    row = measure_in_subprocess(backbone, method, batch, length, steps, device)
     if row["status"] == "measured":  # failures (e.g. out of memory) are retried on the next run
         atomic.write_text(cached, json.dumps(row))
     return row
@@ -58,7 +63,7 @@ def profile_flow(params_path: str = "params.yaml", out_dir: str = "reports/profi
     p = params.profile
     dev = resolve_device(p.device)
     device, device_label = str(dev), stages.device_name(dev)  # "cuda:0" / "cpu"; the GPU's name / "cpu"
-    spec = profile.GridSpec(p.methods, p.batch_sizes, p.lengths, (p.headline_batch, p.headline_length),
+    spec = GridSpec(p.methods, p.batch_sizes, p.lengths, (p.headline_batch, p.headline_length),
                             (p.reference_batch, p.reference_length), p.memory_budget_mb, p.max_step_s)
     out = Path(out_dir)
     points = out / "points"
@@ -73,15 +78,15 @@ def profile_flow(params_path: str = "params.yaml", out_dir: str = "reports/profi
     logged = {"grid": dataclasses.asdict(spec), "steps": p.steps, "device": device, "backbone": params.model.backbone}
     with tracking.tracked_run(EXPERIMENT, f"profile-{device}", logged,
                               tracking.environment_tags(device_label)) as run:
-        rows = profile.run_grid(spec, measure, log=show)
-        df = profile.results_frame(rows, spec)
-        summary = profile.summarize(rows, spec)
+        rows = run_grid(spec, measure, log=show)
+        df = results_frame(rows, spec)
+        summary = summarize(rows, spec)
         atomic.to_csv(df.drop(columns="device", errors="ignore"), out / "profile.csv")
-        atomic.write_text(out / "table.md", profile.format_table(df, spec, device_label) + "\n")
+        atomic.write_text(out / "table.md", format_table(df, spec, device_label) + "\n")
         # `dvc plots`: memory vs length, one series per method and batch
         atomic.to_csv(df.assign(series=df.method + " b" + df.batch.astype(str))[["series", "length", "shown_mb", "status"]]
                       .rename(columns={"shown_mb": "peak_mb"}), out / "plot.csv")
-        profile.plot(df, spec, out / "memory_vs_length.png")
+        plot(df, spec, out / "memory_vs_length.png")
         summary["device"] = device_label
         atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
         tracking.log_metrics(run.run_id, summary)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 from pathlib import Path
 
@@ -22,15 +21,17 @@ from prefect import flow, task
 
 from stsreg import atomic, eval_stage, registry, stages, tracking
 from stsreg.config import load_params
+from stsreg.hashing import fingerprint, sha256_file
 
 EXPERIMENT = "stsreg"
 
 
 @task(name="evaluate")
-def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str) -> dict:
+def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str, headline_path: str | None = None) -> dict:
+    """7-task evaluation of ``model_dir`` in one MLflow run; ``headline_path``: also write :func:`eval_stage.headline`."""
     params = load_params(params_path)
     tags = tracking.environment_tags(stages.device_name())
-    tags.update({"data_sha256.sts.parquet": tracking.file_hash(sts_path), "model_dir": model_dir})
+    tags.update({"data_sha256.sts.parquet": sha256_file(sts_path), "model_dir": model_dir})
     logged = {"evaluate": dataclasses.asdict(params.evaluate), "seed": params.seed}
     with tracking.tracked_run(EXPERIMENT, "evaluate", logged, tags) as run:
         metrics = eval_stage.run_evaluate(params, Path(model_dir), Path(sts_path), Path(out_dir))
@@ -38,26 +39,28 @@ def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str)
         for name in ("table.md", "metrics.json", "predictions.parquet"):
             tracking.client().log_artifact(run.run_id, str(Path(out_dir) / name), artifact_path="eval")
     atomic.write_text(Path(out_dir) / "mlflow_run.json", json.dumps({"run_id": run.run_id}))
+    if headline_path:
+        atomic.write_text(headline_path, json.dumps(eval_stage.headline(metrics), indent=2))
     return {"run_id": run.run_id, **metrics}
 
 
 @flow(name="stsreg-evaluate")
 def evaluate_flow(params_path: str = "params.yaml", model_dir: str = "models/stage2",
-                  sts_path: str = "data/prepared/sts.parquet", out_dir: str = "reports/eval") -> dict:
-    return evaluate_task(params_path, model_dir, sts_path, out_dir)
+                  sts_path: str = "data/prepared/sts.parquet", out_dir: str = "reports/eval",
+                  headline_path: str | None = None) -> dict:
+    return evaluate_task(params_path, model_dir, sts_path, out_dir, headline_path)
 
 
 def params_hash(params_path: str) -> str:
-    """sha256 of the resolved params (defaults filled in), so equal settings hash equal however written."""
-    resolved = dataclasses.asdict(load_params(params_path))
-    return hashlib.sha256(json.dumps(resolved, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    """Fingerprint of the resolved params (defaults filled in), so equal settings hash equal however written."""
+    return fingerprint(dataclasses.asdict(load_params(params_path)))
 
 
 @task(name="register")
 def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: list[str], out_path: str) -> dict:
     run_id = json.loads((Path(eval_dir) / "mlflow_run.json").read_text())["run_id"]
     metrics = json.loads((Path(eval_dir) / "metrics.json").read_text())
-    tags = {f"data_sha256.{Path(p).name}": tracking.file_hash(p) for p in data_paths}
+    tags = {f"data_sha256.{Path(p).name}": sha256_file(p) for p in data_paths}
     tags.update({"params_hash": params_hash(params_path), "git_commit": tracking.git_commit(),
                  "avg7_spearman": f"{metrics['avg7_spearman']:.2f}", "avg7_unseen_spearman": f"{metrics['avg7_unseen_spearman']:.2f}",
                  "stsb_dev_spearman": f"{metrics.get('stsb_dev_spearman', float('nan')):.2f}"})

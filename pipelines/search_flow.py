@@ -24,6 +24,7 @@ from prefect import flow, task
 from stsreg import atomic, search, stages, tracking
 from stsreg.codehash import code_hash
 from stsreg.config import load_params
+from stsreg.hashing import sha256_file
 
 EXPERIMENT = "stsreg-search"
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 
 def _dir_hash(folder: Path) -> str:
     """sha256 over the files of a model folder (names and bytes), for the study's name."""
-    parts = [f"{p.relative_to(folder)}:{tracking.file_hash(p)}" for p in sorted(folder.rglob("*")) if p.is_file()]
+    parts = [f"{p.relative_to(folder)}:{sha256_file(p)}" for p in sorted(folder.rglob("*")) if p.is_file()]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
@@ -47,7 +48,7 @@ def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_
     params = load_params(params_path)
     s = params.search
     search.check_ranges(s, params_path)
-    name = search.study_name(params, tracking.file_hash(sts_path), _dir_hash(Path(init_dir)),
+    name = search.study_name(params, sha256_file(sts_path), _dir_hash(Path(init_dir)),
                              # config.py holds defaults and validation: a trial's settings are recorded in full
                              # (its params + the fixed settings in the name), so editing a default keeps the study
                              code_hash(("stsreg.search", "stsreg.stages"), exclude=("stsreg.config",)))

@@ -61,7 +61,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def format_data_report(metrics: dict) -> str:
-    """Markdown tables of per-dataset counts and per-task leakage from ``metrics/data.json``."""
+    """Markdown tables of per-dataset counts and per-task leakage from ``data/prepared/summary.json``."""
     lines = ["| dataset | train | dev | test | other | rejected | duplicate pairs | unscored skipped |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, d in metrics["datasets"].items():
@@ -92,11 +92,14 @@ def _cmd_train(args: argparse.Namespace) -> int:
     else:
         from pipelines.train_flow import stage1_flow, stage2_flow
 
+        metrics = (args.metrics or f"metrics/stage{args.stage}.json") if args.metrics != "" else None
         if args.stage == "1":
-            summary = stage1_flow(params_path=args.params, nli_path=args.nli, out_dir=args.stage1_dir, cache_dir=args.cache)
+            summary = stage1_flow(params_path=args.params, nli_path=args.nli, out_dir=args.stage1_dir, cache_dir=args.cache,
+                                  metrics_path=metrics)
         else:
             summary = stage2_flow(params_path=args.params, sts_path=args.sts, init_dir=args.stage1_dir,
-                                  out_dir=args.stage2_dir, ckpt_dir=args.checkpoints)
+                                  out_dir=args.stage2_dir, ckpt_dir=args.checkpoints, metrics_path=metrics,
+                                  curve_path=args.curve or None)
     if stages.is_main_process():
         shown = {k: v for k, v in summary.items() if not isinstance(v, (list, dict))}
         print(f"stage {args.stage}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
@@ -107,7 +110,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from pipelines.release_flow import evaluate_flow
     from stsreg.evaluate import format_table
 
-    metrics = evaluate_flow(params_path=args.params, model_dir=args.model, sts_path=args.sts, out_dir=args.out)
+    metrics = evaluate_flow(params_path=args.params, model_dir=args.model, sts_path=args.sts, out_dir=args.out,
+                            headline_path=args.headline or None)
     print(format_table(metrics))
     return 0
 
@@ -272,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("prepare", help="validate raw files into parquet tables, rejects and data metrics",
                        description="Parse every raw format, validate with pandera, write data/prepared/*.parquet, "
-                                   "data/rejected/<dataset>.parquet and metrics/data.json.")
+                                   "data/rejected/<dataset>.parquet, data/prepared/summary.json and its headline metrics/data.json.")
     p.add_argument("--params", default="params.yaml")
     p.add_argument("--raw", default="data/raw")
     p.add_argument("--registry", default="data/sources.json",
@@ -294,6 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--stage2-dir", default="models/stage2")
     t.add_argument("--cache", default="cache/embeddings", help="stage-1 embedding cache")
     t.add_argument("--checkpoints", default="checkpoints/stage2", help="stage-2 resumable checkpoints")
+    t.add_argument("--metrics", default=None, help="headline metrics file (default metrics/stage<N>.json; '' = none)")
+    t.add_argument("--curve", default="reports/stage2/dev_curve.csv", help="stage 2: STS-B dev curve CSV ('' = none)")
     t.set_defaults(func=_cmd_train)
 
     e = sub.add_parser("evaluate", help="7-task STS evaluation with bootstrap intervals (Prefect flow, MLflow run)",
@@ -304,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--model", default="models/stage2", help="saved model folder, or a backbone name/path (untouched)")
     e.add_argument("--sts", default="data/prepared/sts.parquet")
     e.add_argument("--out", default="reports/eval")
+    e.add_argument("--headline", default="metrics/eval.json", help="the headline metrics file ('' = none)")
     e.set_defaults(func=_cmd_evaluate)
 
     g = sub.add_parser("register", help="log the model as an MLflow pyfunc and register it as `challenger`",
@@ -404,7 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     dp.set_defaults(func=_cmd_deploy)
 
     r = sub.add_parser("report", help="print the results tables from the metrics files")
-    r.add_argument("--metrics", default="metrics/data.json")
+    r.add_argument("--metrics", default="data/prepared/summary.json", help="the prepare stage's full data summary")
     r.add_argument("--models", default="models", help="folder with stage1/ and stage2/ outputs")
     r.add_argument("--eval-metrics", default="reports/eval/metrics.json")
     r.add_argument("--promotion", default="reports/registry/promotion.json")

@@ -30,7 +30,6 @@ comparison resumes where it stopped. The trained weights are not kept (only pred
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import shutil
@@ -41,6 +40,7 @@ import pandas as pd
 
 from stsreg import atomic
 from stsreg.codehash import code_hash
+from stsreg.hashing import fingerprint, sha256_file
 from stsreg.config import Params
 from stsreg.data.catalogue import EVAL_TASKS
 from stsreg.evaluate import paired_on_predictions
@@ -66,22 +66,25 @@ COLUMNS = [*EVAL_TASKS, "avg7", "avg7_unseen"]
 
 #: The code one (method, seed) run executes (training and evaluation); its hash is part of each run's fingerprint.
 RUN_CODE = ("stsreg.compare", "stsreg.eval_stage")
+#: Left out of that hash: ``config.py`` holds defaults and validation, and the resolved values themselves are in the
+#: fingerprint, so adding a params section or a help text does not retrain every row.
+RUN_CODE_EXCLUDE = ("stsreg.config",)
 
 
 def run_fingerprint(params: Params, method: str, seed: int, sts_sha: str, nli_sha: str) -> str:
     """Settings, seed, data and code of one run: a rerun reuses a finished run only if all four are unchanged."""
     parts = {"method": method, "spec": METHODS[method], "seed": seed, "model": dataclasses.asdict(params.model),
-             "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha, "code": code_hash(RUN_CODE)}
+             "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha, "code": code_hash(RUN_CODE, exclude=RUN_CODE_EXCLUDE)}
     if METHODS[method] is not None:
         parts["stage2"] = dataclasses.asdict(params.stage2)
         if METHODS[method]["init"] == "stage1":
             parts.update(stage1=dataclasses.asdict(params.stage1), nli=nli_sha)
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return fingerprint(parts)
 
 
-def is_done(run_dir: Path, fingerprint: str) -> bool:
+def is_done(run_dir: Path, expected: str) -> bool:
     meta = run_dir / "run.json"
-    return meta.exists() and json.loads(meta.read_text()).get("fingerprint") == fingerprint
+    return meta.exists() and json.loads(meta.read_text()).get("fingerprint") == expected
 
 
 def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_path: Path, work: Path, log_metric,
@@ -93,7 +96,6 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
     """
     from stsreg.model import SiameseRegressor, resolve_backbone
     from stsreg.stages import fine_tune_on_sts, run_stage1
-    from stsreg.tracking import file_hash
     from stsreg.train import set_seed
 
     spec = METHODS[method]
@@ -101,8 +103,8 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
         return Path(resolve_backbone(params.model.backbone))
     p = dataclasses.replace(params, seed=seed)
     if spec["init"] == "stage1":
-        key = json.dumps([dataclasses.asdict(p.stage1), dataclasses.asdict(p.model), file_hash(nli_path)], sort_keys=True)
-        stage1_dir = work.parent / f"_stage1-{seed}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+        key = fingerprint([dataclasses.asdict(p.stage1), dataclasses.asdict(p.model), sha256_file(nli_path)], length=12)
+        stage1_dir = work.parent / f"_stage1-{seed}-{key}"
         if not (stage1_dir / "training_summary.json").exists():
             run_stage1(p, nli_path, stage1_dir, cache_dir)
         model = SiameseRegressor.load(stage1_dir)

@@ -42,6 +42,8 @@ KEEP_MODES = ("best", "trained")
 #: Rows of ``compare`` and methods of ``profile`` (their modules hold the specs; a test checks both agree).
 COMPARE_METHODS = ("base", "contrast", "cosent", "cosine_mse", "ours", "translated_relu", "mse", "ours_cos", "ours_joint")
 PROFILE_METHODS = ("regression_frozen", "regression_full", "contrastive")
+#: Rows of the NLI-only table (``stsreg nli-table``): the untouched backbone and one objective per row.
+NLI_OBJECTIVES = ("base", "softmax", "mse", "l1", "translated_relu", "smooth_k2", "triplet", "simcse_sup", "simcse_unsup")
 
 
 def knob(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = dataclasses.MISSING,
@@ -115,7 +117,7 @@ class Stage1Params:
 class Stage2Params:
     """Full fine-tuning on STS-B train + SICK-R train; best STS-B dev checkpoint kept."""
 
-    loss: str = knob("smooth_k2", "smooth_k2 | translated_relu | mse | l1 (head) | cosent | cosine_mse (cosine) | "
+    loss: str = knob("smooth_k2_cos", "smooth_k2 | translated_relu | mse | l1 (head) | cosent | cosine_mse (cosine) | "
                      "contrastive | smooth_k2_cos | translated_relu_cos (buffer on cos_a*cos+cos_b) | joint_smooth_k2 | "
                      "joint_translated_relu (head + joint_lambda * cosine)", choices=STAGE2_LOSSES)
     x0: float = knob(0.2, "buffer half-width on the 0-5 label scale", ge=0)
@@ -215,6 +217,31 @@ class SearchParams:
 
 
 @dataclass(frozen=True)
+class NliTableParams:
+    """NLI-only training of the whole encoder, one row per objective (the paper's Table 1 analogue).
+
+    Every row starts from ``model.backbone`` and gets the same sampled NLI pairs, batch, lr, schedule, epochs and
+    max length (``model.max_length``). Pair rows train on (premise, hypothesis, label 0/1/2); ``triplet`` and
+    ``simcse_sup`` on (premise, entailment, contradiction) triples built from those pairs; ``simcse_unsup`` on
+    their distinct sentences (each one twice through dropout)."""
+
+    objectives: tuple[str, ...] = knob(NLI_OBJECTIVES, choices=NLI_OBJECTIVES)
+    seeds: tuple[int, ...] = knob((42,), ge=0)
+    max_pairs: int = knob(6000, "NLI pairs sampled per seed (0 = all); sized so all rows take about an hour on "
+                                "2 CPU cores", ge=0)
+    epochs: int = knob(1, ge=1)
+    batch_size: int = knob(16, ge=2)
+    lr: float = knob(2e-5, gt=0)
+    warmup_ratio: float = knob(0.1, ge=0, le=1)
+    weight_decay: float = knob(0.01, ge=0)
+    max_grad_norm: float = knob(1.0, gt=0)
+    x0: float = knob(0.25, "translated_relu / smooth_k2: buffer half-width on the 0/1/2 scale (the paper's)", ge=0)
+    k: float = knob(2.0, "translated_relu / smooth_k2: slope outside the buffer", gt=0)
+    margin: float = knob(1.0, "triplet: Euclidean margin (Sentence-BERT)", gt=0)
+    temperature: float = knob(0.05, "simcse_*: softmax temperature", gt=0)
+
+
+@dataclass(frozen=True)
 class ProfileParams:
     """Memory / step-time grid (the paper's Table 4): each (method, batch, length) in its own subprocess."""
 
@@ -253,6 +280,7 @@ class Params:
     promote: PromoteParams = knob(factory=PromoteParams)
     compare: CompareParams = knob(factory=CompareParams)
     search: SearchParams = knob(factory=SearchParams)
+    nli_table: NliTableParams = knob(factory=NliTableParams)
     profile: ProfileParams = knob(factory=ProfileParams)
     schedule: ScheduleParams = knob(factory=ScheduleParams)
 

@@ -1,6 +1,9 @@
 """The evaluation stage: load a model (saved folder or untouched backbone), score the 7 tasks, write the outputs.
 
-    stsreg evaluate      # models/stage2 -> reports/eval/{metrics.json, predictions.parquet, table.md}
+    stsreg evaluate      # models/stage2 -> reports/eval/{metrics.json, predictions.parquet, table.md}, metrics/eval.json
+
+``reports/eval/metrics.json`` holds every metric (per task, subset, unseen view, interval, served score);
+:func:`headline` picks the few a person compares between experiments (``metrics/eval.json``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import pandas as pd
 
 from stsreg import atomic
 from stsreg.config import Params
+from stsreg.data.catalogue import EVAL_TASKS
 from stsreg.evaluate import eval_pairs, format_table, intervals, score_pairs, task_metrics
 from stsreg.model import SiameseRegressor
 from stsreg.train import resolve_device, set_seed
@@ -26,6 +30,18 @@ def load_for_eval(model_dir: Path, max_length: int, pooling: str = "mean") -> Si
         model = SiameseRegressor.from_pretrained(str(model_dir), pooling=pooling)
     model.config = dataclasses.replace(model.config, max_length=max_length)
     return model.to(resolve_device()).eval()
+
+
+#: The number the project optimises and gates on: mean Spearman x100 of cosine over the 7 tasks.
+PRIMARY_METRIC = "avg7_spearman"
+#: ``metrics/eval.json``: the primary metric, its leakage-free view, STS-B dev, each task, the served score's error.
+HEADLINE = (PRIMARY_METRIC, "avg7_unseen_spearman", "stsb_dev_spearman", *(f"{t}_spearman" for t in EVAL_TASKS),
+            "avg7_prediction_mae")
+
+
+def headline(metrics: dict) -> dict:
+    """The :data:`HEADLINE` keys of a full metrics dict (absent ones skipped)."""
+    return {k: metrics[k] for k in HEADLINE if k in metrics}
 
 
 def run_evaluate(params: Params, model_dir: Path, sts_path: Path, out_dir: Path) -> dict:

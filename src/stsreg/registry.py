@@ -33,22 +33,26 @@ def _requirements() -> list[str]:
             ("torch", "transformers", "tokenizers", "safetensors", "pandas", "numpy", "scipy", "mlflow", "tqdm")]
 
 
-def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict[str, str], name: str = MODEL_NAME):
+def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict[str, str], name: str = MODEL_NAME,
+                     uri: str | None = None):
     """Log ``model_dir`` as a pyfunc in run ``run_id`` with ``predictions``; register a version, alias ``challenger``.
 
-    Returns the :class:`mlflow.entities.model_registry.ModelVersion`.
+    Everything goes through an explicit client of ``uri`` (default :func:`stsreg.tracking.tracking_uri`): the pyfunc
+    is saved to a temporary folder and uploaded as the run's ``model`` artifact, and the version's source is
+    ``runs:/<run_id>/model``. Returns the :class:`mlflow.entities.model_registry.ModelVersion`.
     """
     import mlflow
 
     import stsreg
     from stsreg.serving import EXAMPLE, SIGNATURE, SentencePairModel
 
-    mlflow.set_tracking_uri(tracking.tracking_uri())
-    c = tracking.client()
-    with mlflow.start_run(run_id=run_id):
-        info = mlflow.pyfunc.log_model(name="model", python_model=SentencePairModel(), artifacts={"model": str(model_dir)},
-                                       signature=SIGNATURE, pip_requirements=_requirements(), input_example=EXAMPLE,
-                                       code_paths=[str(Path(stsreg.__file__).parent)])
+    c = tracking.client(uri)
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = Path(tmp) / "model"
+        mlflow.pyfunc.save_model(str(saved), python_model=SentencePairModel(), artifacts={"model": str(model_dir)},
+                                 signature=SIGNATURE, pip_requirements=_requirements(), input_example=EXAMPLE,
+                                 code_paths=[str(Path(stsreg.__file__).parent)])
+        c.log_artifacts(run_id, str(saved), artifact_path="model")
     c.log_artifact(run_id, str(predictions), artifact_path=Path(PREDICTIONS).parent.as_posix())
     from mlflow.exceptions import MlflowException
 
@@ -57,8 +61,7 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
     except MlflowException as exc:
         if exc.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
-    # model_id: a tracking server only accepts a `models:/m-...` source together with the logged model it names
-    mv = c.create_model_version(name, source=info.model_uri, run_id=run_id, tags=tags, model_id=info.model_id)
+    mv = c.create_model_version(name, source=f"runs:/{run_id}/model", run_id=run_id, tags=tags)
     c.set_registered_model_alias(name, "challenger", mv.version)
     log.info("registered %s version %s as challenger", name, mv.version)
     return mv
@@ -80,7 +83,7 @@ def _predictions(c, mv) -> pd.DataFrame:
 
 
 def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: str = MODEL_NAME,
-            baseline=None, baseline_name: str = "the untouched backbone") -> dict:
+            baseline=None, baseline_name: str = "the untouched backbone", uri: str | None = None) -> dict:
     """Move ``champion`` to ``challenger`` if it gains >= margin avg7 *and* the gain is significant.
 
     With no champion yet, the challenger faces ``baseline()`` instead (the predictions table of the untouched
@@ -89,7 +92,7 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
     and returns ``{"promoted", "reason", "challenger", "champion", ...test}``. Never touches ``champion``
     on failure (any exception leaves the aliases as they were).
     """
-    c = tracking.client()
+    c = tracking.client(uri)
     challenger = version_by_alias(c, name, "challenger")
     if challenger is None:
         raise InputError(f"registered model {name!r} has no 'challenger' version; run `stsreg register` first")

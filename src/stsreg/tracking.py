@@ -9,7 +9,6 @@ The training loop never calls MLflow: it calls a :class:`MetricBuffer`, which se
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -54,14 +53,6 @@ def git_commit() -> str:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-
-
-def file_hash(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def environment_tags(device: str) -> dict[str, str]:

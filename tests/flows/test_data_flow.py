@@ -13,8 +13,12 @@ def test_flow_runs_fetch_then_prepare(harness, tmp_path):
     out = data_flow(params_path=str(tmp_path / "params.yaml"), registry=str(tmp_path / "sources.json"),
                     mirror=str(FIXTURE_RAW), raw_dir=str(tmp_path / "raw"), prepared_dir=str(tmp_path / "prepared"),
                     rejected_dir=str(tmp_path / "rejected"), metrics_path=str(tmp_path / "data.json"))
-    metrics = json.loads(open(out).read())
-    assert metrics["datasets"]["stsb"]["rejected"] == 5 and metrics["nli_train_rows"] == 2
+    summary = json.loads((tmp_path / "prepared/summary.json").read_text())
+    assert summary["datasets"]["stsb"]["rejected"] == 5 and summary["nli_train_rows"] == 2
+    headline = json.loads(open(out).read())  # what `dvc metrics show` prints: a few flat numbers
+    assert headline == {"rows_kept": sum(d["kept"] for d in summary["datasets"].values()), "rows_rejected": 8,
+                        "nli_train_rows": 2, "test_pairs_seen_in_train": headline["test_pairs_seen_in_train"],
+                        "train_rows_removed_for_leakage": 0}
     assert (tmp_path / "raw/STS16/STS2016.input.headlines.txt").exists()
 
 

@@ -14,7 +14,7 @@ from tests.unit.test_config import Recorder, declared
 def test_profile_flow_measures_predicts_writes_and_resumes(harness, tiny_backbone, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow/mlflow.db")
     import pipelines.profile_flow as pf
-    from stsreg import profile, tracking
+    from stsreg import tracking
 
     params = replace_params(load_params(REPO / "params.yaml"), model={"backbone": tiny_backbone}, profile={
         "device": "cpu", "methods": ("regression_full", "contrastive"), "batch_sizes": (2, 4), "lengths": (8, 16),
@@ -41,7 +41,7 @@ def test_profile_flow_measures_predicts_writes_and_resumes(harness, tiny_backbon
     assert {a.path for a in c.list_artifacts(runs[0].info.run_id, "profile")} >= {"profile/table.md", "profile/memory_vs_length.png"}
 
     # rerun: every measured configuration comes from reports/profile/points, no subprocess is started
-    monkeypatch.setattr(profile, "measure_in_subprocess", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-measured")))
+    monkeypatch.setattr(pf, "measure_in_subprocess", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-measured")))
     assert pf.profile_flow(**kw)["memory_ratio"] == summary["memory_ratio"]
 
 

@@ -1,7 +1,10 @@
 """Training flows end to end on a tiny model: Prefect (test harness) + a real MLflow SQLite store."""
 
 
+import json
+
 import pandas as pd
+import pytest
 import yaml
 
 from tests.conftest import REPO, tiny_sts
@@ -24,7 +27,8 @@ def test_stage1_then_stage2_tracked_in_mlflow(harness, tiny_backbone, tmp_path, 
     s1 = stage1_flow(params_path=str(tmp_path / "params.yaml"), nli_path=str(tmp_path / "nli.parquet"),
                      out_dir=str(tmp_path / "m1"), cache_dir=str(tmp_path / "cache"))
     s2 = stage2_flow(params_path=str(tmp_path / "params.yaml"), sts_path=str(tmp_path / "sts.parquet"),
-                     init_dir=str(tmp_path / "m1"), out_dir=str(tmp_path / "m2"), ckpt_dir=str(tmp_path / "ck"))
+                     init_dir=str(tmp_path / "m1"), out_dir=str(tmp_path / "m2"), ckpt_dir=str(tmp_path / "ck"),
+                     metrics_path=str(tmp_path / "stage2.json"), curve_path=str(tmp_path / "curve.csv"))
     c = tracking.client()
     r1, r2 = c.get_run(s1["run_id"]), c.get_run(s2["run_id"])
     assert r1.info.status == r2.info.status == "FINISHED"
@@ -36,6 +40,13 @@ def test_stage1_then_stage2_tracked_in_mlflow(harness, tiny_backbone, tmp_path, 
     curve = c.get_metric_history(s2["run_id"], "dev_spearman")
     assert [m.step for m in curve] == [0, 5, 6]                   # before, every 5 steps, epoch end
     assert r2.data.metrics["best_dev_spearman"] == max(m.value for m in curve)
+    # the headline file (dvc metrics) and the dev curve (dvc plots) agree with the run
+    headline = json.loads((tmp_path / "stage2.json").read_text())
+    assert set(headline) == {"steps", "start_dev_spearman", "best_dev_spearman", "best_step", "trained_best_dev_spearman",
+                             "trained_best_step"} and headline["steps"] == 6
+    assert headline["best_dev_spearman"] == r2.data.metrics["best_dev_spearman"]
+    plotted = pd.read_csv(tmp_path / "curve.csv")
+    assert plotted.step.tolist() == [0, 5, 6] and plotted.dev_spearman.tolist() == pytest.approx([m.value for m in curve])
     artifacts = {a.path for a in c.list_artifacts(s2["run_id"], "model")}
     assert "model/head.safetensors" in artifacts and "model/model.safetensors" in artifacts
     assert (tmp_path / "mlflow/artifacts").is_dir()

@@ -49,14 +49,14 @@ def test_exact_counts(prepared):
     # label balance of SNLI dev as published (3329 E / 3235 N / 3278 C)
     snli_dev = nli[(nli.source == "snli") & (nli.split == "dev")].label.value_counts().to_dict()
     assert snli_dev == {2: 3329, 1: 3235, 0: 3278}
-    metrics = json.loads((prepared / "data.json").read_text())
+    metrics = json.loads((prepared / "prepared/summary.json").read_text())
     assert metrics["rejected_total"] == 0
     assert metrics["datasets"]["sts15"]["unscored_skipped"] == 8500 - 3000
     assert len(pd.read_parquet(prepared / "prepared/nli_train.parquet")) == metrics["nli_train_rows"] == 51509
 
 
 def test_leakage_counts(prepared):
-    leak = json.loads((prepared / "data.json").read_text())["leakage"]
+    leak = json.loads((prepared / "prepared/summary.json").read_text())["leakage"]
     assert {t: d["unseen_normalized"] for t, d in leak.items()} == {
         "sts12": 2106, "sts13": 903, "sts14": 1889, "sts15": 1898, "sts16": 989, "stsb": 1367, "sickr": 4846}
     assert {t: d["seen_exact"] for t, d in leak.items()} == {

@@ -180,11 +180,12 @@ def test_joint_is_head_loss_plus_lambda_times_cosine_loss_by_hand():
 
 
 def test_objective_names_agree_with_the_params_choices():
-    from stsreg import compare, config, losses, profile
+    from stsreg import compare, config, losses
+    from stsreg.profiling import measure
 
     assert set(losses.STAGE2_LOSSES) == set(config.STAGE2_LOSSES)
     assert set(losses.HEAD_LOSSES) == set(config.HEAD_LOSSES)
-    assert tuple(compare.METHODS) == config.COMPARE_METHODS and tuple(profile.METHODS) == config.PROFILE_METHODS
+    assert tuple(compare.METHODS) == config.COMPARE_METHODS and tuple(measure.METHODS) == config.PROFILE_METHODS
 
 
 def test_served_score_map_follows_what_the_objective_trains():

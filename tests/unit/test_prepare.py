@@ -51,7 +51,11 @@ def test_nothing_lost_read_equals_kept_plus_rejected(raw_tree, tmp_path):
         table = sts[sts.dataset == name] if name in set(sts.dataset) else nli[nli.source == name]
         assert len(table) == d["kept"], name
     assert metrics["datasets"]["sts15"]["unscored_skipped"] == 5 and metrics["datasets"]["sts16"]["unscored_skipped"] == 5
-    assert json.loads((tmp_path / "metrics.json").read_text()) == metrics
+    assert json.loads((prepared / "summary.json").read_text()) == metrics  # the full summary, beside the tables
+    assert json.loads((tmp_path / "metrics.json").read_text()) == {   # its headline: what `dvc metrics show` prints
+        "rows_kept": sum(d["kept"] for d in metrics["datasets"].values()), "rows_rejected": metrics["rejected_total"],
+        "nli_train_rows": metrics["nli_train_rows"], "train_rows_removed_for_leakage": 0,
+        "test_pairs_seen_in_train": sum(d["seen_normalized"] for d in metrics["leakage"].values())}
 
 
 def test_tables_schema_and_normalisation(raw_tree, tmp_path):

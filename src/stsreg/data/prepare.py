@@ -9,7 +9,8 @@ Outputs (schemas in :mod:`stsreg.data.schemas`):
 - ``data/prepared/leakage.parquet``  every evaluation test pair seen in a training table, and any
   training row removed for leakage (``prepare.leakage.remove_from_training``)
 - ``data/rejected/<dataset>.parquet``  rejected rows with file, line, reason and raw text
-- ``metrics/data.json``  per-dataset counts (per split, rejected, duplicates, unscored) and leakage
+- ``data/prepared/summary.json``  per-dataset counts (per split, rejected, duplicates, unscored) and leakage
+- ``metrics/data.json``  the headline of that summary (:func:`headline`): what ``dvc metrics show`` compares
 
 Nothing is dropped silently: every row read is either kept, rejected (with a reason, counted), skipped
 by design (unscored STS15/16 pairs, counted) or removed for leakage (listed, counted).
@@ -104,9 +105,24 @@ def _select_nli_train(nli: pd.DataFrame, entries: tuple[str, ...]) -> pd.DataFra
     return nli[key.isin(entries)].reset_index(drop=True)
 
 
+#: The full data summary, beside the tables it describes.
+SUMMARY = "summary.json"
+
+
+def headline(summary: dict) -> dict:
+    """The few numbers a person compares between runs: rows kept and rejected, NLI training rows, STS test
+    pairs also found in a training table (``leakage_match`` mode), and training rows removed for leakage."""
+    mode = summary["leakage_match"]
+    return {"rows_kept": sum(d["kept"] for d in summary["datasets"].values()),
+            "rows_rejected": summary["rejected_total"], "nli_train_rows": summary["nli_train_rows"],
+            "test_pairs_seen_in_train": sum(d[f"seen_{mode}"] for d in summary["leakage"].values()),
+            "train_rows_removed_for_leakage": sum(summary["leakage_removed"].values())}
+
+
 def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path: Path, params: Params, *,
             registry: Path | None) -> dict:
-    """Run the whole stage; returns the metrics dict it also writes. Raises :class:`PrepareError` last.
+    """Run the whole stage; returns the full summary (``prepared_dir/summary.json``; its :func:`headline` goes to
+    ``metrics_path``). Raises :class:`PrepareError` last.
 
     Every raw file is checked first (:func:`~stsreg.data.precheck.check_inputs` against ``registry``'s
     ``min_rows``; None: each file must exist and not be empty); the outputs are written atomically, folders first and the metrics file last."""
@@ -177,7 +193,8 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
         "leakage": leak_metrics,
         "leakage_removed": removed_counts,
     }
-    atomic.write_json(metrics_path, metrics)  # last: complete metrics describe complete tables
+    atomic.write_json(prepared_dir / SUMMARY, metrics)
+    atomic.write_json(metrics_path, headline(metrics))  # last: complete metrics describe complete tables
 
     over = {n: d for n, d in datasets.items() if d["rejected_fraction"] > p.max_rejected_fraction}
     if over:

@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 from stsreg import atomic
 from stsreg.config import MIRROR_ENV, ExtraNLISource, Params, resolve_mirror
 from stsreg.errors import InputError
+from stsreg.hashing import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +69,6 @@ def extra_sources(extra: Iterable[ExtraNLISource]) -> list[Source]:
     return [Source(dataset=f"{e.name}-{e.split}", file=e.file, sha256=e.sha256, url=e.url) for e in extra]
 
 
-def sha256_of(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(chunk), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _download(source: Source, timeout: float = 60.0) -> bytes:
     with urllib.request.urlopen(source.url, timeout=timeout) as resp:  # noqa: S310 (URL from the registry)
         payload = resp.read()
@@ -96,12 +89,12 @@ def _write_atomic(dest: Path, data: bytes | None = None, copy_from: Path | None 
 def fetch_one(source: Source, mirror: Path, out_dir: Path, allow_download: bool) -> str | None:
     """Place one file in ``out_dir``; returns None on success or a one-line problem description."""
     dest = out_dir / source.file
-    if dest.exists() and (not source.sha256 or sha256_of(dest) == source.sha256):
+    if dest.exists() and (not source.sha256 or sha256_file(dest) == source.sha256):
         return None  # already fetched and intact
     candidate = mirror / source.file
     problems = []
     if candidate.is_file():
-        got = sha256_of(candidate)
+        got = sha256_file(candidate)
         if not source.sha256 or got == source.sha256:
             _write_atomic(dest, copy_from=candidate)
             return None
