@@ -18,7 +18,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 
 .DEFAULT_GOAL := help
-.PHONY: help install run repro compare search claims paper profile bench servers servers-stop deploy screenshots serve report test test-slow lock clean
+.PHONY: help install run repro compare nli-table search claims paper profile bench servers servers-stop deploy screenshots serve report test test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -43,6 +43,9 @@ repro: install ## run `dvc repro promote` (only stale stages run)
 
 compare: install ## the method comparison (base, +Contrast, CoSENT, cosine MSE, +Ours, TReLU, MSE, +Ours on cosine, joint); ~60 min per seed on 2 cores
 	dvc repro compare
+
+nli-table: install ## the NLI-only objective table (paper Table 1 analogue) -> reports/nli_table/; ~1 h per seed on 2 cores
+	dvc repro nli_table
 
 search: install ## Optuna search over stage 2 on STS-B dev only -> reports/search/ (budget: params search.trials / minutes)
 	dvc repro search

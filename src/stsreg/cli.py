@@ -36,7 +36,8 @@ from stsreg.errors import InputError
 log = logging.getLogger("stsreg")
 
 #: Subcommands that are DVC stages: they write pipeline outputs, so they hold the project's pipeline lock.
-STAGE_COMMANDS = ("fetch", "prepare", "train", "evaluate", "register", "promote", "compare", "search", "profile", "claims")
+STAGE_COMMANDS = ("fetch", "prepare", "train", "evaluate", "register", "promote", "compare", "search", "profile", "claims",
+                  "nli-table")
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
@@ -132,6 +133,13 @@ def _cmd_promote(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_nli_table(args: argparse.Namespace) -> int:
+    from pipelines.nli_table_flow import nli_table_flow
+
+    nli_table_flow(params_path=args.params)
+    return 0
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     from pipelines.compare_flow import compare_flow
 
@@ -149,7 +157,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
 def _cmd_claims(args: argparse.Namespace) -> int:
     from stsreg import claims
 
-    print(claims.write(Path(args.compare), Path(args.profile_metrics), Path(args.out)))
+    print(claims.write(Path(args.compare), Path(args.profile_metrics), Path(args.out), nli_dir=Path(args.nli_table)))
     return 0
 
 
@@ -335,6 +343,15 @@ def build_parser() -> argparse.ArgumentParser:
     cm.add_argument("--params", default="params.yaml")
     cm.set_defaults(func=_cmd_compare)
 
+    nt = sub.add_parser("nli-table", help="the NLI-only objective table (the paper's Table 1 analogue; resumable)",
+                        description="Train the whole encoder on the NLI table with every nli_table.objectives x "
+                                    "nli_table.seeds (softmax CE, MSE, L1, Translated ReLU, Smooth K2, triplet, supervised "
+                                    "and unsupervised SimCSE, plus the untouched backbone), score each on the 7 tasks; "
+                                    "write reports/nli_table/{results.md,results.csv,paired.csv,avg7.png} and "
+                                    "metrics/nli_table.json.")
+    nt.add_argument("--params", default="params.yaml")
+    nt.set_defaults(func=_cmd_nli_table)
+
     sr = sub.add_parser("search", help="Optuna search over stage 2 scored on STS-B dev only (resumable)",
                         description="Run (or continue) the study of params.search: each trial fine-tunes models/stage1 "
                                     "with sampled stage-2 settings and is scored by its best STS-B dev Spearman after "
@@ -351,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--params", default="params.yaml")
     cl.add_argument("--compare", default="reports/compare")
     cl.add_argument("--profile-metrics", default="metrics/profile.json")
+    cl.add_argument("--nli-table", default="reports/nli_table", help="the NLI-only table's outputs (claims 1 and 2)")
     cl.add_argument("--out", default="reports/claims.md")
     cl.set_defaults(func=_cmd_claims)
 

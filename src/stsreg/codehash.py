@@ -34,6 +34,7 @@ STAGE_ENTRIES = {
     "search": ("pipelines.search_flow",),
     "profile": ("pipelines.profile_flow",),
     "claims": ("stsreg.claims",),
+    "nli_table": ("pipelines.nli_table_flow",),
 }
 
 

@@ -220,15 +220,15 @@ class SearchParams:
 class NliTableParams:
     """NLI-only training of the whole encoder, one row per objective (the paper's Table 1 analogue).
 
-    Every row starts from ``model.backbone`` and gets the same sampled NLI pairs, batch, lr, schedule, epochs and
-    max length (``model.max_length``). Pair rows train on (premise, hypothesis, label 0/1/2); ``triplet`` and
-    ``simcse_sup`` on (premise, entailment, contradiction) triples built from those pairs; ``simcse_unsup`` on
-    their distinct sentences (each one twice through dropout)."""
+    Every row starts from ``model.backbone`` and gets the same number of examples (``max_pairs``), batch, lr,
+    schedule, epochs and max length (``model.max_length``). Pair rows train on sampled (premise, hypothesis, label
+    0/1/2); ``triplet`` and ``simcse_sup`` on sampled (premise, entailment, contradiction) triples of the whole
+    table; ``simcse_unsup`` on distinct sentences of the sampled pairs (each one twice through dropout)."""
 
     objectives: tuple[str, ...] = knob(NLI_OBJECTIVES, choices=NLI_OBJECTIVES)
     seeds: tuple[int, ...] = knob((42,), ge=0)
-    max_pairs: int = knob(6000, "NLI pairs sampled per seed (0 = all); sized so all rows take about an hour on "
-                                "2 CPU cores", ge=0)
+    max_pairs: int = knob(2000, "examples per row and seed (0 = all); sized so that all rows of one seed take "
+                                "under an hour on 2 CPU cores", ge=0)
     epochs: int = knob(1, ge=1)
     batch_size: int = knob(16, ge=2)
     lr: float = knob(2e-5, gt=0)

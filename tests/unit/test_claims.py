@@ -51,3 +51,24 @@ def test_claims_table_states_numbers_verdicts_targets_and_memory(tmp_path):
     assert "avg7 82.40 (target 83.6: short by 1.20)" in md and "avg7-unseen 80.90 (target 82.0: short by 1.10)" in md
     assert "SICK-R 79.90 vs base 77.10" in md
     assert "= **0.28**" in md and "predicted by the cost model" in md and "-> **supported**" in md
+
+
+def test_claims_1_and_2_come_from_the_nli_table(tmp_path):
+    (tmp_path / "compare").mkdir()
+    _results().to_csv(tmp_path / "compare/results.csv", index=False)
+    _paired().to_csv(tmp_path / "compare/paired.csv", index=False)
+    (tmp_path / "nli").mkdir()
+    rows = [{"reference": "smooth_k2", "other": o, "seed": 42, "view": v, "diff": d, "low": d - 0.2, "high": d + 0.2, "p_value": p}
+            for o, d, p in (("softmax", 1.5, 0.001), ("mse", 0.4, 0.02), ("l1", 2.0, 0.001), ("translated_relu", -0.3, 0.99),
+                            ("triplet", 0.1, 0.3), ("simcse_sup", -1.0, 1.0), ("simcse_unsup", 0.5, 0.01))
+            for v in ("avg7", "avg7_unseen")]
+    pd.DataFrame(rows).to_csv(tmp_path / "nli/paired.csv", index=False)
+    md = claims.write(tmp_path / "compare", tmp_path / "nomemory.json", tmp_path / "claims.md", nli_dir=tmp_path / "nli")
+    lines = {ln.split("|")[2].strip() + "/" + ln.split("|")[3].strip(): ln for ln in md.splitlines() if ln.startswith("| ")}
+    assert lines["smooth_k2 vs softmax/all pairs"].startswith("| (1) NLI only") and "**supported**" in lines["smooth_k2 vs softmax/all pairs"]
+    assert "**contradicted**" in lines["smooth_k2 vs translated_relu/unseen pairs"] and "(2) NLI only" in lines["smooth_k2 vs translated_relu/unseen pairs"]
+    assert "**inconclusive**" in lines["smooth_k2 vs triplet/all pairs"]
+    # the stage-2 claims still come from the comparison
+    assert "**supported**" in lines["ours vs translated_relu/all pairs"]
+    # without the NLI table the claims table has no NLI rows
+    assert "NLI only" not in claims.write(tmp_path / "compare", tmp_path / "nomemory.json", tmp_path / "c2.md", nli_dir=tmp_path / "none")

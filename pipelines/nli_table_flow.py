@@ -1,0 +1,118 @@
+"""NLI-table flow: every objective of :mod:`stsreg.nli_table` x every seed, then the table, paired tests and plot.
+
+One MLflow run per (objective, seed) in experiment ``stsreg-nli-table`` (the params, per-step loss, the 7-task
+metrics, predictions) and one ``nli-table`` run with the report. A finished (objective, seed) run is skipped on a
+rerun while its settings, data and code are unchanged; a run killed mid-training resumes from its checkpoint.
+
+    stsreg nli-table                    # or: dvc repro nli_table / make nli-table
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pandas as pd
+from prefect import flow, task
+
+from stsreg import atomic, compare, eval_stage, nli_table, stages, tracking
+from stsreg.codehash import code_hash
+from stsreg.config import Params, load_params
+from stsreg.hashing import fingerprint, sha256_file
+
+EXPERIMENT = "stsreg-nli-table"
+#: The code one (objective, seed) run executes; config.py is left out (the resolved values are in the key).
+ROW_CODE = ("stsreg.nli_table", "stsreg.eval_stage")
+
+
+def row_fingerprint(params: Params, name: str, seed: int, nli_sha: str, sts_sha: str) -> str:
+    """Settings, seed, data and code of one row: a rerun reuses a finished row only if all are unchanged."""
+    parts = {"objective": name, "seed": seed, "model": dataclasses.asdict(params.model),
+             "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha,
+             "code": code_hash(ROW_CODE, exclude=("stsreg.config",))}
+    if nli_table.KINDS[name] is not None:
+        parts.update(nli_table=dataclasses.asdict(params.nli_table), nli=nli_sha)
+    return fingerprint(parts)
+
+
+@task(name="nli-table-row", task_run_name="{name}-{seed}")
+def nli_table_row(params_path: str, name: str, seed: int, nli_path: str, sts_path: str, runs_dir: str) -> dict:
+    params = dataclasses.replace(load_params(params_path), seed=seed)
+    work = Path(runs_dir) / f"{name}-{seed}"
+    key = row_fingerprint(params, name, seed, sha256_file(nli_path), sha256_file(sts_path))
+    if compare.is_done(work, key):
+        return json.loads((work / "metrics.json").read_text())
+    if work.exists() and json.loads((work / "key.json").read_text() if (work / "key.json").exists() else "{}").get("key") != key:
+        shutil.rmtree(work)  # another configuration's leftovers: its checkpoint must not be resumed
+    work.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(work / "key.json", json.dumps({"key": key}))
+    logged = {"objective": name, "seed": seed, "nli_table": dataclasses.asdict(params.nli_table),
+              "model": dataclasses.asdict(params.model), "evaluate": dataclasses.asdict(params.evaluate)}
+    tags = {**tracking.environment_tags(stages.device_name()), "objective": name, "seed": str(seed), "fingerprint": key}
+    started = time.time()
+    with tracking.tracked_run(EXPERIMENT, f"{name}-{seed}", logged, tags) as run:
+        model_dir = nli_table.run_row(params, name, seed, pd.read_parquet(nli_path), work, run)
+        trained_s = time.time() - started
+        run.flush()
+        metrics = eval_stage.run_evaluate(params, model_dir, Path(sts_path), work)
+        metrics.update(train_seconds=trained_s, row_seconds=time.time() - started)
+        atomic.write_json(work / "metrics.json", metrics)
+        tracking.log_metrics(run.run_id, metrics)
+        for fname in ("table.md", "predictions.parquet", "nli_summary.json"):
+            if (work / fname).exists():
+                tracking.client().log_artifact(run.run_id, str(work / fname), artifact_path="eval")
+    shutil.rmtree(work / "model", ignore_errors=True)  # weights are not kept: predictions + metrics are
+    # the marker a rerun trusts: written last and atomically, so a killed run is never taken as finished
+    atomic.write_text(work / "run.json", json.dumps({"fingerprint": key, "mlflow_run_id": run.run_id}))
+    return metrics
+
+
+@task(name="nli-table-report")
+def nli_table_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: str) -> dict:
+    params = load_params(params_path)
+    p = params.nli_table
+    runs = compare.collect(Path(runs_dir), p.objectives, p.seeds)
+    table = compare.results_table(runs)
+    seconds = runs.groupby("method", sort=False).row_seconds.mean()
+    pairs = [(nli_table.REFERENCE, o) for o in p.objectives if o != nli_table.REFERENCE] \
+        if nli_table.REFERENCE in p.objectives else []
+    tests = compare.paired_tests(Path(runs_dir), pairs, p.seeds, params.evaluate.n_resamples, params.seed) if pairs else None
+    out = Path(out_dir)
+    atomic.to_csv(runs, out / "runs.csv")
+    atomic.to_csv(table, out / "results.csv")
+    if tests is not None:
+        atomic.to_csv(tests, out / "paired.csv")
+    md = nli_table.format_table(table, tests, p.seeds, seconds.to_dict(), params.model.backbone)
+    atomic.write_text(out / "results.md", md + "\n")
+    compare.plot(table, out / "avg7.png")
+    summary = {f"{r.method}_{col}": float(r[f"{col}_mean"]) for _, r in table.iterrows() for col in ("avg7", "avg7_unseen")}
+    atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
+    logged = {"nli_table": dataclasses.asdict(p), "model": dataclasses.asdict(params.model)}
+    with tracking.tracked_run(EXPERIMENT, "nli-table", logged, tracking.environment_tags(stages.device_name())) as run:
+        tracking.log_metrics(run.run_id, summary)
+        for name in ("results.md", "results.csv", "runs.csv", "paired.csv", "avg7.png"):
+            if (out / name).exists():
+                tracking.client().log_artifact(run.run_id, str(out / name), artifact_path="nli_table")
+    print(md)
+    return summary
+
+
+@flow(name="stsreg-nli-table")
+def nli_table_flow(params_path: str = "params.yaml", nli_path: str = "data/prepared/nli_train.parquet",
+                   sts_path: str = "data/prepared/sts.parquet", runs_dir: str = "reports/nli_table/runs",
+                   out_dir: str = "reports/nli_table", metrics_path: str = "metrics/nli_table.json") -> dict:
+    p = load_params(params_path).nli_table
+    for seed in p.seeds:
+        for name in p.objectives:
+            nli_table_row(params_path, name, int(seed), nli_path, sts_path, runs_dir)
+    return nli_table_report(params_path, runs_dir, out_dir, metrics_path)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="Run the NLI-only objective table as a Prefect flow.")
+    ap.add_argument("--params", default="params.yaml")
+    print(nli_table_flow(params_path=ap.parse_args().params))
