@@ -61,7 +61,7 @@ profile: install ## memory / step-time grid per (method, batch, length) and memo
 
 BENCH_REPEATS ?= 3
 bench: install ## benchmarks vs sentence-transformers etc. -> reports/benchmarks.{md,json} (~15 min; after `make run`)
-	python -m stsreg.bench --repeats $(BENCH_REPEATS)
+	python -m benchmarks.bench --repeats $(BENCH_REPEATS)
 
 servers: install ## start Prefect server+UI (:4200), MLflow server+UI (:5000) and a worker on 127.0.0.1
 	stsreg servers start

@@ -78,7 +78,9 @@ def register_flow(params_path: str = "params.yaml", model_dir: str = "models/sta
 
 
 @task(name="promote")
-def promote_task(params_path: str, out_path: str, sts_path: str = "data/prepared/sts.parquet") -> dict:
+def promote_task(params_path: str, out_path: str, sts_path: str = "data/prepared/sts.parquet",
+                 headline_path: str | None = None) -> dict:
+    """The gate; the whole decision to ``out_path``, its numbers (``headline``) to ``headline_path``."""
     params = load_params(params_path)
 
     def backbone_predictions():  # only run when there is no champion yet
@@ -96,13 +98,23 @@ def promote_task(params_path: str, out_path: str, sts_path: str = "data/prepared
     decision = registry.promote(params.promote, params.evaluate.n_resamples, params.seed, baseline=baseline,
                                 baseline_name=f"the untouched backbone {params.model.backbone!r}")
     atomic.write_text(out_path, json.dumps(decision, indent=2))
+    if headline_path:
+        atomic.write_text(headline_path, json.dumps(headline(decision), indent=2))
     return decision
+
+
+def headline(decision: dict) -> dict:
+    """The numbers of a promotion decision (``dvc metrics show``): promoted, versions, gain and its p-value."""
+    test = decision.get("test") or {}
+    out = {"promoted": decision["promoted"], "challenger": decision["challenger"], "champion": decision["champion"]}
+    out.update({k: test[k] for k in ("diff", "low", "high", "p_value") if k in test})
+    return out
 
 
 @flow(name="stsreg-promote")
 def promote_flow(params_path: str = "params.yaml", out_path: str = "reports/registry/promotion.json",
-                 sts_path: str = "data/prepared/sts.parquet") -> dict:
-    return promote_task(params_path, out_path, sts_path)
+                 sts_path: str = "data/prepared/sts.parquet", headline_path: str | None = None) -> dict:
+    return promote_task(params_path, out_path, sts_path, headline_path)
 
 
 if __name__ == "__main__":

@@ -128,7 +128,7 @@ def _cmd_register(args: argparse.Namespace) -> int:
 def _cmd_promote(args: argparse.Namespace) -> int:
     from pipelines.release_flow import promote_flow
 
-    out = promote_flow(params_path=args.params, out_path=args.out)
+    out = promote_flow(params_path=args.params, out_path=args.out, headline_path=args.headline or None)
     print(f"promotion: {'PROMOTED' if out['promoted'] else 'kept champion'} — {out['reason']}")
     return 0
 
@@ -335,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "promote.alpha; the first version is promoted. The decision is tagged on the version.")
     pr.add_argument("--params", default="params.yaml")
     pr.add_argument("--out", default="reports/registry/promotion.json")
+    pr.add_argument("--headline", default="metrics/promote.json", help="the decision's headline numbers ('' = none)")
     pr.set_defaults(func=_cmd_promote)
 
     cm = sub.add_parser("compare", help="base vs +Contrast vs CoSENT vs cosine MSE vs +Ours vs Translated ReLU vs MSE (resumable)",

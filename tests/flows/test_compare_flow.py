@@ -7,7 +7,7 @@ import pandas as pd
 import yaml
 
 from tests.conftest import REPO, tiny_eval_table, tiny_sts
-from tests.unit.test_stage1 import tiny_nli
+from tests.helpers.nli import tiny_nli
 
 
 def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone, tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import pandas as pd
 
 from stsreg.config import load_params
 from tests.conftest import REPO, replace_params
-from tests.unit.test_config import Recorder, declared
+from tests.helpers.params import Recorder, declared
 
 
 def test_profile_flow_measures_predicts_writes_and_resumes(harness, tiny_backbone, tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, tiny_sts
-from tests.unit.test_stage1 import tiny_nli
+from tests.helpers.nli import tiny_nli
 
 
 def test_stage1_then_stage2_tracked_in_mlflow(harness, tiny_backbone, tmp_path, monkeypatch):

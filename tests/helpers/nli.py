@@ -18,3 +18,15 @@ def grouped_nli(premises: int, seed: int = 0) -> pd.DataFrame:
                  {"premise": premise, "hypothesis": " ".join(words[:3] + ["sad", "slow"]), "label": 1},
                  {"premise": premise, "hypothesis": "blue car drives fast", "label": 0}]
     return pd.DataFrame(rows)
+
+
+def tiny_nli(n: int) -> pd.DataFrame:
+    """``n`` (premise, hypothesis, label) rows with distinct random premises; label i % 3."""
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for i in range(n):
+        words = [TINY_WORDS[j] for j in torch.randint(len(TINY_WORDS), (5,), generator=g)]
+        label = i % 3
+        hyp = words if label == 2 else (words[:3] + ["sad", "slow"] if label == 1 else ["blue", "car", "drives", "fast"])
+        rows.append({"premise": " ".join(words), "hypothesis": " ".join(hyp), "label": label})
+    return pd.DataFrame(rows)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, free_port
-from tests.unit.test_train import weights
+from tests.helpers.weights import weights
 
 pytestmark = pytest.mark.slow
 

@@ -10,6 +10,7 @@ import stsreg.cli
 from stsreg.config import Params, load_params, param_keys
 from stsreg.errors import ParamsError
 from tests.conftest import FIXTURE_RAW, REPO
+from tests.helpers.params import Recorder, declared
 
 
 def test_params_yaml_loads_and_matches_dataclasses():
@@ -32,32 +33,6 @@ def test_unknown_key_is_an_error(tmp_path):
     p.write_text("prepare:\n  leakage:\n    mach: exact\n")
     with pytest.raises(ParamsError, match=r"params.yaml: prepare.leakage.mach: unknown key"):
         load_params(p)
-
-
-class Recorder:
-    """Wraps a params dataclass and records the dotted name of every leaf the code reads."""
-
-    def __init__(self, obj, seen: set, prefix: str = ""):
-        self._obj, self._seen, self._prefix = obj, seen, prefix
-
-    def __getattr__(self, name):
-        value = getattr(self._obj, name)
-        path = f"{self._prefix}{name}"
-        if dataclasses.is_dataclass(value):
-            return Recorder(value, self._seen, path + ".")
-        self._seen.add(path)
-        return value
-
-
-def declared(stage: str) -> set[str]:
-    spec = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"][stage]
-    keys = set()
-    all_keys = param_keys(Params)
-    for entry in spec.get("params", []):
-        expanded = {k for k in all_keys if k == entry or k.startswith(entry + ".")}
-        assert expanded, f"dvc.yaml stage {stage} declares unknown param {entry}"
-        keys |= expanded
-    return keys
 
 
 def test_dvc_yaml_declares_exactly_what_each_stage_reads(tmp_path, monkeypatch):
@@ -102,7 +77,7 @@ def test_training_stages_read_exactly_their_declared_sections(tiny_backbone, tmp
 
     from stsreg import stages
     from tests.conftest import tiny_sts
-    from tests.unit.test_stage1 import tiny_nli
+    from tests.helpers.nli import tiny_nli
 
     params = dataclasses.replace(
         load_params(REPO / "params.yaml"),

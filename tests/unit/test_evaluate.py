@@ -53,3 +53,20 @@ def test_intervals_bracket_every_score_and_table_prints(scored):
 def test_missing_task_is_an_error(scored):
     with pytest.raises(ValueError, match="no test pairs for sickr"):
         task_metrics(scored[scored.task != "sickr"])
+
+
+def test_the_metric_key_set_is_pinned(scored):
+    """Exactly these keys, no more (a new metric is a deliberate change of this list); the primary one first."""
+    from stsreg.eval_stage import HEADLINE, PRIMARY_METRIC
+
+    m = task_metrics(scored)
+    m.update(intervals(scored, 50, 0, 0.95))
+    per_task = ("pairs", "pearson", "prediction_mae", "prediction_spearman", "spearman", "spearman_high", "spearman_low",
+                "unseen_pairs", "unseen_spearman", "unseen_spearman_high", "unseen_spearman_low")
+    subsets = {f"{t}_{s.lower()}_spearman" for t, s in scored[scored.task != "stsb_dev"][["task", "subset"]].drop_duplicates()
+               .itertuples(index=False) if t != "sickr" and scored[scored.task == t].subset.nunique() > 1}
+    expected = ({f"{t}_{k}" for t in EVAL_TASKS for k in per_task} | subsets | {"stsb_dev_spearman"} |
+                {f"avg7_{k}" for k in ("pearson", "prediction_mae", "prediction_spearman", "spearman", "spearman_high",
+                                       "spearman_low", "unseen_spearman", "unseen_spearman_high", "unseen_spearman_low")})
+    assert set(m) == expected
+    assert PRIMARY_METRIC == HEADLINE[0] == "avg7_spearman" and set(HEADLINE) <= expected

@@ -1,23 +1,14 @@
 """Stage 1: one encoder pass however many epochs, a warm cache costs no encoder pass, the head learns."""
 
-import pandas as pd
 import torch
 
 from stsreg.config import Stage1Params
 from stsreg.model import SiameseRegressor
 from stsreg.stage1 import train_head
-from tests.conftest import TINY_WORDS
+from tests.helpers.nli import tiny_nli
 
 
-def tiny_nli(n: int) -> pd.DataFrame:
-    g = torch.Generator().manual_seed(0)
-    rows = []
-    for i in range(n):
-        words = [TINY_WORDS[j] for j in torch.randint(len(TINY_WORDS), (5,), generator=g)]
-        label = i % 3
-        hyp = words if label == 2 else (words[:3] + ["sad", "slow"] if label == 1 else ["blue", "car", "drives", "fast"])
-        rows.append({"premise": " ".join(words), "hypothesis": " ".join(hyp), "label": label})
-    return pd.DataFrame(rows)
+
 
 
 def test_one_encoder_pass_cache_and_learning(tiny_backbone, tmp_path):

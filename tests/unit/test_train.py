@@ -6,23 +6,16 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from stsreg.config import Stage2Params
 from stsreg.model import SiameseRegressor
 from stsreg.optim import param_groups
 from stsreg.train import fine_tune
 from tests.conftest import REPO, tiny_sts
-
-
-def weights(folder: Path) -> dict:
-    out = load_file(str(folder / "model.safetensors"))
-    out.update({f"head.{k}": v for k, v in load_file(str(folder / "head.safetensors")).items()})
-    return out
+from tests.helpers.weights import weights
 
 
 def test_param_groups_layer_decay_and_no_decay(tiny_backbone):

@@ -15,7 +15,7 @@ Same machine, same model weights (the configured backbone), same data, same torc
 
 Writes ``reports/benchmarks.json`` (every sample) and ``reports/benchmarks.md`` (medians, ratios, targets).
 
-    python -m stsreg.bench --repeats 3            # or: make bench
+    python -m benchmarks.bench --repeats 3         # or: make bench
 """
 
 from __future__ import annotations
@@ -268,7 +268,7 @@ def format_report(results: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m stsreg.bench", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--sts", default="data/prepared/sts.parquet")
     ap.add_argument("--nli", default="data/prepared/nli_train.parquet")

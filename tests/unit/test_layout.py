@@ -1,0 +1,57 @@
+"""The code base's own rules: docs name paths that exist, tests share helpers through tests/helpers only, the
+evaluation's metric keys are pinned, and the library stays free of scripts."""
+
+import ast
+import re
+
+import yaml
+
+from tests.conftest import REPO
+
+#: Source paths a docstring or a dvc.yaml comment may name (outputs of a run are not checked: they exist after it).
+_PATH = re.compile(r"(?<![\w/.-])((?:src|pipelines|tests|docs|benchmarks)/[\w./-]*[\w/])")
+
+
+def _docstrings(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return [ast.get_docstring(n) or "" for n in nodes]
+
+
+def test_every_source_path_named_in_docstrings_and_dvc_comments_exists():
+    texts = []
+    for folder in ("src", "pipelines", "benchmarks"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            texts += [(str(path.relative_to(REPO)), d) for d in _docstrings(path)]
+    texts += [("dvc.yaml", line.split("#", 1)[1]) for line in (REPO / "dvc.yaml").read_text().splitlines() if "#" in line]
+    missing = sorted({(where, p) for where, text in texts for p in _PATH.findall(text) if not (REPO / p).exists()})
+    assert not missing, f"docs name paths that do not exist: {missing}"
+
+
+def test_test_modules_share_code_only_through_helpers():
+    offenders = []
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and re.match(r"tests\.(unit|flows|integration)\b", node.module):
+                offenders.append(f"{path.relative_to(REPO)} imports {node.module}")
+    assert not offenders, offenders
+
+
+def test_the_library_ships_no_benchmark_script():
+    assert not (REPO / "src/stsreg/bench.py").exists() and (REPO / "benchmarks/bench.py").exists()
+    assert "python -m benchmarks.bench" in (REPO / "Makefile").read_text()
+
+
+def test_dvc_metrics_files_are_headlines():
+    """`dvc metrics show` stays readable: every metrics file of dvc.yaml is a flat dict of at most 16 numbers."""
+    import json
+
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    files = [next(iter(m)) if isinstance(m, dict) else m for s in stages.values() for m in s.get("metrics", [])]
+    assert "metrics/eval.json" in files and "reports/eval/metrics.json" not in files
+    for name in files:
+        path = REPO / name
+        if path.exists():  # written by the stage (committed in the repository)
+            data = json.loads(path.read_text())
+            numbers = [v for v in data.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            assert len(numbers) <= 16 and not any(isinstance(v, (dict, list)) for v in data.values()), name
