@@ -44,7 +44,7 @@ repro: install ## run `dvc repro promote` (only stale stages run)
 compare: install ## the method comparison (base, +Contrast, CoSENT, cosine MSE, +Ours, TReLU, MSE, +Ours on cosine, joint); ~60 min per seed on 2 cores
 	dvc repro compare
 
-nli-table: install ## the NLI-only objective table (paper Table 1 analogue) -> reports/nli_table/; ~1 h per seed on 2 cores
+nli-table: install ## the NLI-only objective table (paper Table 1 analogue) -> reports/nli_table/; ~30 min per seed on 2 cores
 	dvc repro nli_table
 
 search: install ## Optuna search over stage 2 on STS-B dev only -> reports/search/ (budget: params search.trials / minutes)

@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 import stsreg.cli
+import stsreg.commands
 from stsreg.config import Params, load_params, param_keys
 from stsreg.errors import ParamsError
 from tests.conftest import FIXTURE_RAW, REPO
@@ -48,7 +49,9 @@ def test_dvc_yaml_declares_exactly_what_each_stage_reads(tmp_path, monkeypatch):
                     "--metrics", str(tmp_path / "m.json")],
     }.items():
         seen[stage] = set()
-        monkeypatch.setattr(stsreg.cli, "load_params", lambda path, s=seen[stage]: Recorder(real, s))
+        recorder = lambda path, s=seen[stage]: Recorder(real, s)  # noqa: E731
+        monkeypatch.setattr(stsreg.cli, "load_params", recorder)
+        monkeypatch.setattr(stsreg.commands, "load_params", recorder)
         stsreg.cli.main(argv)  # prepare fails the reject cap on the fixture; what it read is what matters
         assert seen[stage] == declared(stage), stage
     assert seen["fetch"] == {"fetch.mirror", "fetch.allow_download", "fetch.extra_nli"}

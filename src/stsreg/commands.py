@@ -1,0 +1,201 @@
+"""What each ``stsreg`` subcommand does (the parser and the entry point are in :mod:`stsreg.cli`).
+
+Stage commands call their Prefect flow (``pipelines/``); the rest start servers, deployments or print reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from stsreg.config import load_params
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from stsreg.data.sources import fetch_stage
+
+    summary = fetch_stage(load_params(args.params), Path(args.params).resolve().parent, args.registry,
+                          Path(args.out), args.mirror, args.no_download)
+    print(f"fetch: {summary['files']} files ({summary['bytes'] / 1e6:.1f} MB) verified in {args.out} (mirror {summary['mirror']})")
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from stsreg.data.prepare import prepare
+
+    params = load_params(args.params)
+    metrics = prepare(Path(args.raw), Path(args.prepared), Path(args.rejected), Path(args.metrics), params,
+                      registry=Path(args.registry))
+    kept = sum(d["kept"] for d in metrics["datasets"].values())
+    print(f"prepare: {kept} rows kept, {metrics['rejected_total']} rejected (see {args.rejected}), "
+          f"metrics in {args.metrics}; `stsreg report` prints the tables")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from stsreg import stages
+
+    if stages.world()[0] > 1:
+        # under torchrun: every process runs the same loop; no Prefect flow per process
+        params = load_params(args.params)
+        if args.stage == "1":
+            raise SystemExit("stage 1 trains 1,153 parameters on cached features: run it without torchrun")
+        summary = stages.run_stage2(params, Path(args.sts), Path(args.stage1_dir), Path(args.stage2_dir), Path(args.checkpoints))
+    else:
+        from pipelines.train_flow import stage1_flow, stage2_flow
+
+        metrics = (args.metrics or f"metrics/stage{args.stage}.json") if args.metrics != "" else None
+        if args.stage == "1":
+            summary = stage1_flow(params_path=args.params, nli_path=args.nli, out_dir=args.stage1_dir, cache_dir=args.cache,
+                                  metrics_path=metrics)
+        else:
+            summary = stage2_flow(params_path=args.params, sts_path=args.sts, init_dir=args.stage1_dir,
+                                  out_dir=args.stage2_dir, ckpt_dir=args.checkpoints, metrics_path=metrics,
+                                  curve_path=args.curve or None)
+    if stages.is_main_process():
+        shown = {k: v for k, v in summary.items() if not isinstance(v, (list, dict))}
+        print(f"stage {args.stage}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from pipelines.release_flow import evaluate_flow
+    from stsreg.evaluate import format_table
+
+    metrics = evaluate_flow(params_path=args.params, model_dir=args.model, sts_path=args.sts, out_dir=args.out,
+                            headline_path=args.headline or None)
+    print(format_table(metrics))
+    return 0
+
+
+def cmd_register(args: argparse.Namespace) -> int:
+    from pipelines.release_flow import register_flow
+
+    out = register_flow(params_path=args.params, model_dir=args.model, eval_dir=args.eval_dir, out_path=args.out)
+    print(f"registered {out['name']} version {out['version']} (alias challenger), avg7 {out['tags']['avg7_spearman']}")
+    return 0
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    from pipelines.release_flow import promote_flow
+
+    out = promote_flow(params_path=args.params, out_path=args.out, headline_path=args.headline or None)
+    print(f"promotion: {'PROMOTED' if out['promoted'] else 'kept champion'} — {out['reason']}")
+    return 0
+
+
+def cmd_nli_table(args: argparse.Namespace) -> int:
+    from pipelines.nli_table_flow import nli_table_flow
+
+    nli_table_flow(params_path=args.params)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from pipelines.compare_flow import compare_flow
+
+    compare_flow(params_path=args.params)
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from pipelines.search_flow import search_flow
+
+    search_flow(params_path=args.params)
+    return 0
+
+
+def cmd_claims(args: argparse.Namespace) -> int:
+    from stsreg import claims
+
+    print(claims.write(Path(args.compare), Path(args.profile_metrics), Path(args.out), nli_dir=Path(args.nli_table)))
+    return 0
+
+
+def cmd_preset(args: argparse.Namespace) -> int:
+    from stsreg.config import PRESETS, with_overrides
+
+    overrides = PRESETS[args.name]
+    params = with_overrides(load_params(args.params), overrides)  # the preset must validate against this params.yaml
+    if args.write:  # a whole params file, for runs outside DVC (stsreg train/evaluate --params FILE)
+        import dataclasses
+
+        import yaml
+
+        from stsreg import atomic
+
+        atomic.write_text(args.write, yaml.safe_dump(json.loads(json.dumps(dataclasses.asdict(params))), sort_keys=False))
+        print(f"wrote {args.write}: {args.params} with the {args.name} preset applied")
+        return 0
+    # unquoted YAML scalars (no value holds a space), so `$(stsreg preset NAME)` splits into the right words
+    print(" ".join(f"-S {k}={json.dumps(v) if isinstance(v, bool) else v}" for k, v in overrides.items()))
+    return 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from pipelines.profile_flow import profile_flow
+
+    profile_flow(params_path=args.params, out_dir=args.out, metrics_path=args.metrics)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from stsreg import serve, tracking
+
+    uri = tracking.tracking_uri()
+    print(f"serving {args.model_uri} (tracking {uri}) on http://{args.host}:{args.port}/invocations; "
+          f"bodies up to {args.max_body_mb} MB, JSON up to {args.max_depth} levels deep", flush=True)
+    serve.serve(args.model_uri, uri, args.host, args.port, int(args.max_body_mb * 1024 * 1024), args.max_depth)
+    return 0
+
+
+def cmd_servers(args: argparse.Namespace) -> int:
+    from stsreg import servers
+
+    project = Path(args.project)
+    if args.action == "start":
+        try:
+            urls = servers.start(project, args.prefect_port, args.mlflow_port, worker=not args.no_worker)
+        except RuntimeError as exc:
+            print(f"servers failed to start: {exc}", file=sys.stderr)
+            return 1
+        print(f"Prefect UI   {urls['prefect']}   (API {urls['prefect_api']})\nMLflow UI    {urls['mlflow']}\n"
+              f"worker       pool {servers.POOL}: {'running' if not args.no_worker else 'not started'}\n"
+              f"stsreg commands now use these servers; logs in {servers.Layout(project.resolve()).state / 'logs'}; "
+              f"`stsreg servers stop` stops them")
+    elif args.action == "stop":
+        stopped = servers.stop(project)
+        print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    else:
+        st = servers.status(project)
+        print(json.dumps(st, indent=2))
+        return 0 if st.get("running") else 3
+    return 0
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    import os
+
+    from pipelines.deploy import deploy
+
+    if "PREFECT_API_URL" not in os.environ:
+        print("no Prefect server: run `stsreg servers start` first (or set PREFECT_API_URL)", file=sys.stderr)
+        return 2
+    schedule = load_params(args.params).schedule
+    for name in deploy(Path(args.project), schedule, args.pool, args.image):
+        print(f"deployed {name} on pool {args.pool or schedule.work_pool}")
+    print(f"see them at {os.environ['PREFECT_API_URL'].removesuffix('/api')}/deployments; "
+          "run one: prefect deployment run stsreg-retrain/weekly")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from stsreg.report import run_report
+
+    if not Path(args.metrics).exists():
+        print(f"no data summary at {args.metrics}; run `dvc repro` first", file=sys.stderr)
+        return 2
+    print(run_report(Path(args.metrics), Path(args.models), Path(args.eval_metrics), Path(args.promotion)))
+    return 0
