@@ -196,3 +196,37 @@ def test_served_score_map_follows_what_the_objective_trains():
     assert Objective("joint_translated_relu", cos_a=2.5, cos_b=0.5).score_map == [2.5, 0.5]
     assert Objective("cosine_mse").score_map == [5.0, 0.0]  # MSE of cos vs label / 5
     assert Objective("cosent").score_map == [5.0, 0.0] and Objective("contrastive").score_map == [5.0, 0.0]
+
+
+@pytest.mark.parametrize("cls", [SmoothK2, TranslatedReLU])
+def test_buffered_losses_label_range_nli_0_1_2_and_sts_0_5(cls):
+    """Labels are on the data's own scale. NLI 0/1/2 (gap 1): with the paper's x0 = 0.25 <= 1/2 a prediction half
+    way to the next class is outside the buffer and pays; STS 0-5: labels anywhere in [0, 5] are hit exactly."""
+    loss = cls(x0=0.25, k=2.0)
+    for label in (0.0, 1.0, 2.0):
+        assert loss(torch.tensor([label + 0.2]), torch.tensor([label])).item() == 0.0      # inside the buffer
+        assert loss(torch.tensor([label + 0.5]), torch.tensor([label])).item() > 0.0       # half way to the next class
+    labels = torch.tensor([0.0, 1.3, 2.6, 3.8, 5.0])
+    assert loss(labels, labels).item() == 0.0
+
+
+@pytest.mark.parametrize("cls", [MSE, L1])
+def test_plain_regression_losses_take_any_label_scale(cls):
+    for labels in (torch.tensor([0.0, 1.0, 2.0]), torch.tensor([0.0, 2.5, 5.0]), torch.tensor([1.0, 3.0, 5.0])):
+        assert cls()(labels, labels).item() == 0.0 and cls()(labels + 1, labels).item() == pytest.approx(1.0)
+
+
+def test_softmax_ce_label_range_is_the_class_index():
+    ce = SoftmaxCE(dim=2)
+    ce(torch.zeros(3, 6), torch.tensor([0, 1, 2]))                 # contradiction / neutral / entailment
+    with pytest.raises(IndexError):
+        ce(torch.zeros(1, 6), torch.tensor([3]))                   # no fourth class
+
+
+def test_cosent_and_contrastive_ignore_the_label_scale():
+    u, v = torch.randn(4, 8, generator=torch.Generator().manual_seed(0)), torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    labels = torch.tensor([0.5, 4.0, 2.0, 3.0])
+    # CoSENT uses only the order of the labels: an increasing map of the scale gives the same loss
+    assert CoSENT()(u, v, labels).item() == pytest.approx(CoSENT()(u, v, 2 * labels + 1).item())
+    # in-batch contrastive takes no labels at all (positives are the pairs it is given)
+    assert InBatchContrastive()(u, v).ndim == 0
