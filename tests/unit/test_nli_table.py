@@ -65,9 +65,13 @@ def test_unsupervised_simcse_value_and_gradient_by_hand():
 
 def test_supervised_simcse_uses_the_contradiction_as_hard_negative():
     # one triple: anchor (1,0), positive (1,0), negative (0,1), temperature 1: logits (1, 0) -> log(1 + e^-1)
+    # d/d anchor = sum_j (softmax_j - onehot_j) * d cos(a, x_j)/da = (1 - sigma) * (0, 1), sigma = e / (e + 1)
     loss = nli_table.RowObjective("simcse_sup", 2, NliTableParams(temperature=1.0)).loss
-    value = loss(torch.tensor([[1.0, 0.0]]), torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]]))
+    anchor = torch.tensor([[1.0, 0.0]], requires_grad=True)
+    value = loss(anchor, torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]]))
+    value.backward()
     assert value.item() == pytest.approx(math.log(1 + math.exp(-1)), rel=1e-5)
+    assert anchor.grad[0].tolist() == pytest.approx([0.0, 1 - math.e / (math.e + 1)], abs=1e-6)
     # a negative closer to the anchor than the positive costs more
     worse = loss(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]]), torch.tensor([[1.0, 0.0]]))
     assert worse.item() == pytest.approx(math.log(1 + math.e), rel=1e-5)
