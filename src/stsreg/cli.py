@@ -8,6 +8,7 @@
     stsreg promote
     stsreg compare
     stsreg nli-table
+    stsreg baselines
     stsreg search
     stsreg claims
     stsreg profile
@@ -38,7 +39,7 @@ log = logging.getLogger("stsreg")
 
 #: Subcommands that are DVC stages: they write pipeline outputs, so they hold the project's pipeline lock.
 STAGE_COMMANDS = ("fetch", "prepare", "train", "evaluate", "register", "promote", "compare", "search", "profile", "claims",
-                  "nli-table")
+                  "nli-table", "baselines")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,6 +127,17 @@ def build_parser() -> argparse.ArgumentParser:
                                     "metrics/nli_table.json.")
     nt.add_argument("--params", default="params.yaml")
     nt.set_defaults(func=commands.cmd_nli_table)
+
+    bl = sub.add_parser("baselines", help="the comparative study's systems on STS-B (word vectors to cross-encoders; "
+                                          "resumable)",
+                        description="Train every baselines.systems on STS-B train (selected on STS-B dev): averaged "
+                                    "pretrained / self-trained word vectors, RNN / LSTM / GRU, InferSent, CLS-projection "
+                                    "and mean-pooling bi-encoders, cross-encoders, S-LLM full and LoRA; score each on "
+                                    "STS-B test (Pearson, Spearman, MSE on label / 5) and the 7 tasks; measure a "
+                                    "cross-encoder's retrieval cost; write reports/baselines/{results.md,results.csv,"
+                                    "stsb.png} and metrics/baselines.json.")
+    bl.add_argument("--params", default="params.yaml")
+    bl.set_defaults(func=commands.cmd_baselines)
 
     sr = sub.add_parser("search", help="Optuna search over stage 2 scored on STS-B dev only (resumable)",
                         description="Run (or continue) the study of params.search: each trial fine-tunes models/stage1 "

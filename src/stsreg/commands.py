@@ -93,6 +93,13 @@ def cmd_nli_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_baselines(args: argparse.Namespace) -> int:
+    from pipelines.baselines_flow import baselines_flow
+
+    baselines_flow(params_path=args.params)
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from pipelines.compare_flow import compare_flow
 

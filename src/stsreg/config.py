@@ -44,6 +44,10 @@ COMPARE_METHODS = ("base", "contrast", "cosent", "cosine_mse", "ours", "translat
 PROFILE_METHODS = ("regression_frozen", "regression_full", "contrastive")
 #: Rows of the NLI-only table (``stsreg nli-table``): the untouched backbone and one objective per row.
 NLI_OBJECTIVES = ("base", "softmax", "mse", "l1", "translated_relu", "smooth_k2", "triplet", "simcse_sup", "simcse_unsup")
+#: Systems of the baselines study (``stsreg baselines``; :mod:`stsreg.baselines` implements each, a test checks both agree).
+BASELINE_SYSTEMS = ("word2vec_pretrained", "glove_pretrained", "word2vec_skipgram", "word2vec_cbow", "glove_selftrained",
+                    "rnn", "lstm", "lstm_glove", "gru", "infersent", "cls_projection", "cross_linear", "cross_mlp",
+                    "sbert", "sllm_full", "sllm_lora")
 
 
 def knob(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = dataclasses.MISSING,
@@ -243,6 +247,47 @@ class NliTableParams:
 
 
 @dataclass(frozen=True)
+class BaselinesParams:
+    """The comparative study's systems on STS-B (``stsreg baselines``): trained on STS-B train, selected on STS-B dev
+    (Spearman), scored on STS-B test and the 7 tasks. Every trained system fits MSE against label / 5."""
+
+    systems: tuple[str, ...] = knob(BASELINE_SYSTEMS, choices=BASELINE_SYSTEMS)
+    word2vec_path: str = knob("", "word2vec-format vectors for word2vec_pretrained (e.g. GoogleNews-vectors-negative300"
+                                  ".bin); empty: the row is reported as not run (no such file offline)")
+    backbone: str = knob("default", "transformer systems: HF name or local path; default = packaged all-MiniLM-L6-v2")
+    max_length: int = knob(128, "transformer systems: tokens per input (a cross-encoder's pair shares it)", ge=8)
+    max_train_pairs: int = knob(0, "STS-B train pairs per trained system (0 = all 5,749)", ge=0)
+    # word vectors (self-trained on the STS-B / SICK-R train and NLI training sentences)
+    word_dim: int = knob(100, ge=2)
+    word_window: int = knob(5, "word2vec context window", ge=1)
+    word_epochs: int = knob(10, ge=1)
+    word_min_count: int = knob(2, ge=1)
+    glove_window: int = knob(10, "self-trained GloVe co-occurrence window", ge=1)
+    glove_epochs: int = knob(25, ge=1)
+    # recurrent encoders
+    rnn_dim: int = knob(100, "embedding size of the from-scratch recurrent encoders", ge=2)
+    rnn_hidden: int = knob(256, ge=2)
+    rnn_epochs: int = knob(10, "the study trains 50 epochs; STS-B dev picks the best epoch", ge=1)
+    rnn_lr: float = knob(1e-3, gt=0)
+    rnn_batch_size: int = knob(32, ge=2)
+    infersent_hidden: int = knob(512, "per direction (InferSent: 2048)", ge=2)
+    infersent_nli_pairs: int = knob(0, "NLI pairs of the pre-training (0 = the whole NLI training table)", ge=0)
+    infersent_nli_epochs: int = knob(1, ge=1)
+    infersent_lr: float = knob(1e-3, gt=0)
+    # transformer systems
+    epochs: int = knob(1, "transformer systems: epochs over STS-B train", ge=1)
+    batch_size: int = knob(32, ge=2)
+    lr: float = knob(2e-5, gt=0)
+    warmup_ratio: float = knob(0.1, ge=0, le=1)
+    eval_every: int = knob(60, "transformer systems: STS-B dev evaluation every N steps (and at each epoch end)", ge=1)
+    projection_dim: int = knob(768, "S-LLM rows: Linear(d, projection_dim) + GeLU", ge=1)
+    lora_r: int = knob(16, ge=1)
+    lora_alpha: int = knob(32, ge=1)
+    lora_lr: float = knob(1e-4, "LoRA adapters learn at a higher rate than full fine-tuning", gt=0)
+    retrieval_candidates: int = knob(10000, "retrieval cost: candidates scored against one query, both architectures", ge=1)
+
+
+@dataclass(frozen=True)
 class ProfileParams:
     """Memory / step-time grid (the paper's Table 4): each (method, batch, length) in its own subprocess."""
 
@@ -282,6 +327,7 @@ class Params:
     compare: CompareParams = knob(factory=CompareParams)
     search: SearchParams = knob(factory=SearchParams)
     nli_table: NliTableParams = knob(factory=NliTableParams)
+    baselines: BaselinesParams = knob(factory=BaselinesParams)
     profile: ProfileParams = knob(factory=ProfileParams)
     schedule: ScheduleParams = knob(factory=ScheduleParams)
 

@@ -1,0 +1,259 @@
+"""The baselines experiment: build each system, train it on STS-B train, select on STS-B dev, score it.
+
+Every system is scored on the evaluation stage's pairs (the 7 test sets + STS-B dev) with its own similarity (the
+cosine of a bi-encoder, the sigmoid of a cross-encoder), so every row gets the 7-task protocol in both views; and on
+STS-B test as the study reports it: Pearson and Spearman (x100 here, the study's fractions x100 beside them) with 95%
+pair-bootstrap intervals, and the MSE of the score against label / 5.
+
+    >>> run_system(params, "lstm", sts, nli, Path("reports/baselines/runs/lstm"))  # -> metrics dict
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.stats import bootstrap
+
+from stsreg import atomic
+from stsreg.baselines.fit import FitConfig, fit
+from stsreg.baselines.scoring import PairScorer
+from stsreg.config import Params
+from stsreg.evaluate import eval_pairs, intervals, task_metrics
+
+log = logging.getLogger(__name__)
+
+
+class Unavailable(Exception):
+    """A system that cannot run here (e.g. no word2vec file offline): its row says why."""
+
+
+@dataclass(frozen=True)
+class System:
+    family: str
+    study_row: str               # the study's row(s) this system stands for
+    study_spearman: str          # the study's STS-B Spearman (fractions), "" when the study has no figure
+    trained: str                 # what is trained, in words
+    uses_nli: bool = False
+
+
+#: Every system, in the order of the study's table. ``study_spearman`` is the study's figure as printed.
+SYSTEMS: dict[str, System] = {
+    "word2vec_pretrained": System("word vectors", "Word2Vec (pretrained)", "0.325", "nothing: mean of word vectors, cosine"),
+    "glove_pretrained": System("word vectors", "GloVe (pretrained)", "0.274", "nothing: mean of word vectors, cosine"),
+    "word2vec_skipgram": System("word vectors", "Word2Vec skip-gram (self-trained)", "0.475",
+                                "word vectors (gensim skip-gram); mean, cosine", uses_nli=True),
+    "word2vec_cbow": System("word vectors", "Word2Vec CBOW (self-trained)", "0.259",
+                            "word vectors (gensim CBOW); mean, cosine", uses_nli=True),
+    "glove_selftrained": System("word vectors", "GloVe (self-trained)", "0.239",
+                                "word vectors (GloVe objective, torch); mean, cosine", uses_nli=True),
+    "rnn": System("recurrent", "RNN", "0.216", "embeddings + RNN, cosine MSE", uses_nli=True),
+    "lstm": System("recurrent", "LSTM", "0.352", "embeddings + LSTM, cosine MSE", uses_nli=True),
+    "lstm_glove": System("recurrent", "LSTM (pretrained embeddings)", "0.688", "LSTM on frozen GloVe, cosine MSE"),
+    "gru": System("recurrent", "GRU", "0.529", "embeddings + GRU, cosine MSE", uses_nli=True),
+    "infersent": System("recurrent", "InferSent", "0.785", "BiLSTM-max on frozen GloVe: NLI, then cosine MSE",
+                        uses_nli=True),
+    "cls_projection": System("bi-encoder", "BERT / ALBERT / RoBERTa", "0.898 / 0.885 / 0.912",
+                             "encoder + CLS d x d projection, cosine MSE"),
+    "cross_linear": System("cross-encoder", "cross-encoder sigmoid(W z) (described, no figure)", "",
+                           "encoder + sigmoid(W z) on the pair's CLS, MSE"),
+    "cross_mlp": System("cross-encoder", "BERT / ALBERT / RoBERTa (MLP+sigmoid)", "0.896 / 0.858 / 0.915",
+                        "encoder + MLP(512) + sigmoid on the pair's CLS, MSE"),
+    "sbert": System("bi-encoder", "S-BERT", "0.868", "encoder, mean pooling, cosine MSE"),
+    "sllm_full": System("bi-encoder", "S-LLM full fine-tuning", "0.869", "encoder + GeLU projection, cosine MSE"),
+    "sllm_lora": System("bi-encoder", "S-LLM LoRA", "0.903", "LoRA adapters + GeLU projection, cosine MSE"),
+}
+
+
+def stsb_splits(sts: pd.DataFrame, max_train_pairs: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(STS-B train, STS-B dev) rows of the prepared STS table (sentence1, sentence2, score 0-5); train sampled to
+    ``max_train_pairs`` (0 = all) with ``seed``."""
+    from stsreg.stage1 import sample_pairs
+
+    rows = sts[sts.dataset == "stsb"]
+    train = sample_pairs(rows[rows.split == "train"], max_train_pairs, seed)
+    return train, rows[rows.split == "dev"].reset_index(drop=True)
+
+
+def _word_vectors(name: str, p, sts: pd.DataFrame, nli: pd.DataFrame, seed: int, work: Path):
+    from stsreg.baselines import wordvec
+
+    if name == "glove_pretrained":
+        return wordvec.load_glove_6b_50d()
+    if name == "word2vec_pretrained":
+        if not p.word2vec_path:
+            raise Unavailable("no word2vec file: set baselines.word2vec_path (the GoogleNews vectors are not "
+                              "available offline)")
+        if not Path(p.word2vec_path).exists():
+            raise Unavailable(f"baselines.word2vec_path {p.word2vec_path!r} does not exist")
+        return wordvec.load_word2vec_format(p.word2vec_path)
+    cached = work / "vectors"
+    source = {"word2vec_skipgram": "word2vec skip-gram", "word2vec_cbow": "word2vec CBOW",
+              "glove_selftrained": "GloVe"}[name] + f" {p.word_dim}d (self-trained)"
+    if cached.with_suffix(".npy").exists():  # trained before a crash later in the row
+        return wordvec.WordVectors.load(cached, source)
+    sentences = wordvec.corpus(sts, nli)
+    if name == "glove_selftrained":
+        vectors = wordvec.train_glove(sentences, p.word_dim, p.glove_window, p.glove_epochs, p.word_min_count, seed)
+    else:
+        vectors = wordvec.train_word2vec(sentences, name == "word2vec_skipgram", p.word_dim, p.word_window,
+                                         p.word_epochs, p.word_min_count, seed)
+    work.mkdir(parents=True, exist_ok=True)
+    vectors.save(cached)
+    return vectors
+
+
+def build(name: str, params: Params, sts: pd.DataFrame, nli: pd.DataFrame, work: Path) -> tuple[PairScorer, FitConfig | None]:
+    """The system ``name`` before STS-B training, and how to train it (None: nothing to train)."""
+    p, seed = params.baselines, params.seed
+    torch.manual_seed(seed)  # every initialisation below draws from the global RNG
+    if SYSTEMS[name].family == "word vectors":
+        from stsreg.baselines.wordvec import AveragedWordVectors
+
+        return AveragedWordVectors(_word_vectors(name, p, sts, nli, seed, work)), None
+    if SYSTEMS[name].family == "recurrent":
+        from stsreg.baselines import recurrent, wordvec
+
+        cfg = FitConfig(epochs=p.rnn_epochs, batch_size=p.rnn_batch_size, lr=p.rnn_lr, weight_decay=0.0, warmup_ratio=0.0,
+                        max_grad_norm=5.0, eval_every=0, checkpoint_every=100)
+        if name == "infersent":
+            return recurrent.RecurrentEncoder("lstm", p.infersent_hidden, glove=wordvec.load_glove_6b_50d(),
+                                              bidirectional=True, pooling="max"), cfg
+        if name == "lstm_glove":
+            return recurrent.RecurrentEncoder("lstm", p.rnn_hidden, glove=wordvec.load_glove_6b_50d()), cfg
+        vocab = recurrent.build_vocab(wordvec.corpus(sts, nli))
+        return recurrent.RecurrentEncoder(name, p.rnn_hidden, vocab=vocab, dim=p.rnn_dim), cfg
+    from stsreg.baselines.encoders import CrossEncoder, TransformerBiEncoder
+
+    cfg = FitConfig(epochs=p.epochs, batch_size=p.batch_size, lr=p.lr, warmup_ratio=p.warmup_ratio,
+                    eval_every=p.eval_every, checkpoint_every=20)
+    if name == "cls_projection":
+        return TransformerBiEncoder(p.backbone, "cls", "linear", max_length=p.max_length), cfg
+    if name == "sbert":
+        return TransformerBiEncoder(p.backbone, "mean", max_length=p.max_length), cfg
+    if name == "sllm_full":
+        return TransformerBiEncoder(p.backbone, "mean", "gelu", p.projection_dim, p.max_length), cfg
+    if name == "sllm_lora":
+        model = TransformerBiEncoder(p.backbone, "mean", "gelu", p.projection_dim, p.max_length,
+                                     lora={"r": p.lora_r, "alpha": p.lora_alpha})
+        return model, dataclasses.replace(cfg, lr=p.lora_lr)
+    if name in ("cross_linear", "cross_mlp"):
+        return CrossEncoder(p.backbone, "linear" if name == "cross_linear" else "mlp", p.max_length), cfg
+    raise ValueError(f"unknown system {name!r}")
+
+
+def _pearson_rows(gold: np.ndarray, pred: np.ndarray, axis: int = -1) -> np.ndarray:
+    g = gold - gold.mean(axis, keepdims=True)
+    q = pred - pred.mean(axis, keepdims=True)
+    return 100 * (g * q).sum(axis) / np.sqrt((g * g).sum(axis) * (q * q).sum(axis))
+
+
+def pearson_ci(gold, pred, n_resamples: int, seed: int, confidence: float) -> tuple[float, float]:
+    """Pair-bootstrap interval of Pearson x100 (scipy's ``bootstrap``, paired resampling, percentile)."""
+    res = bootstrap((np.asarray(gold, float), np.asarray(pred, float)), _pearson_rows, paired=True, vectorized=True,
+                    n_resamples=n_resamples, confidence_level=confidence, method="percentile",
+                    rng=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def score_table(model: PairScorer, sts: pd.DataFrame, batch_size: int = 64) -> pd.DataFrame:
+    """The evaluation pairs (7 test sets + STS-B dev) with ``cosine`` = the system's similarity (the column the
+    evaluation reads; a cross-encoder's sigmoid score for cross-encoders) and ``prediction`` = 5 x score clipped to
+    0-5 (the served estimate of a system trained on label / 5)."""
+    pairs = eval_pairs(sts)
+    scores = model.score(pairs.sentence1.tolist(), pairs.sentence2.tolist(), batch_size)
+    return pairs.assign(cosine=scores, prediction=np.clip(5 * scores, 0, 5))
+
+
+def metrics_of(scored: pd.DataFrame, params: Params) -> dict[str, float]:
+    """7-task metrics + intervals (:mod:`stsreg.evaluate`), and the study's STS-B test view: Pearson interval and
+    ``stsb_mse01`` (MSE of the score against label / 5)."""
+    e = params.evaluate
+    out = task_metrics(scored)
+    out.update(intervals(scored, e.n_resamples, params.seed, e.confidence))
+    test = scored[scored.task == "stsb"]
+    out["stsb_pearson_low"], out["stsb_pearson_high"] = pearson_ci(test.score, test.cosine, e.n_resamples, params.seed,
+                                                                   e.confidence)
+    out["stsb_mse01"] = float(np.mean((test.cosine - test.score / 5.0) ** 2))
+    return out
+
+
+def run_system(params: Params, name: str, sts: pd.DataFrame, nli: pd.DataFrame, work: Path,
+               log_metric=lambda key, value, step: None) -> dict:
+    """Build, train (resumable from ``work/checkpoint.pt``), score; writes ``work/{predictions.parquet,
+    fit_summary.json}`` and returns the metrics (plus timings and parameter counts). Raises :class:`Unavailable`."""
+    from stsreg.baselines.recurrent import pretrain_on_nli
+    from stsreg.stage1 import sample_pairs
+
+    p = params.baselines
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    model, cfg = build(name, params, sts, nli, work)
+    summary: dict = {"system": name, "runs_on": model.runs_on, "params": dataclasses.asdict(p), "seed": params.seed}
+    if name == "infersent":
+        pre = work / "nli_encoder.pt"
+        if pre.exists():
+            model.load_state_dict(torch.load(pre, map_location="cpu"))
+            summary.update(torch.load(work / "nli_summary.pt", map_location="cpu", weights_only=False))
+        else:
+            table = sample_pairs(nli[["premise", "hypothesis", "label"]], p.infersent_nli_pairs, params.seed)
+            summary.update(pretrain_on_nli(model, table, p.infersent_nli_epochs, 64, p.infersent_lr, params.seed,
+                                           work / "nli_checkpoint.pt", log_metric=log_metric))
+            torch.save(model.state_dict(), pre)
+            torch.save({k: v for k, v in summary.items() if k.startswith("nli_")}, work / "nli_summary.pt")
+            (work / "nli_checkpoint.pt").unlink(missing_ok=True)
+    if cfg is not None:
+        train, dev = stsb_splits(sts, p.max_train_pairs, params.seed)
+        summary.update(fit(model, train, dev, cfg, params.seed, work / "checkpoint.pt", log_metric))
+    train_s = time.time() - started
+    scored = score_table(model, sts)
+    metrics = metrics_of(scored, params)
+    trainable, total = model.n_parameters()
+    metrics.update(train_seconds=train_s, score_seconds=time.time() - started - train_s, trainable_parameters=trainable,
+                   total_parameters=total)
+    if cfg is not None:
+        metrics.update(dev_start=summary["start_dev_spearman"], dev_kept=summary["kept_dev_spearman"],
+                       dev_mse01=summary["kept_dev_mse"], kept_step=summary["kept_step"], total_steps=summary["total_steps"])
+    keep = ["task", "dataset", "subset", "file", "line", "score", "seen_in_train", "cosine", "prediction"]
+    atomic.to_parquet(scored[keep], work / "predictions.parquet")
+    atomic.write_json(work / "fit_summary.json", summary)
+    (work / "checkpoint.pt").unlink(missing_ok=True)
+    return metrics
+
+
+def retrieval_cost(backbone: str, candidates: list[str], query: str, max_length: int = 128, batch_size: int = 64,
+                   repeats: int = 5) -> dict[str, float]:
+    """What a cross-encoder costs at retrieval time, against a bi-encoder on the same backbone: score one query
+    against ``candidates`` (pairs/s). The bi-encoder embeds the candidates once (an index: ``index_seconds``), then
+    each query is one encoding and a matrix-vector product (median of ``repeats``); the cross-encoder reads every
+    (query, candidate) pair. Untrained heads: the cost is the architecture's, not the weights'."""
+    from stsreg.baselines.encoders import CrossEncoder, TransformerBiEncoder
+
+    torch.manual_seed(0)
+    bi = TransformerBiEncoder(backbone, "mean", max_length=max_length).eval()
+    cross = CrossEncoder(backbone, "mlp", max_length).eval()
+    n = len(candidates)
+    t = time.perf_counter()
+    index = torch.nn.functional.normalize(bi.embed_all(candidates, batch_size, desc="index"), dim=-1)
+    index_s = time.perf_counter() - t
+    times = []
+    with torch.no_grad():
+        for _ in range(repeats):
+            t = time.perf_counter()
+            q = torch.nn.functional.normalize(bi.encode([query]), dim=-1)
+            top = (index @ q[0]).topk(10)
+            times.append(time.perf_counter() - t)
+    query_s = float(np.median(times))
+    t = time.perf_counter()
+    cross.score([query] * n, candidates, batch_size, desc="cross-encoder")
+    cross_s = time.perf_counter() - t
+    del top
+    return {"candidates": n, "bi_index_seconds": index_s, "bi_query_seconds": query_s, "bi_pairs_per_s": n / query_s,
+            "bi_pairs_per_s_with_index": n / (index_s + query_s), "cross_seconds": cross_s, "cross_pairs_per_s": n / cross_s,
+            "speedup_bi_over_cross": cross_s / query_s, "threads": torch.get_num_threads()}

@@ -1,0 +1,132 @@
+"""One training loop for every trained baseline: MSE between the system's score and the STS label / 5.
+
+Train pairs: STS-B train (labels 0-5, divided by 5: the 0-1 target the study uses for every system). The dev
+evaluation (Spearman x100 of the score on STS-B dev, and the dev MSE on the 0-1 scale: the study's "validation
+loss") runs every ``eval_every`` steps and at the end of each epoch; the weights of the best dev Spearman are the
+ones kept, among the evaluations after step 0 (selection reads STS-B dev only). AdamW, linear warm-up then decay (transformers' schedule), gradient
+clipping.
+
+Resumable: every ``checkpoint_every`` steps the weights, optimizer, schedule, RNG state, step, the dev history and
+the best weights so far go to ``ckpt_path`` (atomically); a rerun with the checkpoint continues from it and ends
+with the same weights. Batch order comes from a generator seeded per epoch, so it does not depend on where a run
+was resumed.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.stats import spearmanr
+from tqdm.auto import tqdm
+from transformers import get_linear_schedule_with_warmup
+
+from stsreg.baselines.scoring import PairScorer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    epochs: int = 1
+    batch_size: int = 32
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_grad_norm: float = 1.0
+    eval_every: int = 0          # 0: only at each epoch end
+    checkpoint_every: int = 50
+    eval_batch_size: int = 64
+
+
+def dev_metrics(model: PairScorer, dev: pd.DataFrame, batch_size: int) -> tuple[float, float]:
+    """(Spearman x100 of the score, MSE of the score against label / 5) on the dev pairs."""
+    pred = model.score(dev.sentence1.tolist(), dev.sentence2.tolist(), batch_size, desc="dev")
+    gold = dev.score.to_numpy(dtype=float)
+    return float(spearmanr(pred, gold).statistic * 100), float(np.mean((pred - gold / 5.0) ** 2))
+
+
+def fit(model: PairScorer, train: pd.DataFrame, dev: pd.DataFrame, cfg: FitConfig, seed: int, ckpt_path: Path,
+        log_metric=lambda key, value, step: None) -> dict:
+    """Train ``model`` in place on ``train`` (sentence1, sentence2, score 0-5), keep the best-dev weights; returns a
+    summary (dev Spearman at the start and of the kept weights, the step it came from, the dev history)."""
+    torch.manual_seed(seed)
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]  # biases and norm weights
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr)
+    steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
+    total = steps_per_epoch * cfg.epochs
+    sched = get_linear_schedule_with_warmup(opt, int(round(cfg.warmup_ratio * total)), total)
+    s1, s2 = train.sentence1.tolist(), train.sentence2.tolist()
+    target = torch.tensor(train.score.to_numpy(dtype=np.float32) / 5.0)
+    step, history, best, best_state, losses = 0, [], None, None, []
+    if ckpt_path.exists():
+        ck = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        sched.load_state_dict(ck["scheduler"])
+        torch.set_rng_state(ck["rng"])
+        step, history, best, best_state, losses = ck["step"], ck["history"], ck["best"], ck["best_state"], ck["losses"]
+        log.info("resuming from step %d of %d", step, total)
+
+    def evaluate() -> None:
+        nonlocal best, best_state
+        rho, mse = dev_metrics(model, dev, cfg.eval_batch_size)
+        history.append({"step": step, "dev_spearman": rho, "dev_mse": mse})
+        log_metric("dev_spearman", rho, step)
+        log_metric("dev_mse", mse, step)
+        # the kept weights: the best evaluation after step 0 (what the system trained, as compare chooses its rows)
+        if step > 0 and (best is None or rho > best["dev_spearman"]):
+            best = history[-1]
+            best_state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
+
+    def checkpoint() -> None:
+        tmp = ckpt_path.with_suffix(".tmp")
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                    "rng": torch.get_rng_state(), "step": step, "history": history, "best": best,
+                    "best_state": best_state, "losses": losses}, tmp)
+        os.replace(tmp, ckpt_path)
+
+    if not history:
+        evaluate()  # step 0: the start (reported; a trained row keeps the best evaluation after it)
+    ckpt_path.parent.mkdir(parents=True, exist_ok=True)
+    model.train()
+    bar = tqdm(total=total, initial=step, desc=type(model).__name__, unit="step", disable=None)
+    for epoch in range(step // steps_per_epoch, cfg.epochs):
+        order = torch.randperm(len(train), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+        for b in range(step - epoch * steps_per_epoch, steps_per_epoch):
+            idx = order[b * cfg.batch_size:(b + 1) * cfg.batch_size]
+            pred = model([s1[i] for i in idx], [s2[i] for i in idx])
+            loss = torch.nn.functional.mse_loss(pred.float(), target[idx].to(pred.device))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            opt.step()
+            sched.step()
+            step += 1
+            losses.append(loss.item())
+            log_metric("train_loss", losses[-1], step)
+            bar.update(1)
+            if (cfg.eval_every and step % cfg.eval_every == 0) or step % steps_per_epoch == 0:
+                evaluate()
+                model.train()
+            if step % cfg.checkpoint_every == 0 or step == total:
+                checkpoint()
+    bar.close()
+    start, kept = history[0], best or history[0]
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    model.eval()
+    return {"steps": step, "total_steps": total, "epochs": cfg.epochs, "train_pairs": len(train),
+            "start_dev_spearman": start["dev_spearman"], "kept_dev_spearman": kept["dev_spearman"],
+            "kept_dev_mse": kept["dev_mse"], "kept_step": kept["step"], "history": history,
+            "final_loss_mean_last_10pct": float(np.mean(losses[-max(1, len(losses) // 10):])) if losses else None}
