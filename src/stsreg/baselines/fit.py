@@ -6,10 +6,9 @@ loss") runs every ``eval_every`` steps and at the end of each epoch; the weights
 ones kept, among the evaluations after step 0 (selection reads STS-B dev only). AdamW, linear warm-up then decay (transformers' schedule), gradient
 clipping.
 
-Resumable: every ``checkpoint_every`` steps the weights, optimizer, schedule, RNG state, step, the dev history and
-the best weights so far go to ``ckpt_path`` (atomically); a rerun with the checkpoint continues from it and ends
-with the same weights. Batch order comes from a generator seeded per epoch, so it does not depend on where a run
-was resumed.
+Resumable (:func:`resumable_steps`, the loop every baseline trains with): every ``checkpoint_every`` steps the
+weights, optimizer, schedule, RNG state, step, the dev history and the best weights so far go to ``ckpt_path``
+(atomically); a rerun with the checkpoint continues from it and ends with the same weights.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -53,6 +53,48 @@ def dev_metrics(model: PairScorer, dev: pd.DataFrame, batch_size: int) -> tuple[
     return float(spearmanr(pred, gold).statistic * 100), float(np.mean((pred - gold / 5.0) ** 2))
 
 
+def resumable_steps(n: int, batch_size: int, epochs: int, seed: int, step_fn: Callable[[list[int]], float],
+                    state: dict, extra: dict, ckpt_path: Path, checkpoint_every: int, desc: str,
+                    after_step: Callable[[int], None] = lambda step: None,
+                    log_metric=lambda key, value, step: None, loss_name: str = "train_loss") -> int:
+    """Run ``epochs`` over ``n`` examples in batches of ``batch_size``: ``step_fn(indices) -> loss`` takes one
+    optimizer step; ``after_step(step)`` runs after each (e.g. a dev evaluation). Returns the number of steps.
+
+    Resumable: every ``checkpoint_every`` steps and at the end, the state dicts of ``state`` (name -> module,
+    optimizer or scheduler), the mutable ``extra`` dict (histories; ``extra["losses"]`` collects the step losses),
+    the torch RNG state and the step go to ``ckpt_path`` (atomically); a call with that checkpoint present restores
+    them all and continues, so a killed run ends with the same weights. The batch order of each epoch comes from a
+    generator seeded with ``seed + epoch``, so it does not depend on where a run was resumed."""
+    steps_per_epoch = math.ceil(n / batch_size)
+    total, step = steps_per_epoch * epochs, 0
+    extra.setdefault("losses", [])
+    if ckpt_path.exists():
+        ck = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        for name, obj in state.items():
+            obj.load_state_dict(ck[name])
+        extra.update(ck["extra"])
+        torch.set_rng_state(ck["rng"])
+        step = ck["step"]
+        log.info("%s: resuming from step %d of %d", desc, step, total)
+    ckpt_path.parent.mkdir(parents=True, exist_ok=True)
+    bar = tqdm(total=total, initial=step, desc=desc, unit="step", disable=None)
+    for epoch in range(step // steps_per_epoch, epochs):
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+        for b in range(step - epoch * steps_per_epoch, steps_per_epoch):
+            extra["losses"].append(step_fn(order[b * batch_size:(b + 1) * batch_size]))
+            step += 1
+            log_metric(loss_name, extra["losses"][-1], step)
+            bar.update(1)
+            after_step(step)
+            if step % checkpoint_every == 0 or step == total:
+                tmp = ckpt_path.with_suffix(".tmp")
+                torch.save({**{name: obj.state_dict() for name, obj in state.items()}, "extra": extra,
+                            "rng": torch.get_rng_state(), "step": step}, tmp)
+                os.replace(tmp, ckpt_path)
+    bar.close()
+    return step
+
+
 def fit(model: PairScorer, train: pd.DataFrame, dev: pd.DataFrame, cfg: FitConfig, seed: int, ckpt_path: Path,
         log_metric=lambda key, value, step: None) -> dict:
     """Train ``model`` in place on ``train`` (sentence1, sentence2, score 0-5), keep the best-dev weights; returns a
@@ -68,63 +110,44 @@ def fit(model: PairScorer, train: pd.DataFrame, dev: pd.DataFrame, cfg: FitConfi
     sched = get_linear_schedule_with_warmup(opt, int(round(cfg.warmup_ratio * total)), total)
     s1, s2 = train.sentence1.tolist(), train.sentence2.tolist()
     target = torch.tensor(train.score.to_numpy(dtype=np.float32) / 5.0)
-    step, history, best, best_state, losses = 0, [], None, None, []
-    if ckpt_path.exists():
-        ck = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        sched.load_state_dict(ck["scheduler"])
-        torch.set_rng_state(ck["rng"])
-        step, history, best, best_state, losses = ck["step"], ck["history"], ck["best"], ck["best_state"], ck["losses"]
-        log.info("resuming from step %d of %d", step, total)
+    # history: every dev evaluation; best / best_state: the best one after step 0 and its weights
+    extra: dict = {"history": [], "best": None, "best_state": None}
 
-    def evaluate() -> None:
-        nonlocal best, best_state
+    def evaluate(step: int) -> None:
         rho, mse = dev_metrics(model, dev, cfg.eval_batch_size)
-        history.append({"step": step, "dev_spearman": rho, "dev_mse": mse})
+        extra["history"].append({"step": step, "dev_spearman": rho, "dev_mse": mse})
         log_metric("dev_spearman", rho, step)
         log_metric("dev_mse", mse, step)
         # the kept weights: the best evaluation after step 0 (what the system trained, as compare chooses its rows)
-        if step > 0 and (best is None or rho > best["dev_spearman"]):
-            best = history[-1]
-            best_state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
+        if step > 0 and (extra["best"] is None or rho > extra["best"]["dev_spearman"]):
+            extra["best"] = extra["history"][-1]
+            extra["best_state"] = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
 
-    def checkpoint() -> None:
-        tmp = ckpt_path.with_suffix(".tmp")
-        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                    "rng": torch.get_rng_state(), "step": step, "history": history, "best": best,
-                    "best_state": best_state, "losses": losses}, tmp)
-        os.replace(tmp, ckpt_path)
+    def step_fn(idx: list[int]) -> float:
+        pred = model([s1[i] for i in idx], [s2[i] for i in idx])
+        loss = torch.nn.functional.mse_loss(pred.float(), target[idx].to(pred.device))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+        opt.step()
+        sched.step()
+        return loss.item()
 
-    if not history:
-        evaluate()  # step 0: the start (reported; a trained row keeps the best evaluation after it)
-    ckpt_path.parent.mkdir(parents=True, exist_ok=True)
+    def after_step(step: int) -> None:
+        if (cfg.eval_every and step % cfg.eval_every == 0) or step % steps_per_epoch == 0:
+            evaluate(step)
+            model.train()
+
+    state = {"model": model, "optimizer": opt, "scheduler": sched}
+    if not ckpt_path.exists():
+        evaluate(0)  # the start (reported; a trained system keeps the best evaluation after it)
     model.train()
-    bar = tqdm(total=total, initial=step, desc=type(model).__name__, unit="step", disable=None)
-    for epoch in range(step // steps_per_epoch, cfg.epochs):
-        order = torch.randperm(len(train), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
-        for b in range(step - epoch * steps_per_epoch, steps_per_epoch):
-            idx = order[b * cfg.batch_size:(b + 1) * cfg.batch_size]
-            pred = model([s1[i] for i in idx], [s2[i] for i in idx])
-            loss = torch.nn.functional.mse_loss(pred.float(), target[idx].to(pred.device))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-            opt.step()
-            sched.step()
-            step += 1
-            losses.append(loss.item())
-            log_metric("train_loss", losses[-1], step)
-            bar.update(1)
-            if (cfg.eval_every and step % cfg.eval_every == 0) or step % steps_per_epoch == 0:
-                evaluate()
-                model.train()
-            if step % cfg.checkpoint_every == 0 or step == total:
-                checkpoint()
-    bar.close()
-    start, kept = history[0], best or history[0]
-    if best_state is not None:
-        model.load_state_dict(best_state)
+    step = resumable_steps(len(train), cfg.batch_size, cfg.epochs, seed, step_fn, state, extra, ckpt_path,
+                           cfg.checkpoint_every, type(model).__name__, after_step, log_metric)
+    history, losses = extra["history"], extra["losses"]
+    start, kept = history[0], extra["best"] or history[0]
+    if extra["best_state"] is not None:
+        model.load_state_dict(extra["best_state"])
     model.eval()
     return {"steps": step, "total_steps": total, "epochs": cfg.epochs, "train_pairs": len(train),
             "start_dev_spearman": start["dev_spearman"], "kept_dev_spearman": kept["dev_spearman"],

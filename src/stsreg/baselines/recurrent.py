@@ -17,8 +17,6 @@ the labels 0/1/2 (:func:`pretrain_on_nli`), then the encoder is fine-tuned on ST
 from __future__ import annotations
 
 import logging
-import math
-import os
 from collections import Counter
 from pathlib import Path
 
@@ -26,8 +24,8 @@ import pandas as pd
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-from tqdm.auto import tqdm
 
+from stsreg.baselines.fit import resumable_steps
 from stsreg.baselines.scoring import BiEncoder
 from stsreg.baselines.wordvec import WordVectors, tokenize
 
@@ -105,7 +103,7 @@ def pretrain_on_nli(encoder: RecurrentEncoder, nli: pd.DataFrame, epochs: int, b
                     ckpt_path: Path, checkpoint_every: int = 200, log_metric=lambda key, value, step: None) -> dict:
     """Train ``encoder`` (in place) with the NLI classifier on (premise, hypothesis, label 0/1/2); Adam, cross-entropy.
 
-    Resumable like :func:`stsreg.baselines.fit.fit` (checkpoint every ``checkpoint_every`` steps). Returns a summary
+    Resumable (:func:`stsreg.baselines.fit.resumable_steps`: a checkpoint every ``checkpoint_every`` steps). Returns a summary
     with the training accuracy of the last 10% of steps."""
     torch.manual_seed(seed)
     with torch.no_grad():
@@ -113,41 +111,25 @@ def pretrain_on_nli(encoder: RecurrentEncoder, nli: pd.DataFrame, epochs: int, b
     clf = NliClassifier(dim)
     params = [p for p in list(encoder.parameters()) + list(clf.parameters()) if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr)
-    steps_per_epoch = math.ceil(len(nli) / batch_size)
-    total = steps_per_epoch * epochs
-    step, losses, correct = 0, [], []
-    if ckpt_path.exists():
-        ck = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        encoder.load_state_dict(ck["encoder"])
-        clf.load_state_dict(ck["classifier"])
-        opt.load_state_dict(ck["optimizer"])
-        torch.set_rng_state(ck["rng"])
-        step, losses, correct = ck["step"], ck["losses"], ck["correct"]
     premise, hypothesis = nli.premise.tolist(), nli.hypothesis.tolist()
     labels = torch.tensor(nli.label.to_numpy(), dtype=torch.long)
+    extra: dict = {"correct": []}
+
+    def step_fn(idx: list[int]) -> float:
+        logits = clf(encoder.encode([premise[i] for i in idx]), encoder.encode([hypothesis[i] for i in idx]))
+        loss = nn.functional.cross_entropy(logits, labels[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 5.0)  # InferSent's max norm
+        opt.step()
+        extra["correct"].append(float((logits.argmax(-1) == labels[idx]).float().mean()))
+        return loss.item()
+
     encoder.train()
-    bar = tqdm(total=total, initial=step, desc="infersent nli", unit="step", disable=None)
-    for epoch in range(step // steps_per_epoch, epochs):
-        order = torch.randperm(len(nli), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
-        for b in range(step - epoch * steps_per_epoch, steps_per_epoch):
-            idx = order[b * batch_size:(b + 1) * batch_size]
-            logits = clf(encoder.encode([premise[i] for i in idx]), encoder.encode([hypothesis[i] for i in idx]))
-            loss = nn.functional.cross_entropy(logits, labels[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 5.0)  # InferSent's max norm
-            opt.step()
-            step += 1
-            losses.append(loss.item())
-            correct.append(float((logits.argmax(-1) == labels[idx]).float().mean()))
-            log_metric("nli_loss", losses[-1], step)
-            bar.update(1)
-            if step % checkpoint_every == 0 or step == total:
-                tmp = ckpt_path.with_suffix(".tmp")
-                torch.save({"encoder": encoder.state_dict(), "classifier": clf.state_dict(), "optimizer": opt.state_dict(),
-                            "rng": torch.get_rng_state(), "step": step, "losses": losses, "correct": correct}, tmp)
-                os.replace(tmp, ckpt_path)
-    bar.close()
+    steps = resumable_steps(len(nli), batch_size, epochs, seed, step_fn, {"encoder": encoder, "classifier": clf,
+                            "optimizer": opt}, extra, ckpt_path, checkpoint_every, "infersent nli",
+                            log_metric=log_metric, loss_name="nli_loss")
+    correct, losses = extra["correct"], extra["losses"]
     tail = max(1, len(correct) // 10)
-    return {"nli_pairs": len(nli), "nli_steps": step, "nli_train_accuracy_last_10pct": sum(correct[-tail:]) / tail,
+    return {"nli_pairs": len(nli), "nli_steps": steps, "nli_train_accuracy_last_10pct": sum(correct[-tail:]) / tail,
             "nli_loss_last_10pct": sum(losses[-tail:]) / tail}
