@@ -100,7 +100,7 @@ def plot(table: pd.DataFrame, path: Path) -> None:
     ax.set_xlabel("STS-B test Spearman x100")
     ax.set_xlim(min(0.0, float(np.nanmin(t.stsb_spearman_low)) - 5), 100)
     ax.set_title("Baselines on STS-B test (95% pair-bootstrap CI)")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper right", fontsize=8)  # the top bars (word vectors) are short
     fig.tight_layout()
     atomic.savefig(fig, path, dpi=120)
     plt.close(fig)
