@@ -14,14 +14,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from prefect import flow, task
 
-from stsreg import atomic, compare, stages, tracking
+from stsreg import atomic, rundirs, stages, tracking
 from stsreg.baselines import experiment, report
 from stsreg.codehash import code_hash
 from stsreg.config import Params, load_params
@@ -33,8 +32,9 @@ ROW_CODE = ("stsreg.baselines.experiment",)
 
 
 def system_fingerprint(params: Params, name: str, sts_sha: str, nli_sha: str) -> str:
-    """Settings, seed, data and code of one system: a rerun reuses a finished system only if all are unchanged."""
-    parts = {"system": name, "seed": params.seed, "baselines": dataclasses.asdict(params.baselines),
+    """The settings the system reads, seed, data and code: a rerun reuses a finished system only if all are
+    unchanged (a setting that only other systems read does not rerun it)."""
+    parts = {"system": name, "seed": params.seed, "settings": experiment.settings(params.baselines, name),
              "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha,
              "code": code_hash(ROW_CODE, exclude=("stsreg.config",))}
     if experiment.SYSTEMS[name].uses_nli:
@@ -70,28 +70,23 @@ def baselines_system(params_path: str, name: str, sts_path: str, nli_path: str, 
     params = load_params(params_path)
     work = Path(runs_dir) / name
     key = system_fingerprint(params, name, sha256_file(sts_path), sha256_file(nli_path))
-    if compare.is_done(work, key):
+    if rundirs.prepare(work, key):
         return _read_json(work / "metrics.json") or {"unavailable": _read_json(work / "run.json").get("unavailable")}
-    if work.exists() and _read_json(work / "key.json").get("key") != key:
-        shutil.rmtree(work)  # another configuration's leftovers: its checkpoint must not be resumed
-    work.mkdir(parents=True, exist_ok=True)
-    atomic.write_json(work / "key.json", {"key": key})
     tags = {**tracking.environment_tags(stages.device_name()), "system": name, "mlflow.parentRunId": parent,
             "fingerprint": key}
-    logged = {"system": name, "seed": params.seed, "baselines": dataclasses.asdict(params.baselines)}
+    logged = {"system": name, "seed": params.seed, "baselines": experiment.settings(params.baselines, name)}
     with tracking.tracked_run(EXPERIMENT, name, logged, tags) as run:
         try:
             metrics = experiment.run_system(params, name, pd.read_parquet(sts_path), pd.read_parquet(nli_path), work, run)
         except experiment.Unavailable as why:
             tracking.client().set_tag(run.run_id, "unavailable", str(why))
-            atomic.write_json(work / "run.json", {"fingerprint": key, "mlflow_run_id": run.run_id, "unavailable": str(why)})
+            rundirs.mark_done(work, key, run.run_id, unavailable=str(why))
             return {"unavailable": str(why)}
         atomic.write_json(work / "metrics.json", metrics)
         tracking.log_metrics(run.run_id, metrics)
         for fname in ("predictions.parquet", "fit_summary.json"):
             tracking.client().log_artifact(run.run_id, str(work / fname), artifact_path="baselines")
-    # the marker a rerun trusts: written last and atomically, so a killed run is never taken as finished
-    atomic.write_json(work / "run.json", {"fingerprint": key, "mlflow_run_id": run.run_id})
+    rundirs.mark_done(work, key, run.run_id)
     return metrics
 
 

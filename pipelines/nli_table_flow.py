@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 from prefect import flow, task
 
-from stsreg import atomic, compare, eval_stage, nli_table, stages, tracking
+from stsreg import atomic, compare, eval_stage, nli_table, rundirs, stages, tracking
 from stsreg.codehash import code_hash
 from stsreg.config import Params, load_params
 from stsreg.hashing import fingerprint, sha256_file
@@ -44,12 +44,8 @@ def nli_table_row(params_path: str, name: str, seed: int, nli_path: str, sts_pat
     params = dataclasses.replace(load_params(params_path), seed=seed)
     work = Path(runs_dir) / f"{name}-{seed}"
     key = row_fingerprint(params, name, seed, sha256_file(nli_path), sha256_file(sts_path))
-    if compare.is_done(work, key):
+    if rundirs.prepare(work, key):
         return json.loads((work / "metrics.json").read_text())
-    if work.exists() and json.loads((work / "key.json").read_text() if (work / "key.json").exists() else "{}").get("key") != key:
-        shutil.rmtree(work)  # another configuration's leftovers: its checkpoint must not be resumed
-    work.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(work / "key.json", json.dumps({"key": key}))
     logged = {"objective": name, "seed": seed, "nli_table": dataclasses.asdict(params.nli_table),
               "model": dataclasses.asdict(params.model), "evaluate": dataclasses.asdict(params.evaluate)}
     tags = {**tracking.environment_tags(stages.device_name()), "objective": name, "seed": str(seed), "fingerprint": key}
@@ -66,8 +62,7 @@ def nli_table_row(params_path: str, name: str, seed: int, nli_path: str, sts_pat
             if (work / fname).exists():
                 tracking.client().log_artifact(run.run_id, str(work / fname), artifact_path="eval")
     shutil.rmtree(work / "model", ignore_errors=True)  # weights are not kept: predictions + metrics are
-    # the marker a rerun trusts: written last and atomically, so a killed run is never taken as finished
-    atomic.write_text(work / "run.json", json.dumps({"fingerprint": key, "mlflow_run_id": run.run_id}))
+    rundirs.mark_done(work, key, run.run_id)
     return metrics
 
 

@@ -66,6 +66,19 @@ def test_baselines_flow_writes_table_runs_and_resumes(harness, tiny_backbone, tm
     assert len(c.get_metric_history(by_name["sbert"].info.run_id, "dev_spearman")) == 5
 
     # rerun: nothing is trained or measured again
+    run_system = experiment.run_system
     monkeypatch.setattr(experiment, "run_system", lambda *a, **k: (_ for _ in ()).throw(AssertionError("retrained")))
     monkeypatch.setattr(experiment, "retrieval_cost", lambda *a, **k: (_ for _ in ()).throw(AssertionError("remeasured")))
     assert flow.baselines_flow(**kw) == summary
+
+    # a setting only the recurrent systems read reruns those alone (here: gru)
+    retrained = []
+    monkeypatch.setattr(experiment, "run_system", lambda params, name, *a, **k: retrained.append(name)
+                        or run_system(params, name, *a, **k))
+    raw["baselines"]["rnn_epochs"] = 1
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    again = flow.baselines_flow(**kw)
+    assert retrained == ["gru"]
+    assert {k: v for k, v in again.items() if not k.startswith("gru")} == \
+        {k: v for k, v in summary.items() if not k.startswith("gru")}
+    assert json.loads((tmp_path / "runs/gru/fit_summary.json").read_text())["params"]["rnn_epochs"] == 1

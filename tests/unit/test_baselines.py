@@ -219,6 +219,31 @@ def test_catalogue_matches_the_params_choices():
     assert tuple(experiment.SYSTEMS) == BASELINE_SYSTEMS
 
 
+def test_every_setting_is_read_by_a_system_and_a_system_sees_only_its_own():
+    import dataclasses
+
+    from stsreg.config import BaselinesParams
+
+    fields = {f.name for f in dataclasses.fields(BaselinesParams)}
+    read = {k for s in experiment.SYSTEMS.values() for k in s.reads}
+    # the experiment itself reads `systems`; the retrieval-cost task reads `retrieval_candidates` (and the backbone)
+    assert read <= fields and fields - read == {"systems", "retrieval_candidates"}
+    assert experiment.settings(BaselinesParams(), "lstm_glove") == {
+        "rnn_hidden": 256, "max_train_pairs": 0, "rnn_epochs": BaselinesParams().rnn_epochs, "rnn_lr": 1e-3,
+        "rnn_batch_size": 32}
+    view = experiment._view(BaselinesParams(), "glove_pretrained")
+    with pytest.raises(AttributeError):
+        view.backbone  # undeclared: the run's key could not see it change
+
+
+def test_word_vectors_round_trip_with_their_source(tmp_path):
+    vectors = wordvec.WordVectors(["a", "b"], np.eye(2), "GloVe 2d (self-trained)")
+    vectors.save(tmp_path / "vectors")
+    back = wordvec.WordVectors.load(tmp_path / "vectors")
+    assert back.words == ["a", "b"] and back.source == "GloVe 2d (self-trained)"
+    assert np.array_equal(back.vectors, np.eye(2, dtype=np.float32))
+
+
 def test_training_and_selection_read_only_stsb_train_and_dev():
     from tests.conftest import tiny_eval_table
 

@@ -11,10 +11,12 @@ pair-bootstrap intervals, and the MSE of the score against label / 5.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -24,7 +26,7 @@ from scipy.stats import bootstrap
 from stsreg import atomic
 from stsreg.baselines.fit import FitConfig, fit
 from stsreg.baselines.scoring import PairScorer
-from stsreg.config import Params
+from stsreg.config import BaselinesParams, Params
 from stsreg.evaluate import eval_pairs, intervals, task_metrics
 
 log = logging.getLogger(__name__)
@@ -34,41 +36,68 @@ class Unavailable(Exception):
     """A system that cannot run here (e.g. no word2vec file offline): its row says why."""
 
 
+# The settings of the ``baselines`` params section each kind of system reads (see :func:`settings`).
+_WORD2VEC = ("word_dim", "word_window", "word_epochs", "word_min_count")
+_GLOVE = ("word_dim", "glove_window", "glove_epochs", "word_min_count")
+_RNN_FIT = ("max_train_pairs", "rnn_epochs", "rnn_lr", "rnn_batch_size")
+_RNN = ("rnn_dim", "rnn_hidden", *_RNN_FIT)
+_INFERSENT = ("infersent_hidden", "infersent_nli_pairs", "infersent_nli_epochs", "infersent_lr", *_RNN_FIT)
+_TRANSFORMER = ("backbone", "max_length", "max_train_pairs", "epochs", "batch_size", "lr", "warmup_ratio", "eval_every")
+_SLLM = (*_TRANSFORMER, "projection_dim")
+_LORA = (*_SLLM, "lora_r", "lora_alpha", "lora_lr")
+
+
 @dataclass(frozen=True)
 class System:
     family: str
     study_row: str               # the study's row(s) this system stands for
     study_spearman: str          # the study's STS-B Spearman (fractions), "" when the study has no figure
     trained: str                 # what is trained, in words
+    reads: tuple[str, ...]       # the ``baselines`` settings it reads: its run's key holds these and no others
     uses_nli: bool = False
 
 
 #: Every system, in the order of the study's table. ``study_spearman`` is the study's figure as printed.
 SYSTEMS: dict[str, System] = {
-    "word2vec_pretrained": System("word vectors", "Word2Vec (pretrained)", "0.325", "nothing: mean of word vectors, cosine"),
-    "glove_pretrained": System("word vectors", "GloVe (pretrained)", "0.274", "nothing: mean of word vectors, cosine"),
+    "word2vec_pretrained": System("word vectors", "Word2Vec (pretrained)", "0.325", "nothing: mean of word vectors, cosine",
+                                  ("word2vec_path",)),
+    "glove_pretrained": System("word vectors", "GloVe (pretrained)", "0.274", "nothing: mean of word vectors, cosine",
+                               ()),
     "word2vec_skipgram": System("word vectors", "Word2Vec skip-gram (self-trained)", "0.475",
-                                "word vectors (gensim skip-gram); mean, cosine", uses_nli=True),
+                                "word vectors (gensim skip-gram); mean, cosine", _WORD2VEC, uses_nli=True),
     "word2vec_cbow": System("word vectors", "Word2Vec CBOW (self-trained)", "0.259",
-                            "word vectors (gensim CBOW); mean, cosine", uses_nli=True),
+                            "word vectors (gensim CBOW); mean, cosine", _WORD2VEC, uses_nli=True),
     "glove_selftrained": System("word vectors", "GloVe (self-trained)", "0.239",
-                                "word vectors (GloVe objective, torch); mean, cosine", uses_nli=True),
-    "rnn": System("recurrent", "RNN", "0.216", "embeddings + RNN, cosine MSE", uses_nli=True),
-    "lstm": System("recurrent", "LSTM", "0.352", "embeddings + LSTM, cosine MSE", uses_nli=True),
-    "lstm_glove": System("recurrent", "LSTM (pretrained embeddings)", "0.688", "LSTM on frozen GloVe, cosine MSE"),
-    "gru": System("recurrent", "GRU", "0.529", "embeddings + GRU, cosine MSE", uses_nli=True),
+                                "word vectors (GloVe objective, torch); mean, cosine", _GLOVE, uses_nli=True),
+    "rnn": System("recurrent", "RNN", "0.216", "embeddings + RNN, cosine MSE", _RNN, uses_nli=True),
+    "lstm": System("recurrent", "LSTM", "0.352", "embeddings + LSTM, cosine MSE", _RNN, uses_nli=True),
+    "lstm_glove": System("recurrent", "LSTM (pretrained embeddings)", "0.688", "LSTM on frozen GloVe, cosine MSE",
+                         ("rnn_hidden", *_RNN_FIT)),
+    "gru": System("recurrent", "GRU", "0.529", "embeddings + GRU, cosine MSE", _RNN, uses_nli=True),
     "infersent": System("recurrent", "InferSent", "0.785", "BiLSTM-max on frozen GloVe: NLI, then cosine MSE",
-                        uses_nli=True),
+                        _INFERSENT, uses_nli=True),
     "cls_projection": System("bi-encoder", "BERT / ALBERT / RoBERTa", "0.898 / 0.885 / 0.912",
-                             "encoder + CLS d x d projection, cosine MSE"),
+                             "encoder + CLS d x d projection, cosine MSE", _TRANSFORMER),
     "cross_linear": System("cross-encoder", "cross-encoder sigmoid(W z) (described, no figure)", "",
-                           "encoder + sigmoid(W z) on the pair's CLS, MSE"),
+                           "encoder + sigmoid(W z) on the pair's CLS, MSE", _TRANSFORMER),
     "cross_mlp": System("cross-encoder", "BERT / ALBERT / RoBERTa (MLP+sigmoid)", "0.896 / 0.858 / 0.915",
-                        "encoder + MLP(512) + sigmoid on the pair's CLS, MSE"),
-    "sbert": System("bi-encoder", "S-BERT", "0.868", "encoder, mean pooling, cosine MSE"),
-    "sllm_full": System("bi-encoder", "S-LLM full fine-tuning", "0.869", "encoder + GeLU projection, cosine MSE"),
-    "sllm_lora": System("bi-encoder", "S-LLM LoRA", "0.903", "LoRA adapters + GeLU projection, cosine MSE"),
+                        "encoder + MLP(512) + sigmoid on the pair's CLS, MSE", _TRANSFORMER),
+    "sbert": System("bi-encoder", "S-BERT", "0.868", "encoder, mean pooling, cosine MSE", _TRANSFORMER),
+    "sllm_full": System("bi-encoder", "S-LLM full fine-tuning", "0.869", "encoder + GeLU projection, cosine MSE", _SLLM),
+    "sllm_lora": System("bi-encoder", "S-LLM LoRA", "0.903", "LoRA adapters + GeLU projection, cosine MSE", _LORA),
 }
+
+
+def settings(p: BaselinesParams, name: str) -> dict:
+    """The settings system ``name`` reads from the ``baselines`` section (name -> value): its run's key and its
+    logged params. Changing a setting reruns only the systems that read it."""
+    return {k: getattr(p, k) for k in SYSTEMS[name].reads}
+
+
+def _view(p: BaselinesParams, name: str) -> SimpleNamespace:
+    """The only view of the section a system's code gets: a setting it does not declare is an AttributeError, so
+    :attr:`System.reads` (and so the run's key) cannot miss one."""
+    return SimpleNamespace(**settings(p, name))
 
 
 def stsb_splits(sts: pd.DataFrame, max_train_pairs: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -94,10 +123,8 @@ def _word_vectors(name: str, p, sts: pd.DataFrame, nli: pd.DataFrame, seed: int,
             raise Unavailable(f"baselines.word2vec_path {p.word2vec_path!r} does not exist")
         return wordvec.load_word2vec_format(p.word2vec_path)
     cached = work / "vectors"
-    source = {"word2vec_skipgram": "word2vec skip-gram", "word2vec_cbow": "word2vec CBOW",
-              "glove_selftrained": "GloVe"}[name] + f" {p.word_dim}d (self-trained)"
-    if cached.with_suffix(".npy").exists():  # trained before a crash later in the row
-        return wordvec.WordVectors.load(cached, source)
+    if cached.with_suffix(".source").exists():  # trained before a crash later in the row (.source is saved last)
+        return wordvec.WordVectors.load(cached)
     sentences = wordvec.corpus(sts, nli)
     if name == "glove_selftrained":
         vectors = wordvec.train_glove(sentences, p.word_dim, p.glove_window, p.glove_epochs, p.word_min_count, seed)
@@ -111,7 +138,7 @@ def _word_vectors(name: str, p, sts: pd.DataFrame, nli: pd.DataFrame, seed: int,
 
 def build(name: str, params: Params, sts: pd.DataFrame, nli: pd.DataFrame, work: Path) -> tuple[PairScorer, FitConfig | None]:
     """The system ``name`` before STS-B training, and how to train it (None: nothing to train)."""
-    p, seed = params.baselines, params.seed
+    p, seed = _view(params.baselines, name), params.seed
     torch.manual_seed(seed)  # every initialisation below draws from the global RNG
     if SYSTEMS[name].family == "word vectors":
         from stsreg.baselines.wordvec import AveragedWordVectors
@@ -191,22 +218,23 @@ def run_system(params: Params, name: str, sts: pd.DataFrame, nli: pd.DataFrame, 
     from stsreg.baselines.recurrent import pretrain_on_nli
     from stsreg.stage1 import sample_pairs
 
-    p = params.baselines
+    p = _view(params.baselines, name)
     work.mkdir(parents=True, exist_ok=True)
     started = time.time()
     model, cfg = build(name, params, sts, nli, work)
-    summary: dict = {"system": name, "runs_on": model.runs_on, "params": dataclasses.asdict(p), "seed": params.seed}
+    summary: dict = {"system": name, "runs_on": model.runs_on, "params": settings(params.baselines, name),
+                     "seed": params.seed}
     if name == "infersent":
         pre = work / "nli_encoder.pt"
         if pre.exists():
             model.load_state_dict(torch.load(pre, map_location="cpu"))
-            summary.update(torch.load(work / "nli_summary.pt", map_location="cpu", weights_only=False))
+            summary.update(json.loads((work / "nli_summary.json").read_text()))
         else:
             table = sample_pairs(nli[["premise", "hypothesis", "label"]], p.infersent_nli_pairs, params.seed)
             summary.update(pretrain_on_nli(model, table, p.infersent_nli_epochs, 64, p.infersent_lr, params.seed,
                                            work / "nli_checkpoint.pt", log_metric=log_metric))
-            torch.save(model.state_dict(), pre)
-            torch.save({k: v for k, v in summary.items() if k.startswith("nli_")}, work / "nli_summary.pt")
+            atomic.write_json(work / "nli_summary.json", {k: v for k, v in summary.items() if k.startswith("nli_")})
+            torch.save(model.state_dict(), pre)  # after the summary: its presence marks the pre-training done
             (work / "nli_checkpoint.pt").unlink(missing_ok=True)
     if cfg is not None:
         train, dev = stsb_splits(sts, p.max_train_pairs, params.seed)

@@ -24,11 +24,11 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import spearmanr
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from stsreg.baselines.scoring import PairScorer
+from stsreg.evaluate import spearman
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def dev_metrics(model: PairScorer, dev: pd.DataFrame, batch_size: int) -> tuple[
     """(Spearman x100 of the score, MSE of the score against label / 5) on the dev pairs."""
     pred = model.score(dev.sentence1.tolist(), dev.sentence2.tolist(), batch_size, desc="dev")
     gold = dev.score.to_numpy(dtype=float)
-    return float(spearmanr(pred, gold).statistic * 100), float(np.mean((pred - gold / 5.0) ** 2))
+    return spearman(gold, pred), float(np.mean((pred - gold / 5.0) ** 2))
 
 
 def resumable_steps(n: int, batch_size: int, epochs: int, seed: int, step_fn: Callable[[list[int]], float],

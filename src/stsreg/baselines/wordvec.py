@@ -53,12 +53,15 @@ class WordVectors:
         return int(self.vectors.shape[1])
 
     def save(self, path: Path) -> None:
+        """``path.npy`` (vectors), ``path.words`` (one word per line) and ``path.source`` (where they came from)."""
         np.save(path.with_suffix(".npy"), self.vectors)
         path.with_suffix(".words").write_text("\n".join(self.words) + "\n", encoding="utf-8")
+        path.with_suffix(".source").write_text(self.source + "\n", encoding="utf-8")
 
     @classmethod
-    def load(cls, path: Path, source: str) -> "WordVectors":
+    def load(cls, path: Path) -> "WordVectors":
         words = path.with_suffix(".words").read_text(encoding="utf-8").split("\n")[:-1]
+        source = path.with_suffix(".source").read_text(encoding="utf-8").strip()
         return cls(words, np.load(path.with_suffix(".npy")), source)
 
 
