@@ -111,7 +111,7 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
     else:
         set_seed(seed)  # the (unused) head's initialisation draws from the global RNG
         m = p.model
-        model = SiameseRegressor.from_pretrained(m.backbone, pooling=m.pooling, max_length=m.max_length)
+        model = SiameseRegressor.from_params(m)
     p = dataclasses.replace(p, stage2=dataclasses.replace(p.stage2, loss=spec["loss"]))
     fine_tune_on_sts(p, sts_path, model, work / "model", work / "checkpoints", log_metric, keep="trained")
     shutil.copyfile(work / "model" / "training_summary.json", work / "training_summary.json")  # kept after the weights go

@@ -100,6 +100,9 @@ class ModelParams:
     backbone: str = knob("default", "HF name or local path; `default` = packaged all-MiniLM-L6-v2", pattern=r".+")
     pooling: str = knob("mean", "mean | cls", choices=("mean", "cls"))
     max_length: int = knob(128, "max tokens per sentence (training and encoding)", ge=1)
+    precision: str = knob("auto", "auto (bf16 where the hardware has it natively and a probe shows the embeddings "
+                          "hold) | fp32 | bf16: autocast of encoding, evaluation and stage-2 training",
+                          choices=("auto", "fp32", "bf16"))
 
 
 @dataclass(frozen=True)

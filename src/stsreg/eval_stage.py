@@ -22,13 +22,14 @@ from stsreg.model import SiameseRegressor
 from stsreg.train import resolve_device, set_seed
 
 
-def load_for_eval(model_dir: Path, max_length: int, pooling: str = "mean") -> SiameseRegressor:
-    """A saved model folder, or a backbone name/path with ``pooling`` (the untouched base model; untrained head)."""
+def load_for_eval(model_dir: Path, max_length: int, pooling: str = "mean", precision: str = "auto") -> SiameseRegressor:
+    """A saved model folder, or a backbone name/path with ``pooling`` (the untouched base model; untrained head),
+    encoding at the protocol's ``max_length`` and ``precision`` (every model is scored alike)."""
     if (Path(model_dir) / "stsreg_model.json").exists():
         model = SiameseRegressor.load(model_dir)
     else:
         model = SiameseRegressor.from_pretrained(str(model_dir), pooling=pooling)
-    model.config = dataclasses.replace(model.config, max_length=max_length)
+    model.config = dataclasses.replace(model.config, max_length=max_length, precision=precision)
     return model.to(resolve_device()).eval()
 
 
@@ -48,7 +49,7 @@ def run_evaluate(params: Params, model_dir: Path, sts_path: Path, out_dir: Path)
     """7-task evaluation of ``model_dir`` -> ``out_dir``/{metrics.json, predictions.parquet, table.md}; returns metrics."""
     p = params.evaluate
     set_seed(params.seed)
-    model = load_for_eval(model_dir, p.max_length, params.model.pooling)
+    model = load_for_eval(model_dir, p.max_length, params.model.pooling, params.model.precision)
     scored = score_pairs(model, eval_pairs(pd.read_parquet(sts_path)), p.batch_size)
     metrics = task_metrics(scored)
     metrics.update(intervals(scored, p.n_resamples, params.seed, p.confidence))

@@ -11,6 +11,10 @@ not used: the pair score is ``cosine(u, v)``. ``predict(u, v)`` is the served 0-
 or, for a model whose stage 2 trained the cosine (``config.score_map = [a, b]``), ``clamp(a * cos + b, 0, 5)``,
 the map that stage trained (the head is then stale: the encoder moved under it).
 
+``config.precision`` (auto | fp32 | bf16) sets the autocast dtype of encoding and stage-2 training
+(:mod:`stsreg.precision`: ``auto`` is bf16 only on hardware with native bf16 and when a probe shows the
+embeddings hold); weights are always stored in fp32.
+
 The saved folder is loadable by ``sentence_transformers.SentenceTransformer(path)`` (encoder + pooling
 config); the head is ``head.safetensors``; the resolved model config is ``stsreg_model.json``.
 """
@@ -31,6 +35,7 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer
 
+from stsreg import precision as amp
 from stsreg.errors import InputError
 
 DEFAULT_BACKBONE = "default"
@@ -53,6 +58,7 @@ class ModelConfig:
     pooling: str = "mean"  # mean | cls
     max_length: int = 256
     score_map: list[float] | None = None  # [a, b]: served score = clamp(a*cos+b, 0, 5); None: the head's output
+    precision: str = "auto"  # auto | fp32 | bf16: autocast for encoding and training (stsreg.precision)
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
@@ -90,14 +96,22 @@ class SiameseRegressor(nn.Module):
         self.config = config
         self.dim = encoder.config.hidden_size
         self.head = nn.Linear(3 * self.dim, 1)
+        self._amp: tuple | None = None  # (device, precision mode, resolved dtype): the auto probe runs once
 
     # -- construction / persistence -------------------------------------------------------------
     @classmethod
-    def from_pretrained(cls, backbone: str = DEFAULT_BACKBONE, pooling: str = "mean", max_length: int = 256) -> "SiameseRegressor":
+    def from_pretrained(cls, backbone: str = DEFAULT_BACKBONE, pooling: str = "mean", max_length: int = 256,
+                        precision: str = "auto") -> "SiameseRegressor":
         path = resolve_backbone(backbone)
         encoder = AutoModel.from_pretrained(path)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        return cls(encoder, tokenizer, ModelConfig(backbone=backbone, pooling=pooling, max_length=max_length))
+        return cls(encoder, tokenizer, ModelConfig(backbone=backbone, pooling=pooling, max_length=max_length,
+                                                   precision=precision))
+
+    @classmethod
+    def from_params(cls, m) -> "SiameseRegressor":
+        """The backbone as params.yaml's ``model`` section (:class:`stsreg.config.ModelParams`) describes it."""
+        return cls.from_pretrained(m.backbone, pooling=m.pooling, max_length=m.max_length, precision=m.precision)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write a SentenceTransformer-loadable folder + ``head.safetensors`` + ``stsreg_model.json``."""
@@ -133,6 +147,35 @@ class SiameseRegressor(nn.Module):
         """Dynamic padding: pad to the longest sentence of this batch, truncate at ``max_length``."""
         return self.tokenizer(sentences, padding=True, truncation=True, max_length=self.config.max_length, return_tensors="pt")
 
+    def pretokenize(self, sentences: list[str]) -> dict[str, list[list[int]]]:
+        """(n,) sentences -> token ids per sentence, unpadded, truncated at ``max_length`` (tokenized once;
+        :meth:`collate` pads any subset of them)."""
+        return dict(self.tokenizer(list(sentences), truncation=True, max_length=self.config.max_length))
+
+    def collate(self, ids: dict[str, list[list[int]]], idx: list[int]) -> dict[str, torch.Tensor]:
+        """Rows ``idx`` of :meth:`pretokenize` output -> a batch padded to its longest row, on the model's device."""
+        batch = self.tokenizer.pad({k: [v[i] for i in idx] for k, v in ids.items()}, return_tensors="pt")
+        return {k: v.to(self.device) for k, v in batch.items()}
+
+    @property
+    def amp_dtype(self) -> torch.dtype | None:
+        """The autocast dtype ``config.precision`` resolves to on the current device (None = fp32); see
+        :mod:`stsreg.precision`. ``auto`` probes the weights once per device."""
+        key = (self.device, self.config.precision)
+        if self._amp is None or self._amp[:2] != key:
+            was_training = self.training
+            self.eval()  # the probe compares deterministic embeddings (no dropout)
+            try:
+                dtype = amp.resolve(self.config.precision, self.device, self.embed, self.tokenize)
+            finally:
+                self.train(was_training)
+            self._amp = (*key, dtype)
+        return self._amp[2]
+
+    def autocast(self):
+        """Context running the encoder in :attr:`amp_dtype` (a no-op for fp32)."""
+        return amp.autocast(self.amp_dtype, self.device)
+
     def embed(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
         """Tokenized batch -> (batch, d) pooled embeddings (with gradients if enabled)."""
         out = self.encoder(input_ids=features["input_ids"], attention_mask=features["attention_mask"],
@@ -164,20 +207,21 @@ class SiameseRegressor(nn.Module):
                normalize: bool = False) -> torch.Tensor:
         """(n,) sentences -> (n, d) float32 embeddings on CPU, in input order.
 
-        Batches are sorted by token length so each pads little; eval mode for the call, restored after.
+        Batches are sorted by token length so each pads little; eval mode for the call, restored after; the
+        encoder runs in :attr:`amp_dtype` (bf16 autocast where ``config.precision`` resolves to it).
         """
         was_training = self.training
         self.eval()
         # tokenize once without padding; each length-sorted batch is then padded to its own longest row
-        enc = self.tokenizer(list(sentences), truncation=True, max_length=self.config.max_length)
-        order = sorted(range(len(sentences)), key=lambda i: -len(enc["input_ids"][i]))
+        ids = self.pretokenize(sentences)
+        order = sorted(range(len(sentences)), key=lambda i: -len(ids["input_ids"][i]))
         out = torch.empty(len(sentences), self.dim)
         disable = None if show_progress is None else not show_progress  # None: only on a terminal
         try:
-            for start in tqdm(range(0, len(order), batch_size), desc="encode", unit="batch", disable=disable):
-                idx = order[start:start + batch_size]
-                batch = self.tokenizer.pad({k: [enc[k][i] for i in idx] for k in enc.keys()}, return_tensors="pt")
-                out[idx] = self.embed({k: v.to(self.device) for k, v in batch.items()}).float().cpu()
+            with self.autocast():
+                for start in tqdm(range(0, len(order), batch_size), desc="encode", unit="batch", disable=disable):
+                    idx = order[start:start + batch_size]
+                    out[idx] = self.embed(self.collate(ids, idx)).float().cpu()
         finally:
             self.train(was_training)
         return F.normalize(out, dim=-1) if normalize else out

@@ -196,7 +196,7 @@ def run_row(params: Params, name: str, seed: int, nli: pd.DataFrame, work: Path,
     p = params.nli_table
     m = params.model
     torch.manual_seed(seed)  # the (unused) head's initialisation draws from the global RNG
-    model = SiameseRegressor.from_pretrained(m.backbone, pooling=m.pooling, max_length=m.max_length)
+    model = SiameseRegressor.from_params(m)
     examples = training_examples(nli, KINDS[name], p.max_pairs, seed)
     work.mkdir(parents=True, exist_ok=True)
     summary = train_row(model, name, examples, p, seed, work / "checkpoint.pt", log_metric)

@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
+from stsreg import precision
 from stsreg.config import Stage1Params
 from stsreg.losses import build_head_loss
 from stsreg.model import SiameseRegressor, weights_fingerprint
@@ -31,6 +32,8 @@ def encoder_fingerprint(model: SiameseRegressor) -> str:
     """sha256 over the encoder's weights (names, shapes, bytes) and the encoding settings."""
     h = hashlib.sha256(weights_fingerprint(model.encoder).encode())
     h.update(f"{model.config.pooling}|{model.config.max_length}|{type(model.tokenizer).__name__}|{len(model.tokenizer)}".encode())
+    if model.amp_dtype is not None:  # bf16 embeddings differ from fp32 ones (fp32 keys are unchanged)
+        h.update(f"|{precision.describe(model.amp_dtype)}".encode())
     return h.hexdigest()
 
 

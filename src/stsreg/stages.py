@@ -25,7 +25,7 @@ def run_stage1(params: Params, nli_path: Path, out_dir: Path, cache_dir: Path, l
     """NLI training table -> ``out_dir`` (frozen encoder + trained head)."""
     set_seed(params.seed)
     m = params.model
-    model = SiameseRegressor.from_pretrained(m.backbone, pooling=m.pooling, max_length=m.max_length)
+    model = SiameseRegressor.from_params(m)
     summary = train_head(model, pd.read_parquet(nli_path), params.stage1, params.seed, cache_dir, log_metric)
     with atomic.staged_dir(out_dir) as staged:  # a reader never sees a half-saved model
         model.save(staged)

@@ -4,6 +4,8 @@ AdamW (no decay on bias/LayerNorm) with layer-wise lr decay, linear warm-up sche
 STS-B dev Spearman every ``eval_every`` steps, the best checkpoint kept. A resumable checkpoint (weights,
 optimizer, scheduler, RNG states, data position) is written atomically every ``checkpoint_every`` steps;
 rerunning after a crash (even ``kill -9``) resumes and ends with the same weights as an uninterrupted run.
+The pairs are tokenized once (batches are padded from the ids); the encoder runs under the model's
+``precision`` (bf16 autocast where it resolves to it, :mod:`stsreg.precision`), the loss in fp32.
 
 Runs unchanged under ``torchrun --nproc_per_node=N`` (DDP; gloo on CPU, nccl on GPU): the global batch is
 ``batch_size``, split evenly over processes by a ``DistributedSampler``; rank 0 evaluates, checkpoints, logs.
@@ -32,7 +34,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
 from tqdm.auto import tqdm
 
-from stsreg import atomic
+from stsreg import atomic, precision
 from stsreg.config import Stage2Params
 from stsreg.errors import InputError
 from stsreg.evaluate import spearman_cosine
@@ -100,10 +102,10 @@ def _atomic_save_model(model: SiameseRegressor, dest: Path) -> None:
         model.save(staged)
 
 
-def pair_lengths(model: SiameseRegressor, s1: list[str], s2: list[str]) -> list[int]:
-    """Tokens of the longer sentence of each pair (truncated at the model's max length): what a batch pads to."""
-    tok = lambda xs: model.tokenizer(xs, truncation=True, max_length=model.config.max_length)["input_ids"]  # noqa: E731
-    return [max(len(a), len(b)) for a, b in zip(tok(s1), tok(s2))]
+def pair_lengths(ids_a: dict, ids_b: dict) -> list[int]:
+    """Tokens of the longer sentence of each pair (:meth:`SiameseRegressor.pretokenize` output of both sides):
+    what a batch pads to."""
+    return [max(len(a), len(b)) for a, b in zip(ids_a["input_ids"], ids_b["input_ids"])]
 
 
 def length_grouped(order: list[int], lengths: list[int], batch_size: int, seed: int, window: int = 50) -> list[list[int]]:
@@ -163,12 +165,15 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
     s1, s2 = train.sentence1.tolist(), train.sentence2.tolist()
     y = torch.tensor(train.score.to_numpy(), dtype=torch.float32)
     y = adjust_labels(y, p.labels)
-    lengths = pair_lengths(model, s1, s2) if p.group_by_length else None
+    # tokenized once: every epoch (and a resumed run) pads batches from these ids
+    ids_a, ids_b = model.pretokenize(s1), model.pretokenize(s2)
+    lengths = pair_lengths(ids_a, ids_b) if p.group_by_length else None
     sampler = DistributedSampler(range(len(y)), num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
     steps_per_epoch = math.ceil(len(sampler) / per_rank)
     total_steps = steps_per_epoch * p.epochs
 
     model.to(device)
+    amp_dtype = model.amp_dtype  # resolved (and, for auto, probed) before training touches the weights
     model.encoder.requires_grad_(True)
     for name, param in model.encoder.named_parameters():
         if name.startswith("pooler."):  # BERT-style pooler: unused by mean/CLS-hidden pooling; DDP wants no idle params
@@ -180,7 +185,7 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
     opt, sched = build_optimizer(model, p.lr, p.weight_decay, p.layer_decay, total_steps, p.warmup_ratio)
 
     # a checkpoint is resumed only by the same config, seed, process count, starting weights and data
-    fingerprint = _fingerprint(asdict(p), seed, world_size, weights_fingerprint(model),
+    fingerprint = _fingerprint(asdict(p), seed, world_size, precision.describe(amp_dtype), weights_fingerprint(model),
                                hashlib.sha256("\n".join(s1 + s2).encode()).hexdigest(), y.tolist(), len(dev))
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     last, best_dir, trained_dir = ckpt_dir / "last.pt", ckpt_dir / "best", ckpt_dir / "best_trained"
@@ -239,9 +244,9 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
             batches = length_grouped(order, lengths, per_rank, seed + epoch)
         for b in range(step - epoch * steps_per_epoch, len(batches)):
             idx = batches[b]
-            fa = {k: v.to(device) for k, v in model.tokenize([s1[i] for i in idx]).items()}
-            fb = {k: v.to(device) for k, v in model.tokenize([s2[i] for i in idx]).items()}
-            loss = objective(*runner(fa, fb), y[idx].to(device))
+            with precision.autocast(amp_dtype, device):  # the encoder in bf16 where resolved; the loss in fp32
+                u, v, score = runner(model.collate(ids_a, idx), model.collate(ids_b, idx))
+            loss = objective(u.float(), v.float(), score.float(), y[idx].to(device))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), p.max_grad_norm)
@@ -264,7 +269,8 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, p
     summary = {"steps": step, "total_steps": total_steps, "start_dev_spearman": state["curve"][0][1] if state["curve"] else None,
                "best_dev_spearman": state["best"], "best_step": state["best_step"],
                "trained_best_dev_spearman": state["trained_best"], "trained_best_step": state["trained_best_step"],
-               "kept": keep, "dev_curve": state["curve"], "world_size": world_size}
+               "kept": keep, "dev_curve": state["curve"], "world_size": world_size,
+               "precision": precision.describe(amp_dtype)}
     if rank == 0:
         with atomic.staged_dir(out_dir) as staged:  # swapped in whole: never a half-copied model
             shutil.copytree(best_dir if keep == "best" else trained_dir, staged, dirs_exist_ok=True)

@@ -13,7 +13,8 @@ from tests.helpers.nli import tiny_nli
 
 def test_one_encoder_pass_cache_and_learning(tiny_backbone, tmp_path):
     torch.manual_seed(0)
-    model = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16)
+    # fp32: `auto` would add its two small probe passes (tests/unit/test_precision.py) to the count below
+    model = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16, precision="fp32")
     calls = []
     model.encoder.register_forward_hook(lambda *a: calls.append(1))
     nli = tiny_nli(300)
