@@ -18,7 +18,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 
 .DEFAULT_GOAL := help
-.PHONY: help install run repro compare nli-table baselines search claims paper profile bench servers servers-stop deploy screenshots serve report test test-slow lock clean
+.PHONY: help install run repro compare nli-table baselines search claims paper profile bench bench-stage2 servers servers-stop deploy screenshots serve report test test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -67,6 +67,9 @@ profile: install ## memory / step-time grid per (method, batch, length) and memo
 BENCH_REPEATS ?= 3
 bench: install ## benchmarks vs sentence-transformers etc. -> reports/benchmarks.{md,json} (~15 min; after `make run`)
 	python -m benchmarks.bench --repeats $(BENCH_REPEATS)
+
+bench-stage2: install ## full-size stage 2: fp32 vs bf16, random vs length-grouped batches, 2 seeds -> reports/stage2_ab/ (~30 min)
+	python -m benchmarks.stage2_ab
 
 servers: install ## start Prefect server+UI (:4200), MLflow server+UI (:5000) and a worker on 127.0.0.1
 	stsreg servers start

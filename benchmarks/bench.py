@@ -266,18 +266,19 @@ def format_report(results: dict) -> str:
              f"{m['date']}; medians of {results['repeats']} runs, the sides alternated in one process or one shell. "
              f"CPU flags: {', '.join(m.get('cpu_flags', [])) or 'n/a'}; native bf16: {m.get('native_bf16')}; "
              f"stsreg precision: {results.get('precision', 'fp32')}.", "",
-             "| benchmark | stsreg | reference | ratio | target | met |", "|---|---:|---:|---:|---:|---|"]
+             "| benchmark | stsreg | reference | ratio | target | met | measured |", "|---|---:|---:|---:|---:|---|---|"]
     for name, r in results["benchmarks"].items():
         op, target, meaning = TARGETS[name]
         if "skipped" in r:
-            lines.append(f"| {name} | – | – | – | {op} {target} | skipped: {r['skipped']} |")
+            lines.append(f"| {name} | – | – | – | {op} {target} | skipped: {r['skipped']} | {r.get('date', m['date'])} |")
             continue
         sides = list(r["samples"])  # first: stsreg as configured; last: the reference
         ours = f"{_median(r['samples'][sides[0]]):.2f} {r['unit']}"
         ref = f"{_median(r['samples'][sides[-1]]):.2f} {r['unit']} ({sides[-1]})" if len(sides) > 1 else "–"
         met = _met(name, r["ratio"])
         gap = "" if met else f" (missed by {abs(r['ratio'] - target) / target:.1%})"
-        lines.append(f"| {name}: {meaning} | {ours} | {ref} | {r['ratio']:.3f} | {op} {target} | {'yes' if met else 'no' + gap} |")
+        lines.append(f"| {name}: {meaning} | {ours} | {ref} | {r['ratio']:.3f} | {op} {target} | {'yes' if met else 'no' + gap} "
+                     f"| {r.get('date', m['date'])} |")
     enc = results["benchmarks"].get("encode")
     if enc and "stsb_test_spearman" in enc:
         a = enc["stsb_test_spearman"]
@@ -301,7 +302,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--train-pairs", type=int, default=480, help="(b) pairs per training run")
     ap.add_argument("--stage1-pairs", type=int, default=5000, help="(c) NLI pairs per stage-1 run")
-    ap.add_argument("--only", nargs="*", choices=list(TARGETS), help="run only these benchmarks")
+    ap.add_argument("--only", nargs="*", choices=list(TARGETS), help="run only these benchmarks (an existing report keeps its other rows when measured on the same CPU)")
     ap.add_argument("--out", default="reports/benchmarks")
     a = ap.parse_args(argv)
     from stsreg.config import load_params
@@ -324,10 +325,16 @@ def main(argv=None) -> int:
     }
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    previous = out.with_suffix(".json")
+    if a.only and previous.exists():  # a partial run keeps the other rows when they come from the same CPU
+        old = json.loads(previous.read_text())
+        if old.get("machine", {}).get("cpu") == results["machine"]["cpu"]:
+            results["benchmarks"] = {k: {**v, "date": v.get("date", old["machine"].get("date"))}
+                                     for k, v in old["benchmarks"].items() if k not in todo}
     for name in todo:
         print(f"bench: {name} ...", flush=True)
         t0 = time.perf_counter()
-        results["benchmarks"][name] = runners[name]()
+        results["benchmarks"][name] = {**runners[name](), "date": time.strftime("%Y-%m-%d %H:%M")}
         r = results["benchmarks"][name]
         print(f"bench: {name} ratio {r.get('ratio', float('nan')):.3f} ({time.perf_counter() - t0:.0f} s)", flush=True)
         out.with_suffix(".json").write_text(json.dumps(results, indent=2))  # partial results survive a crash
