@@ -62,7 +62,7 @@ def compare_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: 
     out = Path(out_dir)
     atomic.to_csv(runs, out / "runs.csv")
     atomic.to_csv(table, out / "results.csv")
-    md = compare.format_results(table, tests, c.seeds)
+    md = compare.format_results(table, tests, c.seeds, compare.budget(params))
     atomic.write_text(out / "results.md", md + "\n")
     if tests is not None:
         atomic.to_csv(tests, out / "paired.csv")

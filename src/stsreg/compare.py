@@ -1,7 +1,8 @@
 """The comparison experiment: does regression fine-tuning beat contrastive fine-tuning on this backbone?
 
 Every method trains on the same stage-2 data (STS-B train + SICK-R train) with the same optimizer, schedule,
-batch and epochs (``params.stage2``); only the objective and the starting point differ:
+batch and epochs (``params.stage2``, epochs ``compare.epochs`` when set); only the objective and the starting point
+differ:
 
 ==================  ===============================  ==============================================
 method              starts from                      stage-2 objective
@@ -71,12 +72,18 @@ RUN_CODE = ("stsreg.compare", "stsreg.eval_stage")
 RUN_CODE_EXCLUDE = ("stsreg.config",)
 
 
+def stage2_for(params: Params, method: str):
+    """The stage-2 settings ``method`` trains with: ``params.stage2`` with the method's loss and ``compare.epochs``."""
+    return dataclasses.replace(params.stage2, loss=METHODS[method]["loss"],
+                               epochs=params.compare.epochs or params.stage2.epochs)
+
+
 def run_fingerprint(params: Params, method: str, seed: int, sts_sha: str, nli_sha: str) -> str:
     """Settings, seed, data and code of one run: a rerun reuses a finished run only if all four are unchanged."""
     parts = {"method": method, "spec": METHODS[method], "seed": seed, "model": dataclasses.asdict(params.model),
              "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha, "code": code_hash(RUN_CODE, exclude=RUN_CODE_EXCLUDE)}
     if METHODS[method] is not None:
-        parts["stage2"] = dataclasses.asdict(params.stage2)
+        parts["stage2"] = dataclasses.asdict(stage2_for(params, method))
         if METHODS[method]["init"] == "stage1":
             parts.update(stage1=dataclasses.asdict(params.stage1), nli=nli_sha)
     return fingerprint(parts)
@@ -112,7 +119,7 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
         set_seed(seed)  # the (unused) head's initialisation draws from the global RNG
         m = p.model
         model = SiameseRegressor.from_params(m)
-    p = dataclasses.replace(p, stage2=dataclasses.replace(p.stage2, loss=spec["loss"]))
+    p = dataclasses.replace(p, stage2=stage2_for(p, method))
     fine_tune_on_sts(p, sts_path, model, work / "model", work / "checkpoints", log_metric, keep="trained")
     shutil.copyfile(work / "model" / "training_summary.json", work / "training_summary.json")  # kept after the weights go
     shutil.rmtree(work / "checkpoints", ignore_errors=True)
@@ -187,11 +194,20 @@ def paired_tests(runs_dir: Path, pairs, seeds, n_resamples: int, seed: int = 0) 
     return pd.DataFrame(rows)
 
 
-def format_results(table: pd.DataFrame, tests: pd.DataFrame | None, seeds) -> str:
-    """Markdown: mean ± std (and mean 95% CI) per task and avg7, then the paired tests."""
+def budget(params: Params) -> str:
+    """One line: the stage-2 budget every trained row shares."""
+    s2 = stage2_for(params, "ours")
+    return (f"Every trained row: {s2.epochs} epoch(s) of stage 2, batch {s2.batch_size}, lr {s2.lr:g}, warm-up "
+            f"{s2.warmup_ratio:g}, {'length-grouped' if s2.group_by_length else 'random'} batches, precision "
+            f"{params.model.precision}, max length {params.model.max_length}.")
+
+
+def format_results(table: pd.DataFrame, tests: pd.DataFrame | None, seeds, settings: str = "") -> str:
+    """Markdown: mean ± std (and mean 95% CI) per task and avg7, then the paired tests; ``settings``: a line
+    saying what every row trained with (:func:`budget`)."""
     head = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg7", "avg7 unseen"]
     lines = [f"Spearman x100 of cosine, mean ± std over {len(seeds)} seed(s) {list(seeds)}; avg7 95% CI = pair bootstrap, "
-             "bounds averaged over seeds.", "",
+             "bounds averaged over seeds." + (f" {settings}" if settings else ""), "",
              "STS-B dev: the dev Spearman at step 0 -> of the checkpoint the row evaluates (the best after step 0), "
              "and its step.", "",
              "| method | " + " | ".join(head) + " | avg7 95% CI | STS-B dev (start -> kept @ step) |",

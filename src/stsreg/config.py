@@ -180,6 +180,8 @@ class CompareParams:
 
     methods: tuple[str, ...] = knob(COMPARE_METHODS, choices=COMPARE_METHODS)
     seeds: tuple[int, ...] = knob((42,), ge=0)
+    epochs: int = knob(0, "stage-2 epochs of every trained row (0 = stage2.epochs): the same budget for all rows, "
+                       "smaller than production's where seeds x methods would not fit", ge=0)
 
 
 @dataclass(frozen=True)

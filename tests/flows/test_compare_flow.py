@@ -19,9 +19,10 @@ def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["model"].update(backbone=tiny_backbone, max_length=16)
     raw["stage1"].update(epochs=1)
-    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every=100, lr=1e-3, contrastive_min_label=4.0)
+    # production trains 3 epochs; the comparison's budget (compare.epochs) is 1 for every row
+    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every=100, lr=1e-3, contrastive_min_label=4.0, epochs=3)
     raw["evaluate"].update(max_length=16, n_resamples=100)
-    raw["compare"].update(methods=["base", "contrast", "cosent", "cosine_mse", "ours"], seeds=[1])
+    raw["compare"].update(methods=["base", "contrast", "cosent", "cosine_mse", "ours"], seeds=[1], epochs=1)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     sts = tiny_eval_table(40)
     train = tiny_sts(64, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(64), seen_in_train=False)
@@ -39,6 +40,7 @@ def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone
     # each trained row is what its method trained: the best dev evaluation after step 0, never the start
     trained = results.set_index("method").drop("base")
     assert (trained.kept_step > 0).all() and (trained.kept_step <= trained.total_steps).all()
+    assert trained.loc["ours", "total_steps"] == 64 // 8  # one epoch of 64 pairs at batch 8: compare.epochs wins
     assert results.set_index("method").loc[["base"], "dev_kept"].isna().all()
     for m in methods[1:]:
         s = json.loads((tmp_path / f"runs/{m}-1/training_summary.json").read_text())
@@ -48,6 +50,7 @@ def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone
     assert set(paired.other) == {"base", "contrast", "cosent", "cosine_mse"} and set(paired.view) == {"avg7", "avg7_unseen"}
     md = (tmp_path / "out/results.md").read_text()
     assert "| ours |" in md and "Paired bootstrap" in md and "| untrained |" in md and " -> " in md
+    assert "Every trained row: 1 epoch(s) of stage 2, batch 8" in md
     assert (tmp_path / "out/avg7.png").stat().st_size > 1000
     assert not (tmp_path / "runs/ours-1/model").exists()  # weights are not kept
     c = tracking.client()
