@@ -1,0 +1,35 @@
+"""The benchmark reports: ratios against targets with the date each row was measured, the CPU's bf16 flags, and the
+stage-2 A/B table grouped by precision and batching."""
+
+from benchmarks.bench import format_report
+from benchmarks.stage2_ab import format_report as ab_report
+from stsreg.config import Params
+
+MACHINE = {"cpu": "Some CPU", "cpu_flags": ["avx512_bf16", "avx512f"], "native_bf16": True, "torch_threads": 2,
+           "cores": 2, "torch": "2.13.0", "python": "3.11", "date": "2026-01-02 03:04"}
+
+
+def test_bench_report_rows_targets_dates_and_flags():
+    results = {"machine": MACHINE, "repeats": 3, "precision": "auto", "benchmarks": {
+        "encode": {"unit": "sentences/s", "samples": {"stsreg": [700.0], "stsreg_fp32": [420.0],
+                                                      "sentence_transformers": [350.0]},
+                   "ratio": 2.0, "precision": "bf16", "date": "2026-01-01 00:00",
+                   "stsb_test_spearman": {"stsreg": 82.05, "stsreg_fp32": 82.03, "sentence_transformers": 82.03}},
+        "train_grouped": {"unit": "pairs/s", "samples": {"stsreg": [60.0], "sentence_transformers": [20.0]}, "ratio": 3.0}}}
+    md = format_report(results)
+    # the reference is the last side (not the fp32 twin); a miss says by how much; each row has its date
+    assert "| 700.00 sentences/s | 350.00 sentences/s (sentence_transformers) | 2.000 | >= 3.0 | no (missed by 33.3%) | 2026-01-01 00:00 |" in md
+    assert "| 3.000 | >= 2.0 | yes | 2026-01-02 03:04 |" in md  # no own date: the run's
+    assert "avx512_bf16, avx512f; native bf16: True" in md
+    assert "stsreg (bf16) 82.05, stsreg fp32 82.03, sentence-transformers 82.03" in md
+    assert "stsreg in fp32 encodes 420.00 sentences/s: 1.200x" in md
+
+
+def test_stage2_ab_report_means_per_precision_and_batching():
+    run = lambda prec, grouped, seed, dev, avg7: {"run": f"{prec}:{seed}", "precision": prec, "group_by_length": grouped,  # noqa: E731
+                                               "seed": seed, "wall_s": 120.0, "pairs_per_s": 50.0, "start_dev": 86.0,
+                                               "best_dev": dev, "best_step": 600, "avg7": avg7, "avg7_unseen": avg7 - 1}
+    runs = [run("fp32", False, 1, 89.0, 82.0), run("bf16", True, 1, 89.2, 82.2), run("bf16", True, 2, 89.0, 82.4)]
+    md = ab_report(runs, {**MACHINE}, Params())
+    assert "| bf16 | grouped | 2 | 50.0 | 89.10 | 82.30 | 81.30 |" in md
+    assert "| fp32 | random | 1 | 2.0 | 50.0 | 86.00 | 89.00 (600) | 82.00 | 81.00 |" in md
