@@ -18,7 +18,7 @@ def test_stage1_then_stage2_tracked_in_mlflow(harness, tiny_backbone, tmp_path, 
 
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["model"].update(backbone=tiny_backbone, max_length=16)
-    raw["stage2"].update(batch_size=8, eval_every=5, checkpoint_every=5)
+    raw["stage2"].update(batch_size=8, eval_every=5, checkpoint_every=5, epochs=1)  # the counts below are per epoch
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     tiny_nli(60).to_parquet(tmp_path / "nli.parquet")
     pd.concat([tiny_sts(48).assign(dataset="stsb", split="train"),
