@@ -31,7 +31,7 @@ def _no_dropout_copy(backbone: str, dest: Path) -> str:
 
 def _env() -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", STSREG_TEST_PRECISION="fp32")
     return env
 
 
