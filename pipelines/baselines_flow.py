@@ -34,7 +34,7 @@ ROW_CODE = ("stsreg.baselines.experiment",)
 def system_fingerprint(params: Params, name: str, sts_sha: str, nli_sha: str) -> str:
     """The settings the system reads, seed, data and code: a rerun reuses a finished system only if all are
     unchanged (a setting that only other systems read does not rerun it)."""
-    parts = {"system": name, "seed": params.seed, "settings": experiment.settings(params.baselines, name),
+    parts = {"system": name, "seed": params.seed, "settings": experiment.settings(params, name),
              "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha,
              "code": code_hash(ROW_CODE, exclude=("stsreg.config",))}
     if experiment.SYSTEMS[name].uses_nli:
@@ -74,7 +74,7 @@ def baselines_system(params_path: str, name: str, sts_path: str, nli_path: str, 
         return _read_json(work / "metrics.json") or {"unavailable": _read_json(work / "run.json").get("unavailable")}
     tags = {**tracking.environment_tags(stages.device_name()), "system": name, "mlflow.parentRunId": parent,
             "fingerprint": key}
-    logged = {"system": name, "seed": params.seed, "baselines": experiment.settings(params.baselines, name)}
+    logged = {"system": name, "seed": params.seed, "baselines": experiment.settings(params, name)}
     with tracking.tracked_run(EXPERIMENT, name, logged, tags) as run:
         try:
             metrics = experiment.run_system(params, name, pd.read_parquet(sts_path), pd.read_parquet(nli_path), work, run)
@@ -98,7 +98,7 @@ def baselines_retrieval(params_path: str, sts_path: str, runs_dir: str) -> dict:
     p = params.baselines
     out = Path(runs_dir) / "_retrieval.json"
     key = fingerprint({"backbone": p.backbone, "n": p.retrieval_candidates, "max_length": p.max_length,
-                       "seed": params.seed, "sts": sha256_file(sts_path),
+                       "precision": params.model.precision, "seed": params.seed, "sts": sha256_file(sts_path),
                        "code": code_hash(ROW_CODE, exclude=("stsreg.config",))})
     cached = _read_json(out)
     if cached.get("key") == key:
@@ -108,7 +108,8 @@ def baselines_retrieval(params_path: str, sts_path: str, runs_dir: str) -> dict:
     rng = np.random.default_rng(params.seed)
     pick = rng.choice(len(sentences), size=min(p.retrieval_candidates, len(sentences)), replace=False)
     query = sts[(sts.dataset == "stsb") & (sts.split == "test")].sentence1.iloc[0]
-    result = {**experiment.retrieval_cost(p.backbone, [sentences[i] for i in pick], query, p.max_length),
+    result = {**experiment.retrieval_cost(p.backbone, [sentences[i] for i in pick], query, p.max_length,
+                                          precision=params.model.precision),
               "query": query, "key": key}
     atomic.write_json(out, result)
     return result

@@ -180,7 +180,67 @@ def test_fit_resumes_after_a_crash_to_the_same_weights(tmp_path):
         torch.testing.assert_close(a, b, msg=name)
 
 
+def test_length_grouped_epochs_cover_every_pair_once_and_resume_to_the_same_weights(tmp_path):
+    from stsreg.baselines.fit import resumable_steps
+
+    seen: list[list[int]] = []
+    lengths = [i % 7 for i in range(45)]
+    resumable_steps(45, 8, 2, 0, lambda idx: seen.append(idx) or 0.0, {}, {}, tmp_path / "g.pt", 100, "grouped",
+                    lengths=lengths)
+    assert len(seen) == 2 * math.ceil(45 / 8)  # as many steps as random batches
+    for epoch in (seen[:6], seen[6:]):
+        assert sorted(i for b in epoch for i in b) == list(range(45))
+    # a batch holds similar lengths: far less spread than random batches
+    assert np.mean([np.ptp([lengths[i] for i in b]) for b in seen]) < 2.5
+    cfg = FitConfig(epochs=3, batch_size=8, lr=1e-2, warmup_ratio=0.2, eval_every=4, checkpoint_every=3,
+                    group_by_length=True)
+    full, s_full = _toy(tmp_path, cfg, ckpt="a.pt")
+    with pytest.raises(KeyboardInterrupt):
+        _toy(tmp_path, cfg, crash_at=8, ckpt="b.pt")
+    resumed, s_res = _toy(tmp_path, cfg, ckpt="b.pt")
+    assert s_res["history"] == s_full["history"]
+    for (name, a), b in zip(full.state_dict().items(), resumed.state_dict().values()):
+        torch.testing.assert_close(a, b, msg=name)
+
+
 # -- transformer systems -------------------------------------------------------------------------------------------
+def test_transformer_systems_score_in_bf16_close_to_fp32_and_train_fp32_weights(tiny_backbone, tmp_path):
+    from stsreg.baselines.encoders import CrossEncoder, TransformerBiEncoder, set_precision
+
+    s1, s2 = ["a man plays", "a dog runs in the park", "the cat"], ["the dog runs", "a man plays", "a cat sits"]
+    for build in (lambda: TransformerBiEncoder(tiny_backbone, "mean", max_length=16),
+                  lambda: CrossEncoder(tiny_backbone, "mlp", 16)):
+        torch.manual_seed(0)
+        model = build().eval()
+        set_precision(model, "fp32")
+        assert model.amp_dtype is None and "bf16" not in model.runs_on
+        ref = model.score(s1, s2)
+        set_precision(model, "bf16")
+        assert model.amp_dtype == torch.bfloat16 and model.runs_on.endswith("bf16 autocast")
+        low = model.score(s1, s2)
+        assert low.dtype == np.float64 and np.abs(low - ref).max() < 0.02  # bf16: ~3 significant digits
+        assert not np.array_equal(low, ref)  # it did run in bf16
+    # training under bf16 autocast: the weights stay fp32 and move
+    torch.manual_seed(0)
+    model = TransformerBiEncoder(tiny_backbone, "mean", max_length=16)
+    set_precision(model, "bf16")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    train = pd.DataFrame({"sentence1": s1 * 4, "sentence2": s2 * 4, "score": [1.0, 3.0, 4.5] * 4})
+    fit(model, train, train, FitConfig(epochs=1, batch_size=4, lr=1e-3, group_by_length=True), 0, tmp_path / "c.pt")
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert any(not torch.equal(before[n], p) for n, p in model.named_parameters())
+
+
+def test_token_lengths_of_bi_and_cross_encoders(tiny_backbone):
+    from stsreg.baselines.encoders import CrossEncoder, TransformerBiEncoder
+
+    s1, s2 = ["a man plays", "a dog"], ["the dog", "a man plays in the park"]
+    # [CLS] ... [SEP]: the longer side; a pair read together: [CLS] s1 [SEP] s2 [SEP]
+    assert TransformerBiEncoder(tiny_backbone, "mean", max_length=16).pair_lengths(s1, s2) == [5, 8]
+    assert CrossEncoder(tiny_backbone, "linear", 16).pair_lengths(s1, s2) == [3 + 2 + 3, 2 + 6 + 3]
+    assert CrossEncoder(tiny_backbone, "linear", 6).pair_lengths(s1, s2) == [6, 6]  # truncated to max_length
+
+
 def test_lora_trains_only_adapters_and_the_projection(tiny_backbone):
     from stsreg.baselines.encoders import TransformerBiEncoder
 
@@ -222,16 +282,20 @@ def test_catalogue_matches_the_params_choices():
 def test_every_setting_is_read_by_a_system_and_a_system_sees_only_its_own():
     import dataclasses
 
-    from stsreg.config import BaselinesParams
+    from stsreg.config import BaselinesParams, ModelParams, Params
 
     fields = {f.name for f in dataclasses.fields(BaselinesParams)}
     read = {k for s in experiment.SYSTEMS.values() for k in s.reads}
-    # the experiment itself reads `systems`; the retrieval-cost task reads `retrieval_candidates` (and the backbone)
-    assert read <= fields and fields - read == {"systems", "retrieval_candidates"}
-    assert experiment.settings(BaselinesParams(), "lstm_glove") == {
+    # the experiment itself reads `systems`; the retrieval-cost task reads `retrieval_candidates` (and the backbone);
+    # `precision` comes from the model section
+    assert read - fields == {"precision"} and fields - read == {"systems", "retrieval_candidates"}
+    assert experiment.settings(Params(), "lstm_glove") == {
         "rnn_hidden": 256, "max_train_pairs": 0, "rnn_epochs": BaselinesParams().rnn_epochs, "rnn_lr": 1e-3,
         "rnn_batch_size": 32}
-    view = experiment._view(BaselinesParams(), "glove_pretrained")
+    bf16 = Params(model=ModelParams(precision="bf16"))
+    assert experiment.settings(bf16, "sbert")["precision"] == "bf16"  # a change of model.precision reruns sbert
+    assert "precision" not in experiment.settings(bf16, "lstm")       # ... and not the recurrent systems
+    view = experiment._view(Params(), "glove_pretrained")
     with pytest.raises(AttributeError):
         view.backbone  # undeclared: the run's key could not see it change
 

@@ -13,6 +13,9 @@ Bi-encoders (:class:`TransformerBiEncoder`, cosine of two sentence embeddings):
 Cross-encoders (:class:`CrossEncoder`, both sentences in one input ``[CLS] s1 [SEP] s2 [SEP]``, no sentence
 embedding): the ``[CLS]`` output through ``sigmoid(W z)`` (``head="linear"``) or Linear(d, 512) -> ReLU ->
 Linear(512, 1) -> sigmoid (``head="mlp"``, the study's "(MLP+sigmoid)" rows). Score 0-1.
+
+Precision: :func:`set_precision` resolves ``model.precision`` (auto | fp32 | bf16, :mod:`stsreg.precision`) for a
+transformer system; ``auto`` probes the encoder's own mean-pooled states in fp32 against bf16.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import torch
 from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
+from stsreg import precision as amp
 from stsreg.baselines.scoring import BiEncoder, PairScorer
 from stsreg.model import pool, resolve_backbone
 
@@ -41,6 +45,31 @@ def _describe(backbone: str) -> str:
 def _features(encoder, batch: dict, device) -> torch.Tensor:
     """Tokenized batch -> (batch, seq, d) last hidden states."""
     return encoder(**{k: v.to(device) for k, v in batch.items()}).last_hidden_state
+
+
+def set_precision(model: "TransformerBiEncoder | CrossEncoder", mode: str) -> None:
+    """Set ``model.amp_dtype`` from ``mode`` (auto | fp32 | bf16) on the model's device. ``auto``: bf16 where the
+    device has it natively and the encoder's mean-pooled states of the probe sentences stay within the probe's
+    cosine in bf16 (the head is not probed: it is a linear map of the same states). A reduced precision is named
+    in ``model.runs_on`` (the table's "runs on" column)."""
+
+    def embed(feats: dict) -> torch.Tensor:
+        return pool(model.encoder(**feats).last_hidden_state, feats["attention_mask"], "mean")
+
+    def tokenize(sentences: list[str]) -> dict:
+        return model.tokenizer(sentences, padding=True, truncation=True, max_length=model.max_length,
+                               return_tensors="pt")
+
+    model.amp_dtype = amp.resolve(mode, model.device, embed, tokenize)
+    if model.amp_dtype is not None:
+        model.runs_on += f", {amp.describe(model.amp_dtype)} autocast"
+
+
+def _token_counts(tokenizer, first: list[str], second: list[str] | None, max_length: int) -> list[int]:
+    """Tokens of each input (a sentence, or a pair read together), special tokens included, after truncation."""
+    ids = tokenizer(list(first), list(second) if second is not None else None, truncation=True,
+                    max_length=max_length)["input_ids"]
+    return [len(x) for x in ids]
 
 
 class TransformerBiEncoder(BiEncoder):
@@ -77,6 +106,11 @@ class TransformerBiEncoder(BiEncoder):
     def device(self) -> torch.device:
         return next(self.encoder.parameters()).device
 
+    def pair_lengths(self, s1: list[str], s2: list[str]) -> list[int]:
+        """Tokens of the longer sentence of each pair (each side pads to its own longest: this bounds both)."""
+        a, b = (_token_counts(self.tokenizer, s, None, self.max_length) for s in (s1, s2))
+        return [max(x, y) for x, y in zip(a, b)]
+
     def encode(self, sentences: list[str]) -> torch.Tensor:
         batch = self.tokenizer(list(sentences), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
         hidden = _features(self.encoder, batch, self.device)
@@ -106,9 +140,16 @@ class CrossEncoder(PairScorer):
     def device(self) -> torch.device:
         return next(self.encoder.parameters()).device
 
+    def pair_lengths(self, s1: list[str], s2: list[str]) -> list[int]:
+        """Tokens of each pair read together (what a cross-encoder's batch pads to)."""
+        return _token_counts(self.tokenizer, s1, s2, self.max_length)
+
     def forward(self, s1: list[str], s2: list[str]) -> torch.Tensor:
         # pair truncation: max_length covers both sentences together
         batch = self.tokenizer(list(s1), list(s2), padding=True, truncation=True, max_length=self.max_length,
                                return_tensors="pt")
         cls = _features(self.encoder, batch, self.device)[:, 0]
-        return torch.sigmoid(self.head(cls)).squeeze(-1)
+        # the head in fp32 whatever the encoder's autocast: a bf16 sigmoid has ~3 digits, and scores that tie
+        # lose rank information (Spearman is all this score is judged on)
+        with torch.autocast(self.device.type, enabled=False):
+            return torch.sigmoid(self.head(cls.float())).squeeze(-1)

@@ -3,8 +3,11 @@
 Train pairs: STS-B train (labels 0-5, divided by 5: the 0-1 target the study uses for every system). The dev
 evaluation (Spearman x100 of the score on STS-B dev, and the dev MSE on the 0-1 scale: the study's "validation
 loss") runs every ``eval_every`` steps and at the end of each epoch; the weights of the best dev Spearman are the
-ones kept, among the evaluations after step 0 (selection reads STS-B dev only). AdamW, linear warm-up then decay (transformers' schedule), gradient
-clipping.
+ones kept, among the evaluations after step 0 (selection reads STS-B dev only). AdamW (:func:`stsreg.optim.build_optimizer`:
+no decay on biases and norm weights, fused where the device has it), linear warm-up then decay (transformers'
+schedule), gradient clipping. The forward pass runs under the model's autocast (bf16 where ``model.precision``
+resolves to it for a transformer system), the loss in fp32. ``group_by_length`` batches pairs of similar length
+(:func:`stsreg.train.length_grouped`, by :meth:`PairScorer.pair_lengths`): the same pairs per epoch, less padding.
 
 Resumable (:func:`resumable_steps`, the loop every baseline trains with): every ``checkpoint_every`` steps the
 weights, optimizer, schedule, RNG state, step, the dev history and the best weights so far go to ``ckpt_path``
@@ -25,10 +28,11 @@ import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
-from transformers import get_linear_schedule_with_warmup
 
 from stsreg.baselines.scoring import PairScorer
 from stsreg.evaluate import spearman
+from stsreg.optim import build_optimizer
+from stsreg.train import length_grouped
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,7 @@ class FitConfig:
     eval_every: int = 0          # 0: only at each epoch end
     checkpoint_every: int = 50
     eval_batch_size: int = 64
+    group_by_length: bool = False  # batches of similar-length pairs (transformer systems: measured equal quality)
 
 
 def dev_metrics(model: PairScorer, dev: pd.DataFrame, batch_size: int) -> tuple[float, float]:
@@ -56,7 +61,8 @@ def dev_metrics(model: PairScorer, dev: pd.DataFrame, batch_size: int) -> tuple[
 def resumable_steps(n: int, batch_size: int, epochs: int, seed: int, step_fn: Callable[[list[int]], float],
                     state: dict, extra: dict, ckpt_path: Path, checkpoint_every: int, desc: str,
                     after_step: Callable[[int], None] = lambda step: None,
-                    log_metric=lambda key, value, step: None, loss_name: str = "train_loss") -> int:
+                    log_metric=lambda key, value, step: None, loss_name: str = "train_loss",
+                    lengths: list[int] | None = None) -> int:
     """Run ``epochs`` over ``n`` examples in batches of ``batch_size``: ``step_fn(indices) -> loss`` takes one
     optimizer step; ``after_step(step)`` runs after each (e.g. a dev evaluation). Returns the number of steps.
 
@@ -64,7 +70,9 @@ def resumable_steps(n: int, batch_size: int, epochs: int, seed: int, step_fn: Ca
     optimizer or scheduler), the mutable ``extra`` dict (histories; ``extra["losses"]`` collects the step losses),
     the torch RNG state and the step go to ``ckpt_path`` (atomically); a call with that checkpoint present restores
     them all and continues, so a killed run ends with the same weights. The batch order of each epoch comes from a
-    generator seeded with ``seed + epoch``, so it does not depend on where a run was resumed."""
+    generator seeded with ``seed + epoch``, so it does not depend on where a run was resumed. With ``lengths``
+    ((n,) padded length of each example) the batches are length-grouped (:func:`stsreg.train.length_grouped`: the
+    same number of batches, of similar-length examples)."""
     steps_per_epoch = math.ceil(n / batch_size)
     total, step = steps_per_epoch * epochs, 0
     extra.setdefault("losses", [])
@@ -80,8 +88,12 @@ def resumable_steps(n: int, batch_size: int, epochs: int, seed: int, step_fn: Ca
     bar = tqdm(total=total, initial=step, desc=desc, unit="step", disable=None)
     for epoch in range(step // steps_per_epoch, epochs):
         order = torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+        if lengths is None:
+            batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
+        else:
+            batches = length_grouped(order, lengths, batch_size, seed + epoch)
         for b in range(step - epoch * steps_per_epoch, steps_per_epoch):
-            extra["losses"].append(step_fn(order[b * batch_size:(b + 1) * batch_size]))
+            extra["losses"].append(step_fn(batches[b]))
             step += 1
             log_metric(loss_name, extra["losses"][-1], step)
             bar.update(1)
@@ -101,14 +113,11 @@ def fit(model: PairScorer, train: pd.DataFrame, dev: pd.DataFrame, cfg: FitConfi
     summary (dev Spearman at the start and of the kept weights, the step it came from, the dev history)."""
     torch.manual_seed(seed)
     params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.ndim >= 2]
-    no_decay = [p for p in params if p.ndim < 2]  # biases and norm weights
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr)
     steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
     total = steps_per_epoch * cfg.epochs
-    sched = get_linear_schedule_with_warmup(opt, int(round(cfg.warmup_ratio * total)), total)
+    opt, sched = build_optimizer(model, cfg.lr, cfg.weight_decay, 1.0, total, cfg.warmup_ratio)
     s1, s2 = train.sentence1.tolist(), train.sentence2.tolist()
+    lengths = model.pair_lengths(s1, s2) if cfg.group_by_length else None
     target = torch.tensor(train.score.to_numpy(dtype=np.float32) / 5.0)
     # history: every dev evaluation; best / best_state: the best one after step 0 and its weights
     extra: dict = {"history": [], "best": None, "best_state": None}
@@ -124,7 +133,8 @@ def fit(model: PairScorer, train: pd.DataFrame, dev: pd.DataFrame, cfg: FitConfi
             extra["best_state"] = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
 
     def step_fn(idx: list[int]) -> float:
-        pred = model([s1[i] for i in idx], [s2[i] for i in idx])
+        with model.autocast():
+            pred = model([s1[i] for i in idx], [s2[i] for i in idx])
         loss = torch.nn.functional.mse_loss(pred.float(), target[idx].to(pred.device))
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -143,7 +153,7 @@ def fit(model: PairScorer, train: pd.DataFrame, dev: pd.DataFrame, cfg: FitConfi
         evaluate(0)  # the start (reported; a trained system keeps the best evaluation after it)
     model.train()
     step = resumable_steps(len(train), cfg.batch_size, cfg.epochs, seed, step_fn, state, extra, ckpt_path,
-                           cfg.checkpoint_every, type(model).__name__, after_step, log_metric)
+                           cfg.checkpoint_every, type(model).__name__, after_step, log_metric, lengths=lengths)
     history, losses = extra["history"], extra["losses"]
     start, kept = history[0], extra["best"] or history[0]
     if extra["best_state"] is not None:

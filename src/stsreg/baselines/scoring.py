@@ -6,6 +6,10 @@
   embedding.
 - :class:`BiEncoder`: a :class:`PairScorer` whose score is ``cosine(encode(s1), encode(s2))`` (-1..1) of sentence
   embeddings ``encode(sentences) -> (batch, d)``; :meth:`BiEncoder.score` encodes each distinct sentence once.
+
+Precision: :attr:`PairScorer.amp_dtype` (``None`` = fp32; the transformer systems set it from ``model.precision``,
+see :mod:`stsreg.precision`) is the autocast dtype of :meth:`PairScorer.autocast`, which training and scoring run
+under. Weights stay fp32; scores come back as fp32.
 """
 
 from __future__ import annotations
@@ -16,12 +20,16 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from stsreg import precision as amp
+
 
 class PairScorer(nn.Module):
     """A model of pair similarity. Subclasses implement :meth:`forward`."""
 
     #: what the system runs on (a backbone name, ``GloVe 6B 50d``, ``from scratch`` ...), shown in the table
     runs_on: str = ""
+    #: autocast dtype of training and scoring (``None``: fp32)
+    amp_dtype: torch.dtype | None = None
 
     def forward(self, s1: list[str], s2: list[str]) -> torch.Tensor:  # pragma: no cover - abstract
         """(batch,), (batch,) sentences -> (batch,) similarity (trained target: label / 5, 0-1)."""
@@ -32,18 +40,29 @@ class PairScorer(nn.Module):
         first = next(self.parameters(), None)
         return first.device if first is not None else torch.device("cpu")
 
+    def autocast(self):
+        """Context running the model in :attr:`amp_dtype` (a no-op for fp32)."""
+        return amp.autocast(self.amp_dtype, self.device)
+
+    def pair_lengths(self, s1: list[str], s2: list[str]) -> list[int]:
+        """(n,), (n,) sentences -> (n,) the length a batch of the pair pads to (here: characters of the longer
+        sentence; token-based systems count tokens). Length-grouped training batches sort by it."""
+        return [max(len(a), len(b)) for a, b in zip(s1, s2)]
+
     @torch.no_grad()
     def score(self, s1: list[str], s2: list[str], batch_size: int = 64, desc: str = "score") -> np.ndarray:
-        """(n,), (n,) sentences -> (n,) float similarities, in input order; eval mode for the call."""
+        """(n,), (n,) sentences -> (n,) float similarities, in input order; eval mode and :meth:`autocast` for the
+        call."""
         was = self.training
         self.eval()
         out = np.empty(len(s1), dtype=np.float64)
         # length-sorted batches pad little (the sum of both lengths is what a cross-encoder reads)
         order = sorted(range(len(s1)), key=lambda i: -(len(s1[i]) + len(s2[i])))
         try:
-            for start in tqdm(range(0, len(order), batch_size), desc=desc, unit="batch", disable=None):
-                idx = order[start:start + batch_size]
-                out[idx] = self([s1[i] for i in idx], [s2[i] for i in idx]).float().cpu().numpy()
+            with self.autocast():
+                for start in tqdm(range(0, len(order), batch_size), desc=desc, unit="batch", disable=None):
+                    idx = order[start:start + batch_size]
+                    out[idx] = self([s1[i] for i in idx], [s2[i] for i in idx]).float().cpu().numpy()
         finally:
             self.train(was)
         return out
@@ -62,20 +81,23 @@ class BiEncoder(PairScorer):
         raise NotImplementedError
 
     def forward(self, s1: list[str], s2: list[str]) -> torch.Tensor:
-        return F.cosine_similarity(self.encode(list(s1)), self.encode(list(s2)), dim=-1)
+        # fp32 cosine whatever the encoder's autocast dtype (a bf16 cosine of near-identical pairs rounds to 1)
+        return F.cosine_similarity(self.encode(list(s1)).float(), self.encode(list(s2)).float(), dim=-1)
 
     @torch.no_grad()
     def embed_all(self, sentences: list[str], batch_size: int = 64, desc: str = "encode") -> torch.Tensor:
-        """(n,) sentences -> (n, d) float32 embeddings on CPU, in input order (length-sorted batches)."""
+        """(n,) sentences -> (n, d) float32 embeddings on CPU, in input order (length-sorted batches, under
+        :meth:`autocast`)."""
         was = self.training
         self.eval()
         order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
         chunks, index = [], []
         try:
-            for start in tqdm(range(0, len(order), batch_size), desc=desc, unit="batch", disable=None):
-                idx = order[start:start + batch_size]
-                chunks.append(self.encode([sentences[i] for i in idx]).float().cpu())
-                index += idx
+            with self.autocast():
+                for start in tqdm(range(0, len(order), batch_size), desc=desc, unit="batch", disable=None):
+                    idx = order[start:start + batch_size]
+                    chunks.append(self.encode([sentences[i] for i in idx]).float().cpu())
+                    index += idx
         finally:
             self.train(was)
         emb = torch.cat(chunks) if chunks else torch.empty(0, 0)
