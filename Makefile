@@ -49,7 +49,7 @@ compare: install ## the method comparison (base, +Contrast, CoSENT, cosine MSE, 
 nli-table: install ## the NLI-only objective table (paper Table 1 analogue) -> reports/nli_table/; ~30 min per seed on 2 cores
 	dvc repro nli_table
 
-baselines: install ## the comparative study's systems on STS-B (word vectors .. cross-encoders, LoRA) -> reports/baselines/; ~70 min on 2 cores
+baselines: install ## the comparative study's systems on STS-B (word vectors .. cross-encoders, LoRA) -> reports/baselines/; ~37 min on 2 cores
 	dvc repro baselines
 
 search: install ## Optuna search over stage 2 on STS-B dev only -> reports/search/ (budget: params search.trials / minutes)
