@@ -6,7 +6,7 @@ Same machine, same model weights (the configured backbone), same data, same torc
 - (a) ``encode``: sentences/s of :meth:`SiameseRegressor.encode` (at ``model.precision``, and in fp32) vs
   ``SentenceTransformer.encode`` on the STS-B test sentences (evaluation length and batch), plus every side's
   Spearman (equal accuracy is part of the claim);
-- (b) ``train`` / ``train_grouped``: steady-state stage-2 pairs/s (random batches / ``stage2.group_by_length``) of :func:`stsreg.train.fine_tune` (the stage-2 loss, at ``model.precision``) vs
+- (b) ``train`` / ``train_grouped``: steady-state stage-2 pairs/s (random batches / ``stage2.group_by_length``) of :func:`stsreg.training.stage2.fine_tune` (the stage-2 loss, at ``model.precision``) vs
   ``SentenceTransformerTrainer`` with ``CoSENTLoss``, same pairs, batch size and max length; timed from each side's
   per-step callback after the warm-up steps, so data loading, evaluation and saving are outside both;
 - (c) ``stage1``: stage-1 wall time with a cold embedding cache vs one encoder pass over the same NLI sentences;
@@ -116,12 +116,13 @@ def _resolved(model) -> str:
 def _train_stsreg(backbone: str, pairs: pd.DataFrame, dev: pd.DataFrame, stage2, max_length: int, work: Path,
                   warmup: int, group_by_length: bool, precision: str) -> float:
     from stsreg.model import SiameseRegressor
-    from stsreg.train import fine_tune
+    from stsreg.losses import Objective
+    from stsreg.training.stage2 import fine_tune
 
     stamps: list[float] = []
     model = SiameseRegressor.from_pretrained(backbone, max_length=max_length, precision=precision)
     p = dataclasses.replace(stage2, epochs=1, eval_every=10**9, checkpoint_every=10**9, group_by_length=group_by_length)
-    fine_tune(model, pairs, dev, p, 0, work / "out", work / "ckpt", log_metric=lambda k, v, s: k == "train_loss" and stamps.append(time.perf_counter()))
+    fine_tune(model, pairs, dev, Objective.from_params(p), p, 0, work / "out", work / "ckpt", log_metric=lambda k, v, s: k == "train_loss" and stamps.append(time.perf_counter()))
     return _steady_rate(stamps, p.batch_size, warmup)
 
 
@@ -176,8 +177,8 @@ def bench_train(backbone: str, sts: pd.DataFrame, n_pairs: int, stage2, max_leng
 # -- (c) stage 1 vs one encoder pass --------------------------------------------------------------------
 def bench_stage1(params, nli_path: Path, n_pairs: int, repeats: int) -> dict:
     from stsreg.model import SiameseRegressor
-    from stsreg.stage1 import sample_pairs
-    from stsreg.stages import run_stage1
+    from stsreg.data.catalogue import sample_pairs
+    from stsreg.runners import run_stage1
 
     params = dataclasses.replace(params, stage1=dataclasses.replace(params.stage1, max_pairs=n_pairs))
     nli = sample_pairs(pd.read_parquet(nli_path), n_pairs, params.seed)
@@ -201,7 +202,7 @@ def bench_stage1(params, nli_path: Path, n_pairs: int, repeats: int) -> dict:
 # -- (d) Prefect + MLflow overhead ------------------------------------------------------------------------
 _BARE = """
 import sys; from pathlib import Path
-from stsreg.config import load_params; from stsreg.stages import run_stage1
+from stsreg.config import load_params; from stsreg.runners import run_stage1
 run_stage1(load_params(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))
 """
 _FLOW = """

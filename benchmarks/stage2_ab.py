@@ -23,9 +23,8 @@ DEFAULT_RUNS = ("fp32:random:42", "bf16:random:42", "bf16:grouped:42", "bf16:ran
 
 
 def run_one(params, spec: str, sts: Path, init: Path) -> dict:
-    from stsreg.eval_stage import run_evaluate
     from stsreg.model import SiameseRegressor
-    from stsreg.stages import fine_tune_on_sts
+    from stsreg.runners import run_evaluate, run_stage2
 
     mode, batching, seed = spec.split(":")
     p = dataclasses.replace(params, seed=int(seed),
@@ -35,7 +34,7 @@ def run_one(params, spec: str, sts: Path, init: Path) -> dict:
     model.config = dataclasses.replace(model.config, precision=mode)
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
-        summary = fine_tune_on_sts(p, sts, model, Path(d) / "out", Path(d) / "ckpt")
+        summary = run_stage2(p, sts, model, Path(d) / "out", Path(d) / "ckpt")
         wall = time.perf_counter() - t0
         metrics = run_evaluate(p, Path(d) / "out", sts, Path(d) / "eval")
     return {"run": spec, "precision": summary["precision"], "group_by_length": batching == "grouped", "seed": int(seed),

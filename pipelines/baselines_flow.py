@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from prefect import flow, task
 
-from stsreg import atomic, rundirs, stages, tracking
+from stsreg import atomic, rundirs, runtime, tracking
 from stsreg.baselines import experiment, report
 from stsreg.codehash import code_hash
 from stsreg.config import Params, load_params
@@ -60,7 +60,7 @@ def baselines_parent(params_path: str, runs_dir: str) -> str:
     params = load_params(params_path)
     run_id = tracking.start_run(EXPERIMENT, "baselines", {"baselines": dataclasses.asdict(params.baselines),
                                                           "seed": params.seed},
-                                tracking.environment_tags(stages.device_name()))
+                                tracking.environment_tags(runtime.device_name()))
     atomic.write_json(marker, {"mlflow_run_id": run_id})
     return run_id
 
@@ -72,7 +72,7 @@ def baselines_system(params_path: str, name: str, sts_path: str, nli_path: str, 
     key = system_fingerprint(params, name, sha256_file(sts_path), sha256_file(nli_path))
     if rundirs.prepare(work, key):
         return _read_json(work / "metrics.json") or {"unavailable": _read_json(work / "run.json").get("unavailable")}
-    tags = {**tracking.environment_tags(stages.device_name()), "system": name, "mlflow.parentRunId": parent,
+    tags = {**tracking.environment_tags(runtime.device_name()), "system": name, "mlflow.parentRunId": parent,
             "fingerprint": key}
     logged = {"system": name, "seed": params.seed, "baselines": experiment.settings(params, name)}
     with tracking.tracked_run(EXPERIMENT, name, logged, tags) as run:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 from prefect import flow, task
 
-from stsreg import atomic, compare, eval_stage, stages, tracking
+from stsreg import atomic, compare, runners, runtime, tracking
 from stsreg.config import load_params
 from stsreg.hashing import sha256_file
 
@@ -36,11 +36,11 @@ def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_pat
     work.mkdir(parents=True)
     logged = {"method": method, "seed": seed, "spec": compare.METHODS[method], "stage2": dataclasses.asdict(params.stage2),
               "evaluate": dataclasses.asdict(params.evaluate)}
-    tags = {**tracking.environment_tags(stages.device_name()), "method": method, "seed": str(seed), "fingerprint": fingerprint}
+    tags = {**tracking.environment_tags(runtime.device_name()), "method": method, "seed": str(seed), "fingerprint": fingerprint}
     with tracking.tracked_run(EXPERIMENT, f"{method}-{seed}", logged, tags) as run:
         model_dir = compare.train_method(params, method, seed, Path(sts_path), Path(nli_path), work, run)
         run.flush()
-        metrics = eval_stage.run_evaluate(params, model_dir, Path(sts_path), work)
+        metrics = runners.run_evaluate(params, model_dir, Path(sts_path), work)
         tracking.log_metrics(run.run_id, metrics)
         for name in ("table.md", "predictions.parquet"):
             tracking.client().log_artifact(run.run_id, str(work / name), artifact_path="eval")
@@ -73,7 +73,7 @@ def compare_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: 
     summary = {f"{r.method}_{col}": float(r[f"{col}_mean"]) for _, r in table.iterrows() for col in ("avg7", "avg7_unseen")}
     atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
     logged = {"compare": dataclasses.asdict(c), "stage2": dataclasses.asdict(params.stage2)}
-    with tracking.tracked_run(EXPERIMENT, "compare", logged, tracking.environment_tags(stages.device_name())) as run:
+    with tracking.tracked_run(EXPERIMENT, "compare", logged, tracking.environment_tags(runtime.device_name())) as run:
         tracking.log_metrics(run.run_id, summary)
         for name in ("results.md", "results.csv", "runs.csv", "paired.csv", "avg7.png"):
             if (out / name).exists():

@@ -19,14 +19,14 @@ from pathlib import Path
 import pandas as pd
 from prefect import flow, task
 
-from stsreg import atomic, compare, eval_stage, nli_table, rundirs, stages, tracking
+from stsreg import atomic, compare, nli_table, rundirs, runners, runtime, tracking
 from stsreg.codehash import code_hash
 from stsreg.config import Params, load_params
 from stsreg.hashing import fingerprint, sha256_file
 
 EXPERIMENT = "stsreg-nli-table"
 #: The code one (objective, seed) run executes; config.py is left out (the resolved values are in the key).
-ROW_CODE = ("stsreg.nli_table", "stsreg.eval_stage")
+ROW_CODE = ("stsreg.nli_table", "stsreg.runners")
 
 
 def row_fingerprint(params: Params, name: str, seed: int, nli_sha: str, sts_sha: str) -> str:
@@ -48,13 +48,13 @@ def nli_table_row(params_path: str, name: str, seed: int, nli_path: str, sts_pat
         return json.loads((work / "metrics.json").read_text())
     logged = {"objective": name, "seed": seed, "nli_table": dataclasses.asdict(params.nli_table),
               "model": dataclasses.asdict(params.model), "evaluate": dataclasses.asdict(params.evaluate)}
-    tags = {**tracking.environment_tags(stages.device_name()), "objective": name, "seed": str(seed), "fingerprint": key}
+    tags = {**tracking.environment_tags(runtime.device_name()), "objective": name, "seed": str(seed), "fingerprint": key}
     started = time.time()
     with tracking.tracked_run(EXPERIMENT, f"{name}-{seed}", logged, tags) as run:
         model_dir = nli_table.run_row(params, name, seed, pd.read_parquet(nli_path), work, run)
         trained_s = time.time() - started
         run.flush()
-        metrics = eval_stage.run_evaluate(params, model_dir, Path(sts_path), work)
+        metrics = runners.run_evaluate(params, model_dir, Path(sts_path), work)
         metrics.update(train_seconds=trained_s, row_seconds=time.time() - started)
         atomic.write_json(work / "metrics.json", metrics)
         tracking.log_metrics(run.run_id, metrics)
@@ -88,7 +88,7 @@ def nli_table_report(params_path: str, runs_dir: str, out_dir: str, metrics_path
     summary = {f"{r.method}_avg7": float(r["avg7_mean"]) for _, r in table.iterrows()}
     atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
     logged = {"nli_table": dataclasses.asdict(p), "model": dataclasses.asdict(params.model)}
-    with tracking.tracked_run(EXPERIMENT, "nli-table", logged, tracking.environment_tags(stages.device_name())) as run:
+    with tracking.tracked_run(EXPERIMENT, "nli-table", logged, tracking.environment_tags(runtime.device_name())) as run:
         tracking.log_metrics(run.run_id, summary)
         for name in ("results.md", "results.csv", "runs.csv", "paired.csv", "avg7.png"):
             if (out / name).exists():

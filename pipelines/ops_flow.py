@@ -16,9 +16,7 @@ so the champion alias is never moved by a failed run.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import os
 import subprocess
 import tempfile
 import time
@@ -114,33 +112,29 @@ def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s
 @flow(name="stsreg-champion-eval")
 def champion_eval_flow(project_dir: str = ".", params_path: str = "params.yaml",
                        sts_path: str = "data/prepared/sts.parquet") -> dict:
-    """Evaluate ``models:/sts-regression@champion`` on the prepared test sets; one MLflow run; tags on the version."""
+    """Evaluate ``models:/sts-regression@champion`` on the prepared test sets with the release flow's evaluate task
+    (one MLflow run in experiment ``stsreg-champion``); tags on the version."""
     import mlflow
 
-    from stsreg import eval_stage, stages
-    from stsreg.config import load_params
+    from pipelines.release_flow import evaluate_task
 
     project = Path(project_dir).resolve()
-    uri = tracking.tracking_uri(project)
-    os.environ["MLFLOW_TRACKING_URI"] = uri  # tracking.tracked_run below logs to the same store
+    uri = tracking.tracking_uri(project)  # passed down explicitly: no process-wide MLflow state is set
     c = tracking.client(uri)
     version = c.get_model_version_by_alias(MODEL_NAME, "champion")
-    params = load_params(project / params_path)
-    mlflow.set_tracking_uri(uri)
     with tempfile.TemporaryDirectory() as tmp:
-        pyfunc = mlflow.pyfunc.load_model(f"models:/{MODEL_NAME}@champion", dst_path=tmp)
-        model_dir = Path(pyfunc.unwrap_python_model().model_dir)
-        tags = {**tracking.environment_tags(stages.device_name()), "model_version": version.version}
-        with tracking.tracked_run("stsreg-champion", f"champion-v{version.version}", {"evaluate": dataclasses.asdict(params.evaluate)}, tags) as run:
-            metrics = eval_stage.run_evaluate(params, model_dir, project / sts_path, Path(tmp) / "eval")
-            tracking.log_metrics(run.run_id, metrics)
-            tracking.client().log_artifact(run.run_id, str(Path(tmp) / "eval" / "table.md"), artifact_path="eval")
+        local = mlflow.artifacts.download_artifacts(artifact_uri=f"runs:/{version.run_id}/model", dst_path=tmp,
+                                                    tracking_uri=uri)
+        model_dir = Path(mlflow.pyfunc.load_model(local).unwrap_python_model().model_dir)
+        metrics = evaluate_task(str(project / params_path), str(model_dir), str(project / sts_path),
+                                str(Path(tmp) / "eval"), uri=uri, experiment="stsreg-champion",
+                                run_name=f"champion-v{version.version}", tags={"model_version": version.version})
     when = time.strftime("%Y-%m-%dT%H:%M:%S")
     c.set_model_version_tag(MODEL_NAME, version.version, "last_eval.time", when)
     c.set_model_version_tag(MODEL_NAME, version.version, "last_eval.avg7_spearman", f"{metrics['avg7_spearman']:.2f}")
-    c.set_model_version_tag(MODEL_NAME, version.version, "last_eval.run_id", run.run_id)
+    c.set_model_version_tag(MODEL_NAME, version.version, "last_eval.run_id", metrics["run_id"])
     get_run_logger().info("champion v%s: avg7 %.2f", version.version, metrics["avg7_spearman"])
-    return {"version": int(version.version), "run_id": run.run_id, "avg7_spearman": metrics["avg7_spearman"],
+    return {"version": int(version.version), "run_id": metrics["run_id"], "avg7_spearman": metrics["avg7_spearman"],
             "avg7_unseen_spearman": metrics.get("avg7_unseen_spearman")}
 
 

@@ -17,14 +17,13 @@ from pathlib import Path
 
 from prefect import flow, task
 
-from stsreg import atomic, stages, tracking
+from stsreg import atomic, runtime, tracking
 from stsreg.codehash import code_hash
 from stsreg.config import load_params
 from stsreg.hashing import fingerprint
 from stsreg.profiling.grid import GridSpec, run_grid, summarize
 from stsreg.profiling.measure import measure_in_subprocess
 from stsreg.profiling.report import format_table, plot, results_frame
-from stsreg.train import resolve_device
 
 EXPERIMENT = "stsreg-profile"
 # what a measurement depends on: the code the measuring subprocess (`python -m stsreg.profiling.measure`) runs;
@@ -61,8 +60,8 @@ def profile_flow(params_path: str = "params.yaml", out_dir: str = "reports/profi
                  metrics_path: str = "metrics/profile.json") -> dict:
     params = load_params(params_path)
     p = params.profile
-    dev = resolve_device(p.device)
-    device, device_label = str(dev), stages.device_name(dev)  # "cuda:0" / "cpu"; the GPU's name / "cpu"
+    dev = runtime.resolve_device(p.device)
+    device, device_label = str(dev), runtime.device_name(dev)  # "cuda:0" / "cpu"; the GPU's name / "cpu"
     spec = GridSpec(p.methods, p.batch_sizes, p.lengths, (p.headline_batch, p.headline_length),
                             (p.reference_batch, p.reference_length), p.memory_budget_mb, p.max_step_s)
     out = Path(out_dir)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from prefect import flow, task
 
-from stsreg import atomic, search, stages, tracking
+from stsreg import atomic, runners, runtime, search, tracking
 from stsreg.codehash import code_hash
 from stsreg.config import load_params
 from stsreg.hashing import sha256_file
@@ -51,13 +51,14 @@ def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_
     name = search.study_name(params, sha256_file(sts_path), _dir_hash(Path(init_dir)),
                              # config.py holds defaults and validation: a trial's settings are recorded in full
                              # (its params + the fixed settings in the name), so editing a default keeps the study
-                             code_hash(("stsreg.search", "stsreg.stages"), exclude=("stsreg.config",)))
+                             code_hash(("stsreg.search", "stsreg.runners"), exclude=("stsreg.config",)))
     Path(db_path).parent.mkdir(parents=True, exist_ok=True)
     storage = optuna.storages.RDBStorage(f"sqlite:///{Path(db_path).resolve()}")
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True,
-                                sampler=optuna.samplers.TPESampler(seed=params.seed),
                                 pruner=optuna.pruners.MedianPruner(n_startup_trials=s.startup_trials,
                                                                    n_warmup_steps=s.prune_after))
+    # seeded by how far the study has got: a continued study draws new start-up points instead of replaying them
+    study.sampler = optuna.samplers.TPESampler(seed=params.seed + len(study.trials))
     # A trial still RUNNING was killed with its process (the pipeline lock rules out a live one): mark it failed
     # and queue its settings again; the retry resumes from the trial folder's last checkpoint.
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -78,7 +79,7 @@ def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_
     parent = study.user_attrs.get("mlflow_parent_run")
     if parent is None:
         logged = {"search": dataclasses.asdict(s), "stage2": {f: getattr(params.stage2, f) for f in search.FIXED}}
-        parent = tracking.start_run(EXPERIMENT, "search", logged, {**tracking.environment_tags(stages.device_name()),
+        parent = tracking.start_run(EXPERIMENT, "search", logged, {**tracking.environment_tags(runtime.device_name()),
                                                                   "study": name})
         study.set_user_attr("mlflow_parent_run", parent)
 
@@ -97,13 +98,13 @@ def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_
             if trial.should_prune():
                 raise optuna.TrialPruned(f"dev {score:.2f} at step {step} is below the median of earlier trials")
 
-        tags = {**tracking.environment_tags(stages.device_name()), "mlflow.parentRunId": parent,
+        tags = {**tracking.environment_tags(runtime.device_name()), "mlflow.parentRunId": parent,
                 "trial": str(trial.number), "study": name}
         pruned = None
         with tracking.tracked_run(EXPERIMENT, f"trial-{trial.number}", {"stage2": dataclasses.asdict(p2)}, tags) as run:
             try:
-                summary = stages.fine_tune_on_sts(p, Path(sts_path), SiameseRegressor.load(init_dir), work / "model",
-                                                  work / "ckpt", run, on_eval=on_eval)
+                summary = runners.run_stage2(p, Path(sts_path), SiameseRegressor.load(init_dir), work / "model",
+                                             work / "ckpt", run, on_eval=on_eval)
             except optuna.TrialPruned as e:  # a decision, not a failure: the MLflow run ends FINISHED, tagged
                 pruned = e
             trial.set_user_attr("minutes", (time.time() - started) / 60)

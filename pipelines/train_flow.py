@@ -2,7 +2,7 @@
 
 Each flow has one task; the task opens one MLflow run (resolved params, library versions, device, git commit,
 data hashes, per-step loss, dev curve, the model as artifact), calls the stage's runner in
-:mod:`stsreg.stages` with the run's metric buffer, and closes the run. Ephemeral Prefect by default; a Prefect
+:mod:`stsreg.runners` with the run's metric buffer, and closes the run. Ephemeral Prefect by default; a Prefect
 server when ``PREFECT_API_URL`` is set. With ``metrics_path`` the task also writes the stage's headline numbers
 (what ``dvc metrics show`` compares); stage 2 with ``curve_path`` writes its STS-B dev curve (a DVC plot).
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 from prefect import flow, task
 
-from stsreg import atomic, stages, tracking
+from stsreg import atomic, runners, runtime, tracking
 from stsreg.config import Params, load_params
 from stsreg.hashing import sha256_file
 
@@ -31,7 +31,7 @@ HEADLINE = {"1": ("pairs", "steps", "final_loss", "head_rounded_accuracy"),
 
 
 def _run_tags(data_paths: list[str]) -> dict[str, str]:
-    tags = tracking.environment_tags(stages.device_name())
+    tags = tracking.environment_tags(runtime.device_name())
     tags.update({f"data_sha256.{Path(p).name}": sha256_file(p) for p in data_paths})
     return tags
 
@@ -57,7 +57,7 @@ def _logged(params: Params, stage: str) -> dict:
 def stage1_task(params_path: str, nli_path: str, out_dir: str, cache_dir: str, metrics_path: str | None = None) -> dict:
     params = load_params(params_path)
     with tracking.tracked_run(EXPERIMENT, "stage1", _logged(params, "1"), _run_tags([nli_path])) as run:
-        summary = stages.run_stage1(params, Path(nli_path), Path(out_dir), Path(cache_dir), run)
+        summary = runners.run_stage1(params, Path(nli_path), Path(out_dir), Path(cache_dir), run)
         return _finish("1", run, summary, out_dir, metrics_path)
 
 
@@ -66,7 +66,7 @@ def stage2_task(params_path: str, sts_path: str, init_dir: str, out_dir: str, ck
                 metrics_path: str | None = None, curve_path: str | None = None) -> dict:
     params = load_params(params_path)
     with tracking.tracked_run(EXPERIMENT, "stage2", _logged(params, "2"), _run_tags([sts_path])) as run:
-        summary = stages.run_stage2(params, Path(sts_path), Path(init_dir), Path(out_dir), Path(ckpt_dir), run)
+        summary = runners.run_stage2(params, Path(sts_path), Path(init_dir), Path(out_dir), Path(ckpt_dir), run)
         if curve_path:
             atomic.to_csv(pd.DataFrame(summary["dev_curve"], columns=["step", "dev_spearman"]), curve_path)
         return _finish("2", run, summary, out_dir, metrics_path)

@@ -35,6 +35,7 @@ STAGE_ENTRIES = {
     "profile": ("pipelines.profile_flow",),
     "claims": ("stsreg.claims",),
     "nli_table": ("pipelines.nli_table_flow",),
+    "baselines": ("pipelines.baselines_flow",),
 }
 
 

@@ -35,14 +35,14 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from stsreg import stages
+    from stsreg import runners, runtime
 
-    if stages.world()[0] > 1:
+    if runtime.world()[0] > 1:
         # under torchrun: every process runs the same loop; no Prefect flow per process
         params = load_params(args.params)
         if args.stage == "1":
             raise SystemExit("stage 1 trains 1,153 parameters on cached features: run it without torchrun")
-        summary = stages.run_stage2(params, Path(args.sts), Path(args.stage1_dir), Path(args.stage2_dir), Path(args.checkpoints))
+        summary = runners.run_stage2(params, Path(args.sts), Path(args.stage1_dir), Path(args.stage2_dir), Path(args.checkpoints))
     else:
         from pipelines.train_flow import stage1_flow, stage2_flow
 
@@ -54,7 +54,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             summary = stage2_flow(params_path=args.params, sts_path=args.sts, init_dir=args.stage1_dir,
                                   out_dir=args.stage2_dir, ckpt_dir=args.checkpoints, metrics_path=metrics,
                                   curve_path=args.curve or None)
-    if stages.is_main_process():
+    if runtime.is_main_process():
         shown = {k: v for k, v in summary.items() if not isinstance(v, (list, dict))}
         print(f"stage {args.stage}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
     return 0

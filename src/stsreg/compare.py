@@ -66,7 +66,7 @@ COLUMNS = [*EVAL_TASKS, "avg7", "avg7_unseen"]
 
 
 #: The code one (method, seed) run executes (training and evaluation); its hash is part of each run's fingerprint.
-RUN_CODE = ("stsreg.compare", "stsreg.eval_stage")
+RUN_CODE = ("stsreg.compare", "stsreg.runners")
 #: Left out of that hash: ``config.py`` holds defaults and validation, and the resolved values themselves are in the
 #: fingerprint, so adding a params section or a help text does not retrain every row.
 RUN_CODE_EXCLUDE = ("stsreg.config",)
@@ -102,8 +102,8 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
     model settings and the NLI data, so a change of any of them trains a new one.
     """
     from stsreg.model import SiameseRegressor, resolve_backbone
-    from stsreg.stages import fine_tune_on_sts, run_stage1
-    from stsreg.train import set_seed
+    from stsreg.runners import run_stage1, run_stage2
+    from stsreg.runtime import set_seed
 
     spec = METHODS[method]
     if spec is None:
@@ -120,7 +120,7 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
         m = p.model
         model = SiameseRegressor.from_params(m)
     p = dataclasses.replace(p, stage2=stage2_for(p, method))
-    fine_tune_on_sts(p, sts_path, model, work / "model", work / "checkpoints", log_metric, keep="trained")
+    run_stage2(p, sts_path, model, work / "model", work / "checkpoints", log_metric, keep="trained")
     shutil.copyfile(work / "model" / "training_summary.json", work / "training_summary.json")  # kept after the weights go
     shutil.rmtree(work / "checkpoints", ignore_errors=True)
     return work / "model"

@@ -20,9 +20,13 @@ import torch.nn.functional as F
 from scipy.stats import pearsonr, spearmanr
 
 from stsreg.bootstrap import PairedResult, paired_test, spearman_ci
-from stsreg.data.catalogue import EVAL_TASKS
+from stsreg.data.catalogue import EVAL_TASKS, stsb_split, unique_sentences
 
 PAIR_KEY = ["task", "file", "line"]  # identifies a scored pair across prediction tables
+
+
+#: The number the project optimises and gates on: mean Spearman x100 of cosine over the 7 tasks (:func:`task_metrics`).
+PRIMARY_METRIC = "avg7_spearman"
 
 
 def cosine_scores(model, sentences1: list[str], sentences2: list[str], batch_size: int = 64,
@@ -33,12 +37,10 @@ def cosine_scores(model, sentences1: list[str], sentences2: list[str], batch_siz
 
 def _pair_scores(model, sentences1, sentences2, batch_size: int, show_progress) -> tuple[np.ndarray, np.ndarray]:
     """(n,), (n,) sentences -> ((n,) cosine, (n,) served 0-5 prediction: :meth:`SiameseRegressor.predict`)."""
-    unique = list(dict.fromkeys(list(sentences1) + list(sentences2)))
-    pos = {s: i for i, s in enumerate(unique)}
+    unique, (i1, i2) = unique_sentences(sentences1, sentences2)
     with torch.no_grad():
         emb = model.encode(unique, batch_size=batch_size, show_progress=show_progress)
-        u = emb[[pos[s] for s in sentences1]]
-        v = emb[[pos[s] for s in sentences2]]
+        u, v = emb[i1], emb[i2]
         prediction = model.predict(u.to(model.device), v.to(model.device)).float().cpu()
     return F.cosine_similarity(u, v).numpy(), prediction.numpy()
 
@@ -57,7 +59,7 @@ def eval_pairs(sts: pd.DataFrame) -> pd.DataFrame:
     """The prepared STS table -> the pairs evaluation scores: the 7 test sets + STS-B dev, with a ``task`` column
     (``sts12`` ... ``sickr``, ``stsb_dev``)."""
     test = sts[sts.dataset.isin(EVAL_TASKS) & (sts.split == "test")].assign(task=lambda d: d.dataset)
-    dev = sts[(sts.dataset == "stsb") & (sts.split == "dev")].assign(task="stsb_dev")
+    dev = stsb_split(sts, "dev").assign(task="stsb_dev")
     return pd.concat([test, dev], ignore_index=True)
 
 

@@ -243,6 +243,12 @@ class Objective(nn.Module):
         else:
             self.kind, self.loss = "contrastive", InBatchContrastive(temperature)
 
+    @classmethod
+    def from_params(cls, p) -> "Objective":
+        """The objective a :class:`~stsreg.config.Stage2Params` names (``loss`` with its ``x0``, ``k``, ... )."""
+        return cls(p.loss, p.x0, p.k, p.zero_negative, p.temperature, p.contrastive_min_label, p.cos_a, p.cos_b,
+                   p.joint_lambda)
+
     @property
     def score_map(self) -> list[float] | None:
         """The served score after training with this objective (:meth:`SiameseRegressor.predict`): None = the head

@@ -41,7 +41,7 @@ from stsreg.config import NliTableParams, Params
 from stsreg.losses import HEAD_LOSSES, InBatchContrastive, SoftmaxCE, build_head_loss
 from stsreg.model import SiameseRegressor, pair_features
 from stsreg.optim import param_groups
-from stsreg.stage1 import sample_pairs
+from stsreg.data.catalogue import sample_pairs
 
 log = logging.getLogger(__name__)
 

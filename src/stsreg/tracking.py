@@ -42,7 +42,7 @@ def experiment_id(c, name: str) -> str:
     if exp is not None:
         return exp.experiment_id
     artifact_root = None
-    uri = tracking_uri()
+    uri = c.tracking_uri
     if uri.startswith("sqlite:///"):  # embedded store: artifacts beside the database (mlflow/artifacts), not ./mlruns
         artifact_root = (Path(uri.removeprefix("sqlite:///")).resolve().parent / "artifacts").as_uri()
     return c.create_experiment(name, artifact_location=artifact_root)
@@ -74,11 +74,11 @@ def flatten(d: dict, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def start_run(experiment: str, run_name: str, params: dict, tags: dict[str, str]) -> str:
-    """Create a run with resolved params and tags; returns its id."""
+def start_run(experiment: str, run_name: str, params: dict, tags: dict[str, str], uri: str | None = None) -> str:
+    """Create a run with resolved params and tags in the store ``uri`` (default :func:`tracking_uri`); returns its id."""
     from mlflow.entities import Param
 
-    c = client()
+    c = client(uri)
     run = c.create_run(experiment_id(c, experiment), run_name=run_name, tags=tags)
     items = [Param(k, v[:6000]) for k, v in flatten(params).items()]
     for i in range(0, len(items), 100):
@@ -86,15 +86,15 @@ def start_run(experiment: str, run_name: str, params: dict, tags: dict[str, str]
     return run.info.run_id
 
 
-def end_run(run_id: str, status: str = "FINISHED") -> None:
-    client().set_terminated(run_id, status=status)
+def end_run(run_id: str, status: str = "FINISHED", uri: str | None = None) -> None:
+    client(uri).set_terminated(run_id, status=status)
 
 
 class MetricBuffer:
     """Collects (key, value, step) and sends them to MLflow in batches of ``flush_every``."""
 
-    def __init__(self, run_id: str | None, flush_every: int = 200):
-        self.run_id, self.flush_every, self.pending = run_id, flush_every, []
+    def __init__(self, run_id: str | None, flush_every: int = 200, uri: str | None = None):
+        self.run_id, self.flush_every, self.pending, self.uri = run_id, flush_every, [], uri
 
     def __call__(self, key: str, value: float, step: int) -> None:
         if self.run_id is None:
@@ -107,16 +107,16 @@ class MetricBuffer:
 
     def flush(self) -> None:
         if self.run_id and self.pending:
-            c = client()
+            c = client(self.uri)
             for i in range(0, len(self.pending), 1000):
                 c.log_batch(self.run_id, metrics=self.pending[i:i + 1000])
             self.pending = []
 
 
 
-def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0) -> None:
+def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0, uri: str | None = None) -> None:
     """Log a flat dict of numeric metrics at one step (non-numbers and booleans are skipped)."""
-    buffer = MetricBuffer(run_id, flush_every=10**9)
+    buffer = MetricBuffer(run_id, flush_every=10**9, uri=uri)
     for key, value in sorted(metrics.items()):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             buffer(key, value, step)
@@ -124,16 +124,17 @@ def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0) -> None:
 
 
 @contextmanager
-def tracked_run(experiment: str, run_name: str, params: dict, tags: dict[str, str]):
-    """One MLflow run around a block: yields a :class:`MetricBuffer` (``.run_id``), flushes it at the end, and
-    closes the run FINISHED, or FAILED when the block raises (even KeyboardInterrupt)."""
-    run_id = start_run(experiment, run_name, params, tags)
-    buffer = MetricBuffer(run_id)
+def tracked_run(experiment: str, run_name: str, params: dict, tags: dict[str, str], uri: str | None = None):
+    """One MLflow run (in the store ``uri``, default :func:`tracking_uri`) around a block: yields a
+    :class:`MetricBuffer` (``.run_id``, ``.uri``), flushes it at the end, and closes the run FINISHED, or FAILED
+    when the block raises (even KeyboardInterrupt)."""
+    run_id = start_run(experiment, run_name, params, tags, uri)
+    buffer = MetricBuffer(run_id, uri=uri)
     try:
         yield buffer
     except BaseException:
         buffer.flush()
-        end_run(run_id, "FAILED")
+        end_run(run_id, "FAILED", uri)
         raise
     buffer.flush()
-    end_run(run_id)
+    end_run(run_id, uri=uri)

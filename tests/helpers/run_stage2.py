@@ -13,7 +13,8 @@ import torch
 
 from stsreg.config import Stage2Params
 from stsreg.model import SiameseRegressor
-from stsreg.train import fine_tune, init_distributed, set_seed, world
+from stsreg.runtime import init_distributed, set_seed, world
+from tests.helpers.training import fine_tune_params as fine_tune
 from tests.conftest import tiny_sts
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from stsreg import precision
 from stsreg.config import Stage2Params
 from stsreg.model import SiameseRegressor
-from stsreg.train import fine_tune
+from tests.helpers.training import fine_tune_params as fine_tune
 from tests.conftest import tiny_sts
 
 CPU = torch.device("cpu")

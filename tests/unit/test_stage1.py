@@ -4,7 +4,7 @@ import torch
 
 from stsreg.config import Stage1Params
 from stsreg.model import SiameseRegressor
-from stsreg.stage1 import train_head
+from stsreg.training.stage1 import train_head
 from tests.helpers.nli import tiny_nli
 
 

@@ -13,7 +13,7 @@ import torch
 from stsreg.config import Stage2Params
 from stsreg.model import SiameseRegressor
 from stsreg.optim import param_groups
-from stsreg.train import fine_tune
+from tests.helpers.training import fine_tune_params as fine_tune
 from tests.conftest import REPO, tiny_sts
 from tests.helpers.weights import weights
 
@@ -123,7 +123,7 @@ def test_kill_9_then_resume_matches_uninterrupted(tiny_backbone, tmp_path):
 def test_length_grouped_batches_keep_every_pair_and_pad_less():
     import random
 
-    from stsreg.train import length_grouped
+    from stsreg.training.batches import length_grouped
 
     rng = random.Random(0)
     lengths = [rng.randint(5, 120) for _ in range(1000)]
@@ -162,7 +162,7 @@ def test_cosine_buffer_objectives_train_the_encoder(tiny_backbone, tmp_path, los
 
 
 def test_label_modes_truncate_is_not_rounding():
-    from stsreg.train import adjust_labels
+    from stsreg.training.batches import adjust_labels
 
     y = torch.tensor([0.0, 0.4, 2.5, 3.8, 4.999, 5.0])
     assert adjust_labels(y, "raw").tolist() == y.tolist()

@@ -111,11 +111,9 @@ def _view(params: Params, name: str) -> SimpleNamespace:
 def stsb_splits(sts: pd.DataFrame, max_train_pairs: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(STS-B train, STS-B dev) rows of the prepared STS table (sentence1, sentence2, score 0-5); train sampled to
     ``max_train_pairs`` (0 = all) with ``seed``."""
-    from stsreg.stage1 import sample_pairs
+    from stsreg.data.catalogue import sample_pairs, stsb_split
 
-    rows = sts[sts.dataset == "stsb"]
-    train = sample_pairs(rows[rows.split == "train"], max_train_pairs, seed)
-    return train, rows[rows.split == "dev"].reset_index(drop=True)
+    return sample_pairs(stsb_split(sts, "train"), max_train_pairs, seed), stsb_split(sts, "dev")
 
 
 def _word_vectors(name: str, p, sts: pd.DataFrame, nli: pd.DataFrame, seed: int, work: Path):
@@ -228,7 +226,7 @@ def run_system(params: Params, name: str, sts: pd.DataFrame, nli: pd.DataFrame, 
     """Build, train (resumable from ``work/checkpoint.pt``), score; writes ``work/{predictions.parquet,
     fit_summary.json}`` and returns the metrics (plus timings and parameter counts). Raises :class:`Unavailable`."""
     from stsreg.baselines.recurrent import pretrain_on_nli
-    from stsreg.stage1 import sample_pairs
+    from stsreg.data.catalogue import sample_pairs
 
     p = _view(params, name)
     work.mkdir(parents=True, exist_ok=True)

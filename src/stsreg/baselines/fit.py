@@ -7,7 +7,7 @@ ones kept, among the evaluations after step 0 (selection reads STS-B dev only). 
 no decay on biases and norm weights, fused where the device has it), linear warm-up then decay (transformers'
 schedule), gradient clipping. The forward pass runs under the model's autocast (bf16 where ``model.precision``
 resolves to it for a transformer system), the loss in fp32. ``group_by_length`` batches pairs of similar length
-(:func:`stsreg.train.length_grouped`, by :meth:`PairScorer.pair_lengths`): the same pairs per epoch, less padding.
+(:func:`stsreg.training.batches.length_grouped`, by :meth:`PairScorer.pair_lengths`): the same pairs per epoch, less padding.
 
 Resumable (:func:`resumable_steps`, the loop every baseline trains with): every ``checkpoint_every`` steps the
 weights, optimizer, schedule, RNG state, step, the dev history and the best weights so far go to ``ckpt_path``
@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from stsreg.baselines.scoring import PairScorer
 from stsreg.evaluate import spearman
 from stsreg.optim import build_optimizer
-from stsreg.train import length_grouped
+from stsreg.training.batches import length_grouped
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def resumable_steps(n: int, batch_size: int, epochs: int, seed: int, step_fn: Ca
     the torch RNG state and the step go to ``ckpt_path`` (atomically); a call with that checkpoint present restores
     them all and continues, so a killed run ends with the same weights. The batch order of each epoch comes from a
     generator seeded with ``seed + epoch``, so it does not depend on where a run was resumed. With ``lengths``
-    ((n,) padded length of each example) the batches are length-grouped (:func:`stsreg.train.length_grouped`: the
+    ((n,) padded length of each example) the batches are length-grouped (:func:`stsreg.training.batches.length_grouped`: the
     same number of batches, of similar-length examples)."""
     steps_per_epoch = math.ceil(n / batch_size)
     total, step = steps_per_epoch * epochs, 0

@@ -21,6 +21,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from stsreg import precision as amp
+from stsreg.data.catalogue import unique_sentences
 
 
 class PairScorer(nn.Module):
@@ -107,8 +108,7 @@ class BiEncoder(PairScorer):
 
     @torch.no_grad()
     def score(self, s1: list[str], s2: list[str], batch_size: int = 64, desc: str = "encode") -> np.ndarray:
-        unique = list(dict.fromkeys(list(s1) + list(s2)))
-        pos = {s: i for i, s in enumerate(unique)}
+        unique, (i1, i2) = unique_sentences(s1, s2)
         emb = self.embed_all(unique, batch_size, desc)
-        u, v = emb[[pos[s] for s in s1]], emb[[pos[s] for s in s2]]
+        u, v = emb[i1], emb[i2]
         return F.cosine_similarity(u, v, dim=-1).double().numpy()

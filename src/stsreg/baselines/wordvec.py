@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 
 from stsreg.baselines.scoring import BiEncoder
+from stsreg.data.catalogue import sts_training_pairs
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def load_word2vec_format(path: str | Path, binary: bool | None = None) -> WordVe
 def corpus(sts: pd.DataFrame, nli: pd.DataFrame) -> list[list[str]]:
     """Tokenized training sentences of the project, each distinct sentence once: STS-B and SICK-R *train* pairs
     and the NLI training table (no dev or test sentence)."""
-    train = sts[(sts.split == "train") & sts.dataset.isin(["stsb", "sickr"])]
+    train = sts_training_pairs(sts)
     sentences = dict.fromkeys(list(train.sentence1) + list(train.sentence2) + list(nli.premise) + list(nli.hypothesis))
     return [tokenize(s) for s in sentences]
 

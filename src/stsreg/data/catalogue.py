@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import pandas as pd
+import torch
+
 from stsreg.config import ExtraNLISource
 from stsreg.data import readers
 from stsreg.data.readers import Parsed
@@ -95,3 +98,34 @@ def nli_parts(extra: tuple[ExtraNLISource, ...] = ()) -> list[Part]:
 def all_nli_entries(extra: tuple[ExtraNLISource, ...] = ()) -> list[str]:
     """Every ``source/split`` an NLI training list may name."""
     return [f"{p.dataset}/{p.split}" for p in nli_parts(extra)]
+
+
+# --- Selections of the prepared tables: the one home of "which rows train, which rows select" -----------------
+#: The STS tables stage 2 (and the comparison's rows) train on; their test pairs are the evaluation's.
+TRAIN_DATASETS = ("stsb", "sickr")
+
+
+def sts_training_pairs(sts: pd.DataFrame) -> pd.DataFrame:
+    """STS-B train + SICK-R train rows (sentence1, sentence2, score on the data's scale: STS-B 0-5, SICK-R 1-5),
+    in table order, index reset."""
+    return sts[sts.dataset.isin(TRAIN_DATASETS) & (sts.split == "train")].reset_index(drop=True)
+
+
+def stsb_split(sts: pd.DataFrame, split: str) -> pd.DataFrame:
+    """STS-B rows of ``split`` (train | dev | test), index reset; STS-B dev is the only table any choice reads."""
+    return sts[(sts.dataset == "stsb") & (sts.split == split)].reset_index(drop=True)
+
+
+def sample_pairs(table: pd.DataFrame, max_pairs: int, seed: int) -> pd.DataFrame:
+    """At most ``max_pairs`` rows (0 = all) drawn with ``seed`` (pandas' sampler, so equal seeds draw equal rows)."""
+    if max_pairs and len(table) > max_pairs:
+        return table.sample(n=max_pairs, random_state=seed).reset_index(drop=True)
+    return table.reset_index(drop=True)
+
+
+def unique_sentences(*columns) -> tuple[list[str], list[torch.Tensor]]:
+    """Each distinct sentence once (first-seen order) and, per column, the (n,) index of its sentences in that list:
+    encode ``unique`` once, then ``emb[index]`` gives the column's embeddings."""
+    unique = list(dict.fromkeys(s for col in columns for s in col))
+    pos = {s: i for i, s in enumerate(unique)}
+    return unique, [torch.tensor([pos[s] for s in col], dtype=torch.long) for col in columns]

@@ -22,6 +22,8 @@ from tqdm.auto import tqdm
 
 from stsreg import precision
 from stsreg.config import Stage1Params
+from stsreg.data.catalogue import sample_pairs, unique_sentences
+from stsreg.hashing import sha256_lines
 from stsreg.losses import build_head_loss
 from stsreg.model import SiameseRegressor, weights_fingerprint
 
@@ -37,17 +39,9 @@ def encoder_fingerprint(model: SiameseRegressor) -> str:
     return h.hexdigest()
 
 
-def sentences_fingerprint(sentences: list[str]) -> str:
-    h = hashlib.sha256()
-    for s in sentences:
-        h.update(s.encode())
-        h.update(b"\0")
-    return h.hexdigest()
-
-
 def cached_embeddings(model: SiameseRegressor, sentences: list[str], cache_dir: Path, batch_size: int) -> tuple[torch.Tensor, bool]:
     """(n,) distinct sentences -> ((n, d) embeddings, cache_hit). Writes the cache atomically."""
-    key = hashlib.sha256((encoder_fingerprint(model) + sentences_fingerprint(sentences)).encode()).hexdigest()[:32]
+    key = hashlib.sha256((encoder_fingerprint(model) + sha256_lines(sentences)).encode()).hexdigest()[:32]
     path = cache_dir / f"{key}.safetensors"
     if path.exists():
         return load_file(str(path))["embeddings"], True
@@ -59,21 +53,15 @@ def cached_embeddings(model: SiameseRegressor, sentences: list[str], cache_dir: 
     return emb, False
 
 
-def sample_pairs(table: pd.DataFrame, max_pairs: int, seed: int) -> pd.DataFrame:
-    if max_pairs and len(table) > max_pairs:
-        return table.sample(n=max_pairs, random_state=seed).reset_index(drop=True)
-    return table.reset_index(drop=True)
-
-
 def train_head(model: SiameseRegressor, nli: pd.DataFrame, p: Stage1Params, seed: int, cache_dir: Path,
                log_metric=lambda key, value, step: None) -> dict:
-    """Train ``model.head`` on NLI pairs (premise, hypothesis, label 0/1/2). Returns a summary dict."""
+    """Train ``model.head`` on NLI pairs (premise, hypothesis, label 0/1/2; ``p.max_pairs`` sampled with ``seed``).
+
+    Returns a summary dict (pairs, steps, final loss, rounded accuracy of the head, the resolved ``config``)."""
     nli = sample_pairs(nli, p.max_pairs, seed)
-    unique = list(dict.fromkeys(list(nli.premise) + list(nli.hypothesis)))
-    pos = {s: i for i, s in enumerate(unique)}
+    unique, (i1, i2) = unique_sentences(nli.premise, nli.hypothesis)
     emb, hit = cached_embeddings(model, unique, cache_dir, p.encode_batch_size)
-    u = emb[torch.tensor([pos[s] for s in nli.premise])]
-    v = emb[torch.tensor([pos[s] for s in nli.hypothesis])]
+    u, v = emb[i1], emb[i2]
     labels = torch.tensor(nli.label.to_numpy(), dtype=torch.float32)
 
     model.encoder.requires_grad_(False)

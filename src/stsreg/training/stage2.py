@@ -1,0 +1,146 @@
+"""Stage 2: unfreeze everything and fine-tune on STS pairs with a stage-2 objective (:class:`stsreg.losses.Objective`).
+
+AdamW (no decay on bias/LayerNorm) with layer-wise lr decay, linear warm-up schedule, gradient clipping,
+STS-B dev Spearman every ``eval_every`` steps (:class:`~stsreg.training.selection.DevSelector` keeps the selected
+model). A resumable checkpoint (:class:`~stsreg.training.checkpoint.Checkpointer`) is written every
+``checkpoint_every`` steps; rerunning after a crash (even ``kill -9``) resumes and ends with the same weights as
+an uninterrupted run. The pairs are tokenized once (batches are padded from the ids); the encoder runs under the
+model's ``precision`` (bf16 autocast where it resolves to it, :mod:`stsreg.precision`), the loss in fp32.
+
+Runs unchanged under ``torchrun --nproc_per_node=N`` (DDP; gloo on CPU, nccl on GPU): the global batch is
+``batch_size``, split evenly over processes by a ``DistributedSampler``; rank 0 evaluates, checkpoints, logs.
+
+    stsreg train --stage 2                          # models/stage1 -> models/stage2
+    torchrun --nproc_per_node=2 -m stsreg.cli train --stage 2
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data.distributed import DistributedSampler
+from tqdm.auto import tqdm
+
+from stsreg import atomic, precision, runtime
+from stsreg.config import Stage2Params
+from stsreg.errors import InputError
+from stsreg.hashing import fingerprint, sha256_lines
+from stsreg.losses import Objective
+from stsreg.model import SiameseRegressor, weights_fingerprint
+from stsreg.optim import build_optimizer
+from stsreg.training.batches import adjust_labels, epoch_batches, pair_lengths
+from stsreg.training.checkpoint import Checkpointer
+from stsreg.training.selection import DevSelector, new_state
+
+log = logging.getLogger(__name__)
+
+
+def _prepare_model(model: SiameseRegressor, objective: Objective, device: torch.device, world_size: int):
+    """Move to ``device``, unfreeze what the objective trains; returns (the module to call: DDP-wrapped when
+    distributed, the resolved autocast dtype)."""
+    model.to(device)
+    amp_dtype = model.amp_dtype  # resolved (and, for auto, probed) before training touches the weights
+    model.encoder.requires_grad_(True)
+    for name, param in model.encoder.named_parameters():
+        if name.startswith("pooler."):  # BERT-style pooler: unused by mean/CLS-hidden pooling; DDP wants no idle params
+            param.requires_grad_(False)
+    # the head is unused by the cosine-only objectives (and DDP wants no idle params)
+    model.head.requires_grad_(objective.kind in ("head", "joint"))
+    model.train()
+    if world_size > 1:
+        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None), amp_dtype
+    return model, amp_dtype
+
+
+def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, objective: Objective, p: Stage2Params,
+              seed: int, out_dir: Path, ckpt_dir: Path, device: torch.device | None = None,
+              log_metric=lambda key, value, step: None, keep: str | None = None, on_eval=None) -> dict:
+    """Fine-tune on ``train`` (sentence1, sentence2, score on the data's scale: STS-B 0-5, SICK-R 1-5) with
+    ``objective``; ``p`` gives the optimisation (lr, epochs, batch, schedule, labels, evaluation, checkpoints).
+
+    Writes the model selected on ``dev`` (STS-B dev) to ``out_dir``: ``keep`` (default ``p.keep``) ``best`` or
+    ``trained`` (:mod:`stsreg.training.selection`). Returns a summary with the dev curve, both selections
+    (``best_*`` and ``trained_best_*``) and the resolved ``config``. Resumes from ``ckpt_dir/last.pt`` when it
+    belongs to the same configuration and data. ``on_eval(step, dev_spearman)``: see :class:`DevSelector`.
+    """
+    device = device or runtime.resolve_device()
+    world_size, rank = runtime.world()
+    if p.batch_size % world_size:
+        raise InputError(f"stage2.batch_size={p.batch_size} must be divisible by the {world_size} processes")
+    per_rank = p.batch_size // world_size
+    runtime.set_seed(seed)
+    # what the saved model serves as its 0-5 score: the head, or the cosine map this objective trains
+    model.config.score_map = objective.score_map
+    if objective.kind == "contrastive":  # positives only; the rest of the batch serves as negatives
+        train = train[train.score >= objective.min_label].reset_index(drop=True)
+
+    s1, s2 = train.sentence1.tolist(), train.sentence2.tolist()
+    y = adjust_labels(torch.tensor(train.score.to_numpy(), dtype=torch.float32), p.labels)
+    ids_a, ids_b = model.pretokenize(s1), model.pretokenize(s2)  # tokenized once: every epoch pads from these ids
+    lengths = pair_lengths(ids_a, ids_b) if p.group_by_length else None
+    sampler = DistributedSampler(range(len(y)), num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+    steps_per_epoch = math.ceil(len(sampler) / per_rank)
+    total_steps = steps_per_epoch * p.epochs
+
+    runner, amp_dtype = _prepare_model(model, objective, device, world_size)
+    opt, sched = build_optimizer(model, p.lr, p.weight_decay, p.layer_decay, total_steps, p.warmup_ratio)
+    # a checkpoint is resumed only by the same config, seed, process count, starting weights and data
+    key = fingerprint(asdict(p), seed, world_size, precision.describe(amp_dtype), weights_fingerprint(model),
+                      sha256_lines(s1 + s2), y.tolist(), len(dev))
+    ckpt = Checkpointer(ckpt_dir, key, asdict(p), model, opt, sched)
+    state = ckpt.resume(rank)
+    if state is None:
+        state = {"step": 0, **new_state()}
+    else:
+        log.info("resuming stage 2 from step %d of %d (%s)", state["step"], total_steps, ckpt.path)
+    select = DevSelector(model, dev, p.eval_batch_size, keep or p.keep, state,
+                         {"best": ckpt_dir / "best", "trained": ckpt_dir / "best_trained"}, log_metric, on_eval)
+
+    if state["step"] == 0 and rank == 0:
+        select(0)  # the starting point (stage 1 output), also the "before" figure
+    runtime.barrier()
+    step = state["step"]
+    bar = tqdm(total=total_steps, initial=step, desc="stage2", unit="step", disable=None if rank == 0 else True)
+    for epoch in range(step // steps_per_epoch, p.epochs):
+        sampler.set_epoch(epoch)
+        batches = epoch_batches(list(sampler), per_rank, lengths, seed + epoch)
+        for b in range(step - epoch * steps_per_epoch, len(batches)):
+            idx = batches[b]
+            with precision.autocast(amp_dtype, device):  # the encoder in bf16 where resolved; the loss in fp32
+                u, v, score = runner(model.collate(ids_a, idx), model.collate(ids_b, idx))
+            loss = objective(u.float(), v.float(), score.float(), y[idx].to(device))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), p.max_grad_norm)
+            opt.step()
+            sched.step()
+            step += 1
+            state["step"] = step
+            bar.update(1)
+            if rank == 0:
+                log_metric("train_loss", loss.item(), step)
+                log_metric("lr", sched.get_last_lr()[-1], step)
+            epoch_end = b == len(batches) - 1
+            if (step % p.eval_every == 0 or epoch_end) and rank == 0:
+                bar.set_postfix(dev=f"{select(step):.2f}")
+            if step % p.checkpoint_every == 0 or epoch_end:
+                ckpt.save(state, world_size, rank)
+            runtime.barrier()
+    bar.close()
+    # only rank 0 evaluates: the other DDP ranks have no dev curve
+    summary = {"steps": step, "total_steps": total_steps, **select.summary(), "world_size": world_size,
+               "precision": precision.describe(amp_dtype), "config": {"seed": seed, "stage2": asdict(p)}}
+    if rank == 0:
+        with atomic.staged_dir(out_dir) as staged:  # swapped in whole: never a half-copied model
+            shutil.copytree(select.kept_dir, staged, dirs_exist_ok=True)
+            (staged / "training_summary.json").write_text(json.dumps(summary, indent=2))
+    runtime.barrier()
+    return summary
