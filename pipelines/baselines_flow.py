@@ -21,7 +21,7 @@ import pandas as pd
 from prefect import flow, task
 
 from stsreg import atomic, rundirs, runtime, tracking
-from stsreg.baselines import experiment, report
+from stsreg.baselines import experiment, report, retrieval
 from stsreg.codehash import code_hash
 from stsreg.config import Params, load_params
 from stsreg.hashing import fingerprint, sha256_file
@@ -108,7 +108,7 @@ def baselines_retrieval(params_path: str, sts_path: str, runs_dir: str) -> dict:
     rng = np.random.default_rng(params.seed)
     pick = rng.choice(len(sentences), size=min(p.retrieval_candidates, len(sentences)), replace=False)
     query = sts[(sts.dataset == "stsb") & (sts.split == "test")].sentence1.iloc[0]
-    result = {**experiment.retrieval_cost(p.backbone, [sentences[i] for i in pick], query, p.max_length,
+    result = {**retrieval.retrieval_cost(p.backbone, [sentences[i] for i in pick], query, p.max_length,
                                           precision=params.model.precision),
               "query": query, "key": key}
     atomic.write_json(out, result)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import logging
 import shutil
@@ -24,7 +23,7 @@ from prefect import flow, task
 from stsreg import atomic, runners, runtime, search, tracking
 from stsreg.codehash import code_hash
 from stsreg.config import load_params
-from stsreg.hashing import sha256_file
+from stsreg.hashing import sha256_file, sha256_lines
 
 EXPERIMENT = "stsreg-search"
 log = logging.getLogger(__name__)
@@ -33,7 +32,37 @@ log = logging.getLogger(__name__)
 def _dir_hash(folder: Path) -> str:
     """sha256 over the files of a model folder (names and bytes), for the study's name."""
     parts = [f"{p.relative_to(folder)}:{sha256_file(p)}" for p in sorted(folder.rglob("*")) if p.is_file()]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    return sha256_lines(parts)
+
+
+def _open_study(name: str, db_path: str, s, seed: int):
+    """The study ``name`` in the SQLite file ``db_path`` (created or continued), ready to run: interrupted trials
+    queued again, the points of ``search.enqueue`` queued once per study."""
+    import optuna
+    from optuna.trial import TrialState
+
+    Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+    storage = optuna.storages.RDBStorage(f"sqlite:///{Path(db_path).resolve()}")
+    study = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True,
+                                pruner=optuna.pruners.MedianPruner(n_startup_trials=s.startup_trials,
+                                                                   n_warmup_steps=s.prune_after))
+    # seeded by how far the study has got: a continued study draws new start-up points instead of replaying them
+    study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials))
+    # A trial still RUNNING was killed with its process (the pipeline lock rules out a live one): mark it failed
+    # and queue its settings again; the retry resumes from the trial folder's last checkpoint.
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
+        log.info("trial %d was interrupted: queued again (resumes from its checkpoint)", t.number)
+    # the points of search.enqueue run first, each once per study (a failed try is queued again)
+    tried = [t.params or t.system_attrs.get("fixed_params", {})  # a WAITING trial holds its point as fixed_params
+             for t in study.get_trials(deepcopy=False) if t.state != TrialState.FAIL]
+    for point in s.enqueue:
+        wanted = search.point_params(point)
+        if wanted not in tried:
+            study.enqueue_trial(wanted, user_attrs={"enqueued": True})
+            tried.append(wanted)
+    return study
 
 
 @task(name="search-study")
@@ -52,29 +81,7 @@ def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_
                              # config.py holds defaults and validation: a trial's settings are recorded in full
                              # (its params + the fixed settings in the name), so editing a default keeps the study
                              code_hash(("stsreg.search", "stsreg.runners"), exclude=("stsreg.config",)))
-    Path(db_path).parent.mkdir(parents=True, exist_ok=True)
-    storage = optuna.storages.RDBStorage(f"sqlite:///{Path(db_path).resolve()}")
-    study = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True,
-                                pruner=optuna.pruners.MedianPruner(n_startup_trials=s.startup_trials,
-                                                                   n_warmup_steps=s.prune_after))
-    # seeded by how far the study has got: a continued study draws new start-up points instead of replaying them
-    study.sampler = optuna.samplers.TPESampler(seed=params.seed + len(study.trials))
-    # A trial still RUNNING was killed with its process (the pipeline lock rules out a live one): mark it failed
-    # and queue its settings again; the retry resumes from the trial folder's last checkpoint.
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
-        log.info("trial %d was interrupted: queued again (resumes from its checkpoint)", t.number)
-
-    # the points of search.enqueue run first, each once per study (a failed try is queued again)
-    tried = [t.params or t.system_attrs.get("fixed_params", {})  # a WAITING trial holds its point as fixed_params
-             for t in study.get_trials(deepcopy=False) if t.state != TrialState.FAIL]
-    for point in s.enqueue:
-        wanted = search.point_params(point)
-        if wanted not in tried:
-            study.enqueue_trial(wanted, user_attrs={"enqueued": True})
-            tried.append(wanted)
-
+    study = _open_study(name, db_path, s, params.seed)
     c = tracking.client()
     parent = study.user_attrs.get("mlflow_parent_run")
     if parent is None:

@@ -91,7 +91,10 @@ def end_run(run_id: str, status: str = "FINISHED", uri: str | None = None) -> No
 
 
 class MetricBuffer:
-    """Collects (key, value, step) and sends them to MLflow in batches of ``flush_every``."""
+    """Collects (key, value, step) and sends them to MLflow in batches of ``flush_every``.
+
+    ``value`` may be a 0-d tensor (a training loss still on its device): it is read at flush time, so the training
+    loop does not wait for the device at every step."""
 
     def __init__(self, run_id: str | None, flush_every: int = 200, uri: str | None = None):
         self.run_id, self.flush_every, self.pending, self.uri = run_id, flush_every, [], uri
@@ -99,19 +102,19 @@ class MetricBuffer:
     def __call__(self, key: str, value: float, step: int) -> None:
         if self.run_id is None:
             return
-        from mlflow.entities import Metric
-
-        self.pending.append(Metric(key, float(value), int(time.time() * 1000), int(step)))
+        self.pending.append((key, value, int(time.time() * 1000), int(step)))
         if len(self.pending) >= self.flush_every:
             self.flush()
 
     def flush(self) -> None:
         if self.run_id and self.pending:
-            c = client(self.uri)
-            for i in range(0, len(self.pending), 1000):
-                c.log_batch(self.run_id, metrics=self.pending[i:i + 1000])
-            self.pending = []
+            from mlflow.entities import Metric
 
+            metrics = [Metric(key, float(value), ts, step) for key, value, ts, step in self.pending]
+            c = client(self.uri)
+            for i in range(0, len(metrics), 1000):
+                c.log_batch(self.run_id, metrics=metrics[i:i + 1000])
+            self.pending = []
 
 
 def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0, uri: str | None = None) -> None:

@@ -15,7 +15,7 @@ def test_baselines_flow_writes_table_runs_and_resumes(harness, tiny_backbone, tm
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow/mlflow.db")
     import pipelines.baselines_flow as flow
     from stsreg import tracking
-    from stsreg.baselines import experiment
+    from stsreg.baselines import experiment, retrieval
 
     systems = ["word2vec_pretrained", "word2vec_cbow", "gru", "sbert", "cross_mlp"]
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
@@ -53,8 +53,8 @@ def test_baselines_flow_writes_table_runs_and_resumes(harness, tiny_backbone, tm
     assert "| word2vec_pretrained | word vectors | not run: no word2vec file" in md
     assert "| 86.8 |" in md  # S-BERT's study figure (0.868) beside ours
     assert "pairs/s" in md and (tmp_path / "out/stsb.png").stat().st_size > 0
-    retrieval = json.loads((tmp_path / "runs/_retrieval.json").read_text())
-    assert retrieval["candidates"] == 20 and retrieval["cross_pairs_per_s"] > 0 and retrieval["bi_pairs_per_s"] > 0
+    cost = json.loads((tmp_path / "runs/_retrieval.json").read_text())
+    assert cost["candidates"] == 20 and cost["cross_pairs_per_s"] > 0 and cost["bi_pairs_per_s"] > 0
 
     c = tracking.client()
     runs = c.search_runs([c.get_experiment_by_name(flow.EXPERIMENT).experiment_id])
@@ -68,7 +68,7 @@ def test_baselines_flow_writes_table_runs_and_resumes(harness, tiny_backbone, tm
     # rerun: nothing is trained or measured again
     run_system = experiment.run_system
     monkeypatch.setattr(experiment, "run_system", lambda *a, **k: (_ for _ in ()).throw(AssertionError("retrained")))
-    monkeypatch.setattr(experiment, "retrieval_cost", lambda *a, **k: (_ for _ in ()).throw(AssertionError("remeasured")))
+    monkeypatch.setattr(retrieval, "retrieval_cost", lambda *a, **k: (_ for _ in ()).throw(AssertionError("remeasured")))
     assert flow.baselines_flow(**kw) == summary
 
     # a setting only the recurrent systems read reruns those alone (here: gru)

@@ -116,3 +116,26 @@ def test_test_rows_cannot_influence_the_search(harness, tiny_backbone, tmp_path,
     tb = pd.read_csv(tmp_path / "poisoned/out/trials.csv")
     assert a["best_dev_spearman"] == b["best_dev_spearman"]
     pd.testing.assert_frame_equal(ta.drop(columns="minutes"), tb.drop(columns="minutes"))
+
+
+def test_a_continued_study_draws_new_start_up_points(tmp_path):
+    """The sampler is seeded by how many trials the study holds: a second invocation must not replay the first
+    one's start-up draws (it did when every invocation seeded TPE with the same number)."""
+    import dataclasses
+
+    from pipelines.search_flow import _open_study
+    from stsreg.config import Params
+
+    s = dataclasses.replace(Params().search, enqueue=())
+
+    def invocation(n: int) -> list[float]:
+        study = _open_study("continued", str(tmp_path / "study.db"), s, seed=42)
+        drawn = []
+        for _ in range(n):
+            trial = study.ask()
+            drawn.append(trial.suggest_float("lr", 1e-5, 1e-4, log=True))
+            study.tell(trial, drawn[-1])
+        return drawn
+
+    first, second = invocation(3), invocation(3)
+    assert len(set(first)) == 3 and not set(first) & set(second)

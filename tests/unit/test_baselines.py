@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from stsreg.baselines import experiment, recurrent, wordvec
+from stsreg.baselines import experiment, metrics, recurrent, wordvec
 from stsreg.baselines.fit import FitConfig, fit
 from tests.conftest import tiny_sts
 
@@ -322,7 +322,7 @@ def test_pearson_interval_and_mse_on_label_over_5():
     rng = np.random.default_rng(0)
     gold = rng.uniform(0, 5, 300)
     pred = gold / 5 + rng.normal(0, 0.1, 300)
-    low, high = experiment.pearson_ci(gold, pred, 500, 0, 0.95)
+    low, high = metrics.pearson_ci(gold, pred, 500, 0, 0.95)
     point = np.corrcoef(gold, pred)[0, 1] * 100
     assert low < point < high and high - low < 5
     from stsreg.config import Params
@@ -330,7 +330,7 @@ def test_pearson_interval_and_mse_on_label_over_5():
 
     scored = tiny_eval_table(30).assign(task=lambda d: d.dataset.where(d.split == "test", "stsb_dev"),
                                         cosine=lambda d: d.score / 5 + 0.1, prediction=0.0)
-    m = experiment.metrics_of(scored, Params())
+    m = metrics.metrics_of(scored, Params())
     assert m["stsb_mse01"] == pytest.approx(0.01) and m["stsb_pearson"] == pytest.approx(100)
 
 

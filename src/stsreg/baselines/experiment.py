@@ -18,17 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import bootstrap
 
 from stsreg import atomic
-from stsreg import precision as amp
 from stsreg.baselines.fit import FitConfig, fit
+from stsreg.baselines.metrics import metrics_of, score_table
 from stsreg.baselines.scoring import PairScorer
 from stsreg.config import Params
-from stsreg.evaluate import eval_pairs, intervals, task_metrics
 
 log = logging.getLogger(__name__)
 
@@ -185,42 +182,6 @@ def build(name: str, params: Params, sts: pd.DataFrame, nli: pd.DataFrame, work:
     return model, cfg
 
 
-def _pearson_rows(gold: np.ndarray, pred: np.ndarray, axis: int = -1) -> np.ndarray:
-    g = gold - gold.mean(axis, keepdims=True)
-    q = pred - pred.mean(axis, keepdims=True)
-    return 100 * (g * q).sum(axis) / np.sqrt((g * g).sum(axis) * (q * q).sum(axis))
-
-
-def pearson_ci(gold, pred, n_resamples: int, seed: int, confidence: float) -> tuple[float, float]:
-    """Pair-bootstrap interval of Pearson x100 (scipy's ``bootstrap``, paired resampling, percentile)."""
-    res = bootstrap((np.asarray(gold, float), np.asarray(pred, float)), _pearson_rows, paired=True, vectorized=True,
-                    n_resamples=n_resamples, confidence_level=confidence, method="percentile",
-                    rng=np.random.default_rng(seed))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
-def score_table(model: PairScorer, sts: pd.DataFrame, batch_size: int = 64) -> pd.DataFrame:
-    """The evaluation pairs (7 test sets + STS-B dev) with ``cosine`` = the system's similarity (the column the
-    evaluation reads; a cross-encoder's sigmoid score for cross-encoders) and ``prediction`` = 5 x score clipped to
-    0-5 (the served estimate of a system trained on label / 5)."""
-    pairs = eval_pairs(sts)
-    scores = model.score(pairs.sentence1.tolist(), pairs.sentence2.tolist(), batch_size)
-    return pairs.assign(cosine=scores, prediction=np.clip(5 * scores, 0, 5))
-
-
-def metrics_of(scored: pd.DataFrame, params: Params) -> dict[str, float]:
-    """7-task metrics + intervals (:mod:`stsreg.evaluate`), and the study's STS-B test view: Pearson interval and
-    ``stsb_mse01`` (MSE of the score against label / 5)."""
-    e = params.evaluate
-    out = task_metrics(scored)
-    out.update(intervals(scored, e.n_resamples, params.seed, e.confidence))
-    test = scored[scored.task == "stsb"]
-    out["stsb_pearson_low"], out["stsb_pearson_high"] = pearson_ci(test.score, test.cosine, e.n_resamples, params.seed,
-                                                                   e.confidence)
-    out["stsb_mse01"] = float(np.mean((test.cosine - test.score / 5.0) ** 2))
-    return out
-
-
 def run_system(params: Params, name: str, sts: pd.DataFrame, nli: pd.DataFrame, work: Path,
                log_metric=lambda key, value, step: None) -> dict:
     """Build, train (resumable from ``work/checkpoint.pt``), score; writes ``work/{predictions.parquet,
@@ -263,40 +224,3 @@ def run_system(params: Params, name: str, sts: pd.DataFrame, nli: pd.DataFrame, 
     atomic.write_json(work / "fit_summary.json", summary)
     (work / "checkpoint.pt").unlink(missing_ok=True)
     return metrics
-
-
-def retrieval_cost(backbone: str, candidates: list[str], query: str, max_length: int = 128, batch_size: int = 64,
-                   repeats: int = 5, precision: str = "fp32") -> dict[str, float]:
-    """What a cross-encoder costs at retrieval time, against a bi-encoder on the same backbone: score one query
-    against ``candidates`` (pairs/s). The bi-encoder embeds the candidates once (an index: ``index_seconds``), then
-    each query is one encoding and a matrix-vector product (median of ``repeats``); the cross-encoder reads every
-    (query, candidate) pair. Untrained heads: the cost is the architecture's, not the weights'. Both run in
-    ``precision`` (auto | fp32 | bf16, resolved alike for both)."""
-    from stsreg.baselines.encoders import CrossEncoder, TransformerBiEncoder, set_precision
-
-    torch.manual_seed(0)
-    bi = TransformerBiEncoder(backbone, "mean", max_length=max_length).eval()
-    cross = CrossEncoder(backbone, "mlp", max_length).eval()
-    for model in (bi, cross):
-        set_precision(model, precision)
-    n = len(candidates)
-    t = time.perf_counter()
-    index = torch.nn.functional.normalize(bi.embed_all(candidates, batch_size, desc="index"), dim=-1)
-    index_s = time.perf_counter() - t
-    times = []
-    with torch.no_grad():
-        for _ in range(repeats):
-            t = time.perf_counter()
-            with bi.autocast():
-                q = torch.nn.functional.normalize(bi.encode([query]).float(), dim=-1)
-            top = (index @ q[0]).topk(10)
-            times.append(time.perf_counter() - t)
-    query_s = float(np.median(times))
-    t = time.perf_counter()
-    cross.score([query] * n, candidates, batch_size, desc="cross-encoder")
-    cross_s = time.perf_counter() - t
-    del top
-    return {"candidates": n, "bi_index_seconds": index_s, "bi_query_seconds": query_s, "bi_pairs_per_s": n / query_s,
-            "bi_pairs_per_s_with_index": n / (index_s + query_s), "cross_seconds": cross_s, "cross_pairs_per_s": n / cross_s,
-            "speedup_bi_over_cross": cross_s / query_s, "threads": torch.get_num_threads(),
-            "precision": amp.describe(bi.amp_dtype)}

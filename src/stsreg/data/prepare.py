@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from stsreg import atomic
 from stsreg.config import Params
 from stsreg.data import leakage
-from stsreg.data.catalogue import SCORE_RANGE, Part, all_nli_entries, nli_parts, sts_parts
+from stsreg.data.catalogue import SCORE_RANGE, TRAIN_DATASETS, Part, all_nli_entries, nli_parts, sts_parts
 from stsreg.data.precheck import check_inputs
 from stsreg.data.schemas import NLI_LABELS, nli_schema, sts_schema, validate
 from stsreg.errors import InputError
@@ -119,6 +119,38 @@ def headline(summary: dict) -> dict:
             "train_rows_removed_for_leakage": sum(summary["leakage_removed"].values())}
 
 
+def _mark_leakage(sts: pd.DataFrame, nli_train: pd.DataFrame, lp) -> tuple:
+    """Mark every STS row seen in a training table (``seen_in_train``) and, with ``lp.remove_from_training``, drop
+    leaked pairs from the training tables. Returns (sts, nli_train, leakage metrics per task, the leakage table
+    (``leakage.parquet``), removed counts)."""
+    mode = lp.match
+    leaks = leakage.find_leaks(sts, nli_train, mode)
+    sts["seen_in_train"] = leaks.any(axis=1)
+    leak_metrics = leakage.leakage_metrics(sts, nli_train, mode)
+    seen = sts[sts.seen_in_train].copy()
+    seen["seen_in"] = leaks[sts.seen_in_train].apply(lambda r: ",".join(r.index[r]), axis=1)
+    seen["removed_from_training"] = False
+    leak_rows = [seen.rename(columns={"dataset": "table"})]
+    removed_counts = {}
+    if lp.remove_from_training:
+        eval_keys = leakage.eval_pair_keys(sts, mode)
+        is_train = sts.dataset.isin(TRAIN_DATASETS) & (sts.split == "train")
+        sts_kept, sts_removed = leakage.remove_from_training(sts[is_train], "sentence1", "sentence2", eval_keys, mode)
+        sts = pd.concat([sts[~is_train], sts_kept]).sort_index().reset_index(drop=True)
+        nli_train, nli_removed = leakage.remove_from_training(nli_train, "premise", "hypothesis", eval_keys, mode)
+        for frame in (sts_removed, nli_removed):
+            frame = frame.rename(columns={"dataset": "table", "source": "table", "premise": "sentence1", "hypothesis": "sentence2"})
+            leak_rows.append(frame.assign(removed_from_training=True))
+        removed_counts = {
+            "stsb_train": int((sts_removed.dataset == "stsb").sum()),
+            "sickr_train": int((sts_removed.dataset == "sickr").sum()),
+            "nli_train": len(nli_removed),
+        }
+    leak_table = pd.concat(leak_rows, ignore_index=True)[
+        ["table", "split", "sentence1", "sentence2", "file", "line", "seen_in", "removed_from_training"]]
+    return sts, nli_train, leak_metrics, leak_table, removed_counts
+
+
 def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path: Path, params: Params, *,
             registry: Path | None) -> dict:
     """Run the whole stage; returns the full summary (``prepared_dir/summary.json``; its :func:`headline` goes to
@@ -147,30 +179,7 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
     nli_train = _select_nli_train(nli, p.nli_train)
 
     mode = p.leakage.match
-    leaks = leakage.find_leaks(sts, nli_train, mode)
-    sts["seen_in_train"] = leaks.any(axis=1)
-    leak_metrics = leakage.leakage_metrics(sts, nli_train, mode)
-    seen = sts[sts.seen_in_train].copy()
-    seen["seen_in"] = leaks[sts.seen_in_train].apply(lambda r: ",".join(r.index[r]), axis=1)
-    seen["removed_from_training"] = False
-    leak_rows = [seen.rename(columns={"dataset": "table"})]
-    removed_counts = {}
-    if p.leakage.remove_from_training:
-        eval_keys = leakage.eval_pair_keys(sts, mode)
-        is_train = sts.dataset.isin(["stsb", "sickr"]) & (sts.split == "train")
-        sts_kept, sts_removed = leakage.remove_from_training(sts[is_train], "sentence1", "sentence2", eval_keys, mode)
-        sts = pd.concat([sts[~is_train], sts_kept]).sort_index().reset_index(drop=True)
-        nli_train, nli_removed = leakage.remove_from_training(nli_train, "premise", "hypothesis", eval_keys, mode)
-        for name, frame in (("sts", sts_removed), ("nli_train", nli_removed)):
-            frame = frame.rename(columns={"dataset": "table", "source": "table", "premise": "sentence1", "hypothesis": "sentence2"})
-            leak_rows.append(frame.assign(removed_from_training=True))
-        removed_counts = {
-            "stsb_train": int((sts_removed.dataset == "stsb").sum()),
-            "sickr_train": int((sts_removed.dataset == "sickr").sum()),
-            "nli_train": len(nli_removed),
-        }
-    leak_table = pd.concat(leak_rows, ignore_index=True)[
-        ["table", "split", "sentence1", "sentence2", "file", "line", "seen_in", "removed_from_training"]]
+    sts, nli_train, leak_metrics, leak_table, removed_counts = _mark_leakage(sts, nli_train, p.leakage)
 
     with atomic.staged_dir(prepared_dir) as staged_prepared, atomic.staged_dir(rejected_dir) as staged_rejected:
         sts.to_parquet(staged_prepared / "sts.parquet", index=False)

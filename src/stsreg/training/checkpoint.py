@@ -41,6 +41,7 @@ class Checkpointer:
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.scheduler.load_state_dict(ckpt["scheduler"])
         runtime.set_rng_state(ckpt["rng"][rank] if isinstance(ckpt["rng"], list) else ckpt["rng"])
+        log.info("resuming stage 2 from step %d (%s)", ckpt["state"]["step"], self.path)
         return ckpt["state"]
 
     def save(self, state: dict, world_size: int, rank: int) -> None:

@@ -17,7 +17,6 @@ Runs unchanged under ``torchrun --nproc_per_node=N`` (DDP; gloo on CPU, nccl on 
 from __future__ import annotations
 
 import json
-import logging
 import math
 import shutil
 from dataclasses import asdict
@@ -40,7 +39,6 @@ from stsreg.training.batches import adjust_labels, epoch_batches, pair_lengths
 from stsreg.training.checkpoint import Checkpointer
 from stsreg.training.selection import DevSelector, new_state
 
-log = logging.getLogger(__name__)
 
 
 def _prepare_model(model: SiameseRegressor, objective: Objective, device: torch.device, world_size: int):
@@ -58,6 +56,20 @@ def _prepare_model(model: SiameseRegressor, objective: Objective, device: torch.
     if world_size > 1:
         return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None), amp_dtype
     return model, amp_dtype
+
+
+def _step(runner, model, objective, opt, sched, batch_a: dict, batch_b: dict, y: torch.Tensor, amp_dtype, device,
+          max_grad_norm: float) -> torch.Tensor:
+    """One optimizer step on a padded batch (``y``: (batch,) labels); returns the loss (a 0-d tensor)."""
+    with precision.autocast(amp_dtype, device):  # the encoder in bf16 where resolved; the loss in fp32
+        u, v, score = runner(batch_a, batch_b)
+    loss = objective(u.float(), v.float(), score.float(), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    opt.step()
+    sched.step()
+    return loss
 
 
 def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, objective: Objective, p: Stage2Params,
@@ -79,11 +91,7 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
     runtime.set_seed(seed)
     # what the saved model serves as its 0-5 score: the head, or the cosine map this objective trains
     model.config.score_map = objective.score_map
-    if objective.kind == "contrastive":  # positives only; the rest of the batch serves as negatives
-        train = train[train.score >= objective.min_label].reset_index(drop=True)
-
-    s1, s2 = train.sentence1.tolist(), train.sentence2.tolist()
-    y = adjust_labels(torch.tensor(train.score.to_numpy(), dtype=torch.float32), p.labels)
+    s1, s2, y = _training_pairs(train, objective, p.labels)
     ids_a, ids_b = model.pretokenize(s1), model.pretokenize(s2)  # tokenized once: every epoch pads from these ids
     lengths = pair_lengths(ids_a, ids_b) if p.group_by_length else None
     sampler = DistributedSampler(range(len(y)), num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
@@ -95,12 +103,8 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
     # a checkpoint is resumed only by the same config, seed, process count, starting weights and data
     key = fingerprint(asdict(p), seed, world_size, precision.describe(amp_dtype), weights_fingerprint(model),
                       sha256_lines(s1 + s2), y.tolist(), len(dev))
-    ckpt = Checkpointer(ckpt_dir, key, asdict(p), model, opt, sched)
-    state = ckpt.resume(rank)
-    if state is None:
-        state = {"step": 0, **new_state()}
-    else:
-        log.info("resuming stage 2 from step %d of %d (%s)", state["step"], total_steps, ckpt.path)
+    ckpt = Checkpointer(ckpt_dir, key, {"seed": seed, "stage2": asdict(p)}, model, opt, sched)
+    state = ckpt.resume(rank) or {"step": 0, **new_state()}
     select = DevSelector(model, dev, p.eval_batch_size, keep or p.keep, state,
                          {"best": ckpt_dir / "best", "trained": ckpt_dir / "best_trained"}, log_metric, on_eval)
 
@@ -114,19 +118,13 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
         batches = epoch_batches(list(sampler), per_rank, lengths, seed + epoch)
         for b in range(step - epoch * steps_per_epoch, len(batches)):
             idx = batches[b]
-            with precision.autocast(amp_dtype, device):  # the encoder in bf16 where resolved; the loss in fp32
-                u, v, score = runner(model.collate(ids_a, idx), model.collate(ids_b, idx))
-            loss = objective(u.float(), v.float(), score.float(), y[idx].to(device))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), p.max_grad_norm)
-            opt.step()
-            sched.step()
+            loss = _step(runner, model, objective, opt, sched, model.collate(ids_a, idx), model.collate(ids_b, idx),
+                         y[idx].to(device), amp_dtype, device, p.max_grad_norm)
             step += 1
             state["step"] = step
             bar.update(1)
             if rank == 0:
-                log_metric("train_loss", loss.item(), step)
+                log_metric("train_loss", loss.detach(), step)  # a tensor: read when the buffer flushes, no sync here
                 log_metric("lr", sched.get_last_lr()[-1], step)
             epoch_end = b == len(batches) - 1
             if (step % p.eval_every == 0 or epoch_end) and rank == 0:
@@ -139,8 +137,22 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
     summary = {"steps": step, "total_steps": total_steps, **select.summary(), "world_size": world_size,
                "precision": precision.describe(amp_dtype), "config": {"seed": seed, "stage2": asdict(p)}}
     if rank == 0:
-        with atomic.staged_dir(out_dir) as staged:  # swapped in whole: never a half-copied model
-            shutil.copytree(select.kept_dir, staged, dirs_exist_ok=True)
-            (staged / "training_summary.json").write_text(json.dumps(summary, indent=2))
+        _write_output(select.kept_dir, summary, out_dir)
     runtime.barrier()
     return summary
+
+
+def _training_pairs(train: pd.DataFrame, objective: Objective, labels: str) -> tuple[list[str], list[str], torch.Tensor]:
+    """(sentence1s, sentence2s, (n,) float labels as the loss sees them: ``stage2.labels`` applied); the contrastive
+    objective keeps its positive pairs only (the rest of the batch serves as negatives)."""
+    if objective.kind == "contrastive":
+        train = train[train.score >= objective.min_label].reset_index(drop=True)
+    y = adjust_labels(torch.tensor(train.score.to_numpy(), dtype=torch.float32), labels)
+    return train.sentence1.tolist(), train.sentence2.tolist(), y
+
+
+def _write_output(kept_dir: Path, summary: dict, out_dir: Path) -> None:
+    """The kept model + ``training_summary.json`` -> ``out_dir``, swapped in whole (never a half-copied model)."""
+    with atomic.staged_dir(out_dir) as staged:
+        shutil.copytree(kept_dir, staged, dirs_exist_ok=True)
+        (staged / "training_summary.json").write_text(json.dumps(summary, indent=2))
