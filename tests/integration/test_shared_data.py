@@ -104,8 +104,13 @@ def test_evaluator_reproduces_the_reference_row_of_the_untouched_backbone(prepar
     # the reference row is fp32 arithmetic: reproduced exactly there
     m = task_metrics(score_pairs(load_for_eval("default", max_length=256, precision="fp32"), pairs, show_progress=False))
     expected = {"sts12": 72.37, "sts13": 80.60, "sts14": 75.60, "sts15": 85.39, "sts16": 78.99, "stsb": 82.03,
-                "sickr": 77.15, "avg7": 78.87}
+                "sickr": 77.15}
     assert {t: round(m[f"{t}_spearman"], 2) for t in expected} == expected
+    # avg7 sits on a rounding edge: fp32 on one AMD EPYC gives 78.87502 (the same with the code of either layout),
+    # elsewhere 78.8749x; both are the reference's 78.87 to within 0.01
+    assert abs(m["avg7_spearman"] - 78.87) < 0.01
+    assert m["avg7_spearman"] == pytest.approx(sum(m[f"{t}_spearman"] for t in expected) / 7)
+    expected["avg7"] = 78.87
     assert round(m["avg7_unseen_spearman"], 2) == 78.66 and round(m["stsb_dev_spearman"], 2) == 86.72
     # bf16 (what `auto` picks on CPUs with native bf16) stays within 0.1 on every task (the speed issue's criterion)
     b = task_metrics(score_pairs(load_for_eval("default", max_length=256, precision="bf16"), pairs, show_progress=False))
