@@ -25,8 +25,6 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,25 +33,8 @@ from pathlib import Path
 
 import pandas as pd
 
-#: name -> (direction, target, what the ratio means)
-TARGETS = {
-    "encode": (">=", 3.0, "stsreg / sentence-transformers sentences/s"),
-    "train": (">=", 1.3, "stsreg with random batches / sentence-transformers pairs/s"),
-    "train_grouped": (">=", 2.0, "stsreg with stage2.group_by_length / sentence-transformers pairs/s"),
-    "stage1": ("<=", 1.2, "stage-1 wall time / one encoder pass"),
-    "orchestration": ("<", 1.10, "flow + MLflow wall time / bare function"),
-    "dvc_noop": ("<", 5.0, "seconds (not a ratio)"),
-}
-
-
-def _median(xs):
-    return float(statistics.median(xs))
-
-
-def _met(name: str, value: float) -> bool:
-    op, target, _ = TARGETS[name]
-    return {">=": value >= target, "<=": value <= target, "<": value < target}[op]
-
+from benchmarks.report import TARGETS, format_report, machine, median as _median
+from benchmarks.train_speed import resolved_precision, bench_train
 
 # -- (a) encode ------------------------------------------------------------------------------------------
 def bench_encode(backbone: str, sts: pd.DataFrame, max_length: int, batch_size: int, repeats: int,
@@ -90,87 +71,7 @@ def bench_encode(backbone: str, sts: pd.DataFrame, max_length: int, batch_size: 
         cos = (u * v).sum(1) / ((u * u).sum(1) ** 0.5 * (v * v).sum(1) ** 0.5)
         acc[side] = spearman(cos, test.score.to_numpy())
     return {"unit": "sentences/s", "samples": rates, "stsb_test_spearman": acc, "sentences": len(sentences),
-            "max_length": max_length, "batch_size": batch_size, "precision": _resolved(ours),
-            "ratio": _median(rates["stsreg"]) / _median(rates["sentence_transformers"])}
-
-
-# -- (b) train -------------------------------------------------------------------------------------------
-def _train_pairs(sts: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
-    train = sts[sts.dataset.isin(["stsb", "sickr"]) & (sts.split == "train")]
-    return train.sample(n=min(n, len(train)), random_state=seed).reset_index(drop=True)
-
-
-def _steady_rate(stamps: list[float], batch_size: int, warmup: int) -> float:
-    """Pairs/s between the end of step ``warmup`` and the last step (per-step callback timestamps)."""
-    if len(stamps) <= warmup + 1:
-        raise ValueError(f"need more than {warmup + 1} steps to time, got {len(stamps)}")
-    return (len(stamps) - 1 - warmup) * batch_size / (stamps[-1] - stamps[warmup])
-
-
-def _resolved(model) -> str:
-    from stsreg import precision
-
-    return precision.describe(model.amp_dtype)
-
-
-def _train_stsreg(backbone: str, pairs: pd.DataFrame, dev: pd.DataFrame, stage2, max_length: int, work: Path,
-                  warmup: int, group_by_length: bool, precision: str) -> float:
-    from stsreg.model import SiameseRegressor
-    from stsreg.losses import Objective
-    from stsreg.training.stage2 import fine_tune
-
-    stamps: list[float] = []
-    model = SiameseRegressor.from_pretrained(backbone, max_length=max_length, precision=precision)
-    p = dataclasses.replace(stage2, epochs=1, eval_every=10**9, checkpoint_every=10**9, group_by_length=group_by_length)
-    fine_tune(model, pairs, dev, Objective.from_params(p), p, 0, work / "out", work / "ckpt", log_metric=lambda k, v, s: k == "train_loss" and stamps.append(time.perf_counter()))
-    return _steady_rate(stamps, p.batch_size, warmup)
-
-
-def _train_st(backbone: str, pairs: pd.DataFrame, batch_size: int, max_length: int, work: Path, warmup: int) -> float:
-    from datasets import Dataset
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-    from sentence_transformers.losses import CoSENTLoss
-    from transformers import TrainerCallback
-
-    from stsreg.model import resolve_backbone
-
-    stamps: list[float] = []
-
-    class Stamp(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            stamps.append(time.perf_counter())
-
-    model = SentenceTransformer(resolve_backbone(backbone), device="cpu")
-    model.max_seq_length = max_length
-    # scale labels to 0-1 per dataset, as sentence-transformers users do (SICK-R is 1-5)
-    data = Dataset.from_dict({"sentence1": list(pairs.sentence1), "sentence2": list(pairs.sentence2),
-                              "score": list((pairs.score / 5.0).astype(float))})
-    args = SentenceTransformerTrainingArguments(
-        output_dir=str(work / "st"), per_device_train_batch_size=batch_size, num_train_epochs=1, learning_rate=2e-5,
-        warmup_ratio=0.1, save_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=True,
-        dataloader_num_workers=0, seed=0)
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=CoSENTLoss(model),
-                                         callbacks=[Stamp()])
-    trainer.train()
-    return _steady_rate(stamps, batch_size, warmup)
-
-
-def bench_train(backbone: str, sts: pd.DataFrame, n_pairs: int, stage2, max_length: int, repeats: int,
-                group_by_length: bool = False, precision: str = "auto", warmup: int = 5) -> dict:
-    """``stage2``: :class:`stsreg.config.Stage2Params` (its loss and batch size; one epoch, no dev evaluation)."""
-    batch_size = stage2.batch_size
-    pairs = _train_pairs(sts, n_pairs, 0)
-    dev = sts[(sts.dataset == "stsb") & (sts.split == "dev")].head(16).reset_index(drop=True)
-    rates = {"stsreg": [], "sentence_transformers": []}
-    for _ in range(repeats):
-        with tempfile.TemporaryDirectory() as d:
-            rates["stsreg"].append(_train_stsreg(backbone, pairs, dev, stage2, max_length, Path(d), warmup, group_by_length,
-                                                 precision))
-        with tempfile.TemporaryDirectory() as d:
-            rates["sentence_transformers"].append(_train_st(backbone, pairs, batch_size, max_length, Path(d), warmup))
-    return {"unit": "pairs/s", "samples": rates, "pairs": len(pairs), "batch_size": batch_size, "max_length": max_length,
-            "group_by_length": group_by_length, "precision": precision, "loss": stage2.loss,
-            "timed_steps": len(pairs) // batch_size - 1 - warmup,
+            "max_length": max_length, "batch_size": batch_size, "precision": resolved_precision(ours),
             "ratio": _median(rates["stsreg"]) / _median(rates["sentence_transformers"])}
 
 
@@ -244,54 +145,6 @@ def bench_dvc_noop(repeats: int, target: str = "promote") -> dict:
         if "Running stage" in out:
             raise RuntimeError(f"`dvc repro {target}` ran a stage during the no-op benchmark:\n{out}")
     return {"unit": "s", "samples": {"dvc_repro": times}, "ratio": _median(times)}
-
-
-# -- report -----------------------------------------------------------------------------------------------
-def machine() -> dict:
-    import torch
-
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), platform.machine()) \
-        if Path("/proc/cpuinfo").exists() else platform.machine()
-    from stsreg.precision import cpu_flags, native_bf16
-
-    flags = sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_vnni"})
-    return {"cpu": cpu, "cpu_flags": flags, "native_bf16": native_bf16(torch.device("cpu")),
-            "torch_threads": torch.get_num_threads(), "cores": os.cpu_count(), "torch": torch.__version__,
-            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M")}
-
-
-def format_report(results: dict) -> str:
-    m = results["machine"]
-    lines = ["# Benchmarks", "",
-             f"`make bench` on {m['cpu']} ({m['cores']} cores, torch {m['torch']} with {m['torch_threads']} threads), "
-             f"{m['date']}; medians of {results['repeats']} runs, the sides alternated in one process or one shell. "
-             f"CPU flags: {', '.join(m.get('cpu_flags', [])) or 'n/a'}; native bf16: {m.get('native_bf16')}; "
-             f"stsreg precision: {results.get('precision', 'fp32')}.", "",
-             "| benchmark | stsreg | reference | ratio | target | met | measured |", "|---|---:|---:|---:|---:|---|---|"]
-    for name, r in results["benchmarks"].items():
-        op, target, meaning = TARGETS[name]
-        if "skipped" in r:
-            lines.append(f"| {name} | – | – | – | {op} {target} | skipped: {r['skipped']} | {r.get('date', m['date'])} |")
-            continue
-        sides = list(r["samples"])  # first: stsreg as configured; last: the reference
-        ours = f"{_median(r['samples'][sides[0]]):.2f} {r['unit']}"
-        ref = f"{_median(r['samples'][sides[-1]]):.2f} {r['unit']} ({sides[-1]})" if len(sides) > 1 else "–"
-        met = _met(name, r["ratio"])
-        gap = "" if met else f" (missed by {abs(r['ratio'] - target) / target:.1%})"
-        lines.append(f"| {name}: {meaning} | {ours} | {ref} | {r['ratio']:.3f} | {op} {target} | {'yes' if met else 'no' + gap} "
-                     f"| {r.get('date', m['date'])} |")
-    enc = results["benchmarks"].get("encode")
-    if enc and "stsb_test_spearman" in enc:
-        a = enc["stsb_test_spearman"]
-        fp32 = _median(enc["samples"]["stsreg_fp32"]) if "stsreg_fp32" in enc["samples"] else None
-        lines += ["", f"Encode accuracy (STS-B test Spearman x100 of cosine): stsreg ({enc.get('precision', 'fp32')}) "
-                      f"{a['stsreg']:.2f}, stsreg fp32 {a.get('stsreg_fp32', float('nan')):.2f}, "
-                      f"sentence-transformers {a['sentence_transformers']:.2f}."]
-        if fp32:
-            lines.append(f"stsreg in fp32 encodes {fp32:.2f} sentences/s: "
-                         f"{fp32 / _median(enc['samples']['sentence_transformers']):.3f}x sentence-transformers.")
-    lines += ["", "Every sample is in `reports/benchmarks.json`."]
-    return "\n".join(lines)
 
 
 def main(argv=None) -> int:

@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", nargs="+", default=list(DEFAULT_RUNS), help="precision:random|grouped:seed")
     ap.add_argument("--out", default="reports/stage2_ab")
     a = ap.parse_args(argv)
-    from benchmarks.bench import machine
+    from benchmarks.report import machine
     from stsreg.config import load_params
 
     params = load_params(a.params)

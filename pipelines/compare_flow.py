@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 from prefect import flow, task
 
-from stsreg import atomic, compare, runners, runtime, tracking
+from stsreg import atomic, compare, report, runners, runtime, tracking
 from stsreg.config import load_params
 from stsreg.hashing import sha256_file
 
@@ -62,14 +62,14 @@ def compare_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: 
     out = Path(out_dir)
     atomic.to_csv(runs, out / "runs.csv")
     atomic.to_csv(table, out / "results.csv")
-    md = compare.format_results(table, tests, c.seeds, compare.budget(params))
+    md = report.format_compare(table, tests, c.seeds, compare.budget(params))
     atomic.write_text(out / "results.md", md + "\n")
     if tests is not None:
         atomic.to_csv(tests, out / "paired.csv")
     # long format for `dvc plots`: one row per (method, view)
     long = [{"method": r.method, "view": v, "spearman": r[f"{v}_mean"]} for _, r in table.iterrows() for v in ("avg7", "avg7_unseen")]
     atomic.to_csv(pd.DataFrame(long), out / "plot.csv")
-    compare.plot(table, out / "avg7.png")
+    report.plot_methods(table, out / "avg7.png")
     summary = {f"{r.method}_{col}": float(r[f"{col}_mean"]) for _, r in table.iterrows() for col in ("avg7", "avg7_unseen")}
     atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
     logged = {"compare": dataclasses.asdict(c), "stage2": dataclasses.asdict(params.stage2)}

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 from prefect import flow, task
 
-from stsreg import atomic, compare, nli_table, rundirs, runners, runtime, tracking
+from stsreg import atomic, compare, nli_table, report, rundirs, runners, runtime, tracking
 from stsreg.codehash import code_hash
 from stsreg.config import Params, load_params
 from stsreg.hashing import fingerprint, sha256_file
@@ -83,7 +83,7 @@ def nli_table_report(params_path: str, runs_dir: str, out_dir: str, metrics_path
         atomic.to_csv(tests, out / "paired.csv")
     md = nli_table.format_table(table, tests, p.seeds, seconds.to_dict(), params.model.backbone)
     atomic.write_text(out / "results.md", md + "\n")
-    compare.plot(table, out / "avg7.png")
+    report.plot_methods(table, out / "avg7.png")
     # the headline: avg7 per objective (no row trains on STS, so the unseen view is in results.csv, not here)
     summary = {f"{r.method}_avg7": float(r["avg7_mean"]) for _, r in table.iterrows()}
     atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last

@@ -65,6 +65,35 @@ def _open_study(name: str, db_path: str, s, seed: int):
     return study
 
 
+def _parent_run(study, params, name: str) -> str:
+    """The MLflow run every trial of ``study`` nests under: created with the study, its id kept in the study."""
+    parent = study.user_attrs.get("mlflow_parent_run")
+    if parent is None:
+        s = params.search
+        logged = {"search": dataclasses.asdict(s), "stage2": {f: getattr(params.stage2, f) for f in search.FIXED}}
+        parent = tracking.start_run(EXPERIMENT, "search", logged, {**tracking.environment_tags(runtime.device_name()),
+                                                                  "study": name})
+        study.set_user_attr("mlflow_parent_run", parent)
+    return parent
+
+
+def _pruning_hook(study, trial):
+    """``on_eval`` for a trial's stage 2: reports each dev evaluation after step 0 to Optuna and stops the trial
+    (:class:`optuna.TrialPruned`) when the pruner says so; step 0, common to all trials, is kept once as ``start_dev``."""
+    import optuna
+
+    def on_eval(step: int, score: float) -> None:
+        if step == 0:
+            if "start_dev" not in study.user_attrs:
+                study.set_user_attr("start_dev", score)
+            return
+        trial.report(score, step)
+        if trial.should_prune():
+            raise optuna.TrialPruned(f"dev {score:.2f} at step {step} is below the median of earlier trials")
+
+    return on_eval
+
+
 @task(name="search-study")
 def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_path: str) -> str:
     """Run (or continue) the study until it holds ``search.trials`` finished trials or ``search.minutes`` pass.
@@ -83,12 +112,7 @@ def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_
                              code_hash(("stsreg.search", "stsreg.runners"), exclude=("stsreg.config",)))
     study = _open_study(name, db_path, s, params.seed)
     c = tracking.client()
-    parent = study.user_attrs.get("mlflow_parent_run")
-    if parent is None:
-        logged = {"search": dataclasses.asdict(s), "stage2": {f: getattr(params.stage2, f) for f in search.FIXED}}
-        parent = tracking.start_run(EXPERIMENT, "search", logged, {**tracking.environment_tags(runtime.device_name()),
-                                                                  "study": name})
-        study.set_user_attr("mlflow_parent_run", parent)
+    parent = _parent_run(study, params, name)
 
     def objective(trial) -> float:
         p2 = search.suggest(trial, s, params.stage2)
@@ -96,22 +120,13 @@ def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_
         work = Path(work_dir) / search.trial_key(p2)
         started = time.time()
 
-        def on_eval(step: int, score: float) -> None:
-            if step == 0:  # the common start: recorded once, not a pruning point
-                if "start_dev" not in study.user_attrs:
-                    study.set_user_attr("start_dev", score)
-                return
-            trial.report(score, step)
-            if trial.should_prune():
-                raise optuna.TrialPruned(f"dev {score:.2f} at step {step} is below the median of earlier trials")
-
         tags = {**tracking.environment_tags(runtime.device_name()), "mlflow.parentRunId": parent,
                 "trial": str(trial.number), "study": name}
         pruned = None
         with tracking.tracked_run(EXPERIMENT, f"trial-{trial.number}", {"stage2": dataclasses.asdict(p2)}, tags) as run:
             try:
                 summary = runners.run_stage2(p, Path(sts_path), SiameseRegressor.load(init_dir), work / "model",
-                                             work / "ckpt", run, on_eval=on_eval)
+                                             work / "ckpt", run, on_eval=_pruning_hook(study, trial))
             except optuna.TrialPruned as e:  # a decision, not a failure: the MLflow run ends FINISHED, tagged
                 pruned = e
             trial.set_user_attr("minutes", (time.time() - started) / 60)

@@ -4,7 +4,7 @@ Each flow has one task; the task opens one MLflow run (resolved params, library 
 data hashes, per-step loss, dev curve, the model as artifact), calls the stage's runner in
 :mod:`stsreg.runners` with the run's metric buffer, and closes the run. Ephemeral Prefect by default; a Prefect
 server when ``PREFECT_API_URL`` is set. With ``metrics_path`` the task also writes the stage's headline numbers
-(what ``dvc metrics show`` compares); stage 2 with ``curve_path`` writes its STS-B dev curve (a DVC plot).
+(what ``dvc metrics show`` compares); stage 2 with ``curves_dir`` writes its STS-B dev curve and training-loss curve (DVC plots).
 
     python -m pipelines.train_flow --stage 1
 """
@@ -53,6 +53,13 @@ def _logged(params: Params, stage: str) -> dict:
     return logged
 
 
+def _write_curves(summary: dict, out: Path) -> None:
+    """``dev_curve.csv`` (step, dev_spearman) and ``loss_curve.csv`` (step, train_loss: the mean over each window of
+    ``training.stage2.LOSS_WINDOW`` steps) under ``out``: the DVC plots of the stage."""
+    atomic.to_csv(pd.DataFrame(summary["dev_curve"], columns=["step", "dev_spearman"]), out / "dev_curve.csv")
+    atomic.to_csv(pd.DataFrame(summary["loss_curve"], columns=["step", "train_loss"]), out / "loss_curve.csv")
+
+
 @task(name="stage1")
 def stage1_task(params_path: str, nli_path: str, out_dir: str, cache_dir: str, metrics_path: str | None = None) -> dict:
     params = load_params(params_path)
@@ -63,12 +70,12 @@ def stage1_task(params_path: str, nli_path: str, out_dir: str, cache_dir: str, m
 
 @task(name="stage2")
 def stage2_task(params_path: str, sts_path: str, init_dir: str, out_dir: str, ckpt_dir: str,
-                metrics_path: str | None = None, curve_path: str | None = None) -> dict:
+                metrics_path: str | None = None, curves_dir: str | None = None) -> dict:
     params = load_params(params_path)
     with tracking.tracked_run(EXPERIMENT, "stage2", _logged(params, "2"), _run_tags([sts_path])) as run:
         summary = runners.run_stage2(params, Path(sts_path), Path(init_dir), Path(out_dir), Path(ckpt_dir), run)
-        if curve_path:
-            atomic.to_csv(pd.DataFrame(summary["dev_curve"], columns=["step", "dev_spearman"]), curve_path)
+        if curves_dir:
+            _write_curves(summary, Path(curves_dir))
         return _finish("2", run, summary, out_dir, metrics_path)
 
 
@@ -81,8 +88,8 @@ def stage1_flow(params_path: str = "params.yaml", nli_path: str = "data/prepared
 @flow(name="stsreg-stage2")
 def stage2_flow(params_path: str = "params.yaml", sts_path: str = "data/prepared/sts.parquet",
                 init_dir: str = "models/stage1", out_dir: str = "models/stage2", ckpt_dir: str = "checkpoints/stage2",
-                metrics_path: str | None = None, curve_path: str | None = None) -> dict:
-    return stage2_task(params_path, sts_path, init_dir, out_dir, ckpt_dir, metrics_path, curve_path)
+                metrics_path: str | None = None, curves_dir: str | None = None) -> dict:
+    return stage2_task(params_path, sts_path, init_dir, out_dir, ckpt_dir, metrics_path, curves_dir)
 
 
 if __name__ == "__main__":

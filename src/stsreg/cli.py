@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--cache", default="cache/embeddings", help="stage-1 embedding cache")
     t.add_argument("--checkpoints", default="checkpoints/stage2", help="stage-2 resumable checkpoints")
     t.add_argument("--metrics", default=None, help="headline metrics file (default metrics/stage<N>.json; '' = none)")
-    t.add_argument("--curve", default="reports/stage2/dev_curve.csv", help="stage 2: STS-B dev curve CSV ('' = none)")
+    t.add_argument("--curves", default="reports/stage2", help="stage 2: folder for dev_curve.csv and loss_curve.csv ('' = none)")
     t.set_defaults(func=commands.cmd_train)
 
     e = sub.add_parser("evaluate", help="7-task STS evaluation with bootstrap intervals (Prefect flow, MLflow run)",

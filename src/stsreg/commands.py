@@ -53,7 +53,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         else:
             summary = stage2_flow(params_path=args.params, sts_path=args.sts, init_dir=args.stage1_dir,
                                   out_dir=args.stage2_dir, ckpt_dir=args.checkpoints, metrics_path=metrics,
-                                  curve_path=args.curve or None)
+                                  curves_dir=args.curves or None)
     if runtime.is_main_process():
         shown = {k: v for k, v in summary.items() if not isinstance(v, (list, dict))}
         print(f"stage {args.stage}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))

@@ -23,8 +23,7 @@ authors select; production stage 2 instead keeps its start when nothing beats it
 start and of the kept checkpoint are reported beside the test figures, so a row that loses says how.
 
 Each (method, seed) writes ``<runs>/<method>-<seed>/{metrics.json, predictions.parquet, training_summary.json,
-run.json}`` and is
-skipped on a rerun when its ``run.json`` fingerprint (settings, seed, data) still matches: an interrupted
+run.json}`` and is skipped on a rerun when its ``run.json`` fingerprint (settings, seed, data) still matches: an interrupted
 comparison resumes where it stopped. The trained weights are not kept (only predictions and metrics).
 """
 
@@ -39,7 +38,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stsreg import atomic
 from stsreg.codehash import code_hash
 from stsreg.hashing import fingerprint, sha256_file
 from stsreg.config import Params
@@ -117,8 +115,7 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
         model = SiameseRegressor.load(stage1_dir)
     else:
         set_seed(seed)  # the (unused) head's initialisation draws from the global RNG
-        m = p.model
-        model = SiameseRegressor.from_params(m)
+        model = SiameseRegressor.from_params(p.model)
     p = dataclasses.replace(p, stage2=stage2_for(p, method))
     run_stage2(p, sts_path, model, work / "model", work / "checkpoints", log_metric, keep="trained")
     shutil.copyfile(work / "model" / "training_summary.json", work / "training_summary.json")  # kept after the weights go
@@ -200,54 +197,3 @@ def budget(params: Params) -> str:
     return (f"Every trained row: {s2.epochs} epoch(s) of stage 2, batch {s2.batch_size}, lr {s2.lr:g}, warm-up "
             f"{s2.warmup_ratio:g}, {'length-grouped' if s2.group_by_length else 'random'} batches, precision "
             f"{params.model.precision}, max length {params.model.max_length}.")
-
-
-def format_results(table: pd.DataFrame, tests: pd.DataFrame | None, seeds, settings: str = "") -> str:
-    """Markdown: mean ± std (and mean 95% CI) per task and avg7, then the paired tests; ``settings``: a line
-    saying what every row trained with (:func:`budget`)."""
-    head = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg7", "avg7 unseen"]
-    lines = [f"Spearman x100 of cosine, mean ± std over {len(seeds)} seed(s) {list(seeds)}; avg7 95% CI = pair bootstrap, "
-             "bounds averaged over seeds." + (f" {settings}" if settings else ""), "",
-             "STS-B dev: the dev Spearman at step 0 -> of the checkpoint the row evaluates (the best after step 0), "
-             "and its step.", "",
-             "| method | " + " | ".join(head) + " | avg7 95% CI | STS-B dev (start -> kept @ step) |",
-             "|---|" + "---:|" * (len(head) + 1) + "---|"]
-    for _, r in table.iterrows():
-        cells = [f"{r[c + '_mean']:.2f} ± {r[c + '_std']:.2f}" if r["seeds"] > 1 else f"{r[c + '_mean']:.2f}" for c in COLUMNS]
-        dev = (f"{r['dev_start']:.2f} -> {r['dev_kept']:.2f} @ {r['kept_step']:.0f}/{r['total_steps']:.0f}"
-               if pd.notna(r.get("dev_kept", np.nan)) else "untrained")
-        lines.append(f"| {r['method']} | " + " | ".join(cells) + f" | [{r['avg7_low']:.2f}, {r['avg7_high']:.2f}] | {dev} |")
-    if tests is not None and not tests.empty:
-        ref = tests.reference.iloc[0]
-        lines += ["", f"Paired bootstrap on the same test pairs, a minus b (one-sided p that a is better; per seed). "
-                      f"a = {ref}, the regression row with the best mean STS-B dev, against every other row; then the "
-                      "pairs the paper's claims rest on:", "",
-                  "| a | b | view | diff (mean over seeds) | 95% CI (per seed) | p (per seed) |", "|---|---|---|---:|---|---|"]
-        for (a, other, view), g in tests.groupby(["reference", "other", "view"], sort=False):
-            cis = ", ".join(f"[{lo:+.2f}, {hi:+.2f}]" for lo, hi in zip(g.low, g.high))
-            lines.append(f"| {a} | {other} | {view} | {g['diff'].mean():+.2f} | {cis} | {', '.join(f'{p:.3f}' for p in g.p_value)} |")
-    return "\n".join(lines)
-
-
-def plot(table: pd.DataFrame, path: Path) -> None:
-    """Grouped bars: avg7 and avg7-unseen per method with the mean 95% CI as error bars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    x = np.arange(len(table))
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for i, (col, label) in enumerate((("avg7", "avg7"), ("avg7_unseen", "avg7 unseen"))):
-        mean = table[f"{col}_mean"].to_numpy()
-        err = np.vstack([mean - table[f"{col}_low"].to_numpy(), table[f"{col}_high"].to_numpy() - mean])
-        ax.bar(x + (i - 0.5) * 0.38, mean, 0.38, yerr=err, capsize=3, label=label)
-    ax.set_xticks(x, table.method)
-    lo = float(np.nanmin(table[["avg7_low", "avg7_unseen_low"]].to_numpy()))
-    ax.set_ylim(max(0.0, lo - 3), None)
-    ax.set_ylabel("Spearman x100 (cosine)")
-    ax.set_title("STS 7-task average by fine-tuning method (95% pair-bootstrap CI)")
-    ax.legend()
-    fig.tight_layout()
-    atomic.savefig(fig, path, dpi=120)
-    plt.close(fig)

@@ -21,7 +21,7 @@ from stsreg import atomic, runtime
 from stsreg.config import Params
 from stsreg.data.catalogue import EVAL_TASKS, sample_pairs, sts_training_pairs, stsb_split
 from stsreg.evaluate import PRIMARY_METRIC, eval_pairs, format_table, intervals, score_pairs, task_metrics
-from stsreg.losses import Objective
+from stsreg.objective import Objective
 from stsreg.model import SiameseRegressor
 from stsreg.training.stage1 import train_head
 from stsreg.training.stage2 import fine_tune

@@ -107,6 +107,22 @@ def test_versions_aliases_tags_and_gate_decisions(registry):
     assert json.loads((work / "prom2.json").read_text())["promoted"] is False
 
 
+def test_champion_eval_flow_evaluates_the_champion_and_tags_its_version(registry):
+    """The scheduled champion evaluation: downloads ``@champion`` from the registry, runs the release flow's evaluate
+    task in experiment ``stsreg-champion`` and tags the version; same model and data, so the same avg7."""
+    from pipelines.ops_flow import champion_eval_flow
+
+    work, _, decisions, c = registry
+    out = champion_eval_flow(project_dir=str(work), params_path="params.yaml", sts_path="sts.parquet")
+    assert out["version"] == 2  # the fine-tuned model promoted in the fixture
+    assert out["avg7_spearman"] == pytest.approx(decisions[1]["eval"]["avg7_spearman"], abs=1e-6)
+    run = c.get_run(out["run_id"])
+    assert run.info.status == "FINISHED" and run.info.run_name == "champion-v2" and run.data.tags["model_version"] == "2"
+    assert c.get_experiment(run.info.experiment_id).name == "stsreg-champion"
+    tags = c.get_model_version(NAME, "2").tags
+    assert tags["last_eval.avg7_spearman"] == f"{out['avg7_spearman']:.2f}" and tags["last_eval.run_id"] == out["run_id"]
+
+
 def test_pyfunc_loads_offline_and_scores(registry):
     import mlflow.pyfunc
 

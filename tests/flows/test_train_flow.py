@@ -28,7 +28,7 @@ def test_stage1_then_stage2_tracked_in_mlflow(harness, tiny_backbone, tmp_path, 
                      out_dir=str(tmp_path / "m1"), cache_dir=str(tmp_path / "cache"))
     s2 = stage2_flow(params_path=str(tmp_path / "params.yaml"), sts_path=str(tmp_path / "sts.parquet"),
                      init_dir=str(tmp_path / "m1"), out_dir=str(tmp_path / "m2"), ckpt_dir=str(tmp_path / "ck"),
-                     metrics_path=str(tmp_path / "stage2.json"), curve_path=str(tmp_path / "curve.csv"))
+                     metrics_path=str(tmp_path / "stage2.json"), curves_dir=str(tmp_path / "curves"))
     c = tracking.client()
     r1, r2 = c.get_run(s1["run_id"]), c.get_run(s2["run_id"])
     assert r1.info.status == r2.info.status == "FINISHED"
@@ -45,8 +45,12 @@ def test_stage1_then_stage2_tracked_in_mlflow(harness, tiny_backbone, tmp_path, 
     assert set(headline) == {"steps", "start_dev_spearman", "best_dev_spearman", "best_step", "trained_best_dev_spearman",
                              "trained_best_step"} and headline["steps"] == 6
     assert headline["best_dev_spearman"] == r2.data.metrics["best_dev_spearman"]
-    plotted = pd.read_csv(tmp_path / "curve.csv")
+    plotted = pd.read_csv(tmp_path / "curves" / "dev_curve.csv")
     assert plotted.step.tolist() == [0, 5, 6] and plotted.dev_spearman.tolist() == pytest.approx([m.value for m in curve])
+    # the loss curve: one point per 25-step window; a run of 6 steps has one, the mean of the 6 logged losses
+    loss_curve = pd.read_csv(tmp_path / "curves" / "loss_curve.csv")
+    assert loss_curve.step.tolist() == [6]
+    assert loss_curve.train_loss.tolist() == pytest.approx([sum(m.value for m in losses) / 6], rel=1e-5)
     artifacts = {a.path for a in c.list_artifacts(s2["run_id"], "model")}
     assert "model/head.safetensors" in artifacts and "model/model.safetensors" in artifacts
     assert (tmp_path / "mlflow/artifacts").is_dir()

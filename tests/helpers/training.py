@@ -1,6 +1,6 @@
 """Stage 2 as the tests call it: :func:`stsreg.training.stage2.fine_tune` with the objective its params name."""
 
-from stsreg.losses import Objective
+from stsreg.objective import Objective
 from stsreg.training.stage2 import fine_tune
 
 

@@ -1,7 +1,7 @@
 """The benchmark reports: ratios against targets with the date each row was measured, the CPU's bf16 flags, and the
 stage-2 A/B table grouped by precision and batching."""
 
-from benchmarks.bench import format_report
+from benchmarks.report import format_report
 from benchmarks.stage2_ab import format_report as ab_report
 from stsreg.config import Params
 

@@ -63,16 +63,16 @@ _LONG_FUNCTIONS = {("src/stsreg/cli.py", "build_parser")}
 
 
 def test_modules_and_functions_stay_small():
-    """No module above ~250 lines and no function above ~60 (a little slack for docstrings), parsers excepted."""
+    """No module above 250 lines and no function above 60 (docstring included), the declarative code excepted."""
     too_long = []
-    for folder in ("src", "pipelines"):
+    for folder in ("src", "pipelines", "benchmarks"):
         for path in sorted((REPO / folder).rglob("*.py")):
             rel = str(path.relative_to(REPO))
             text = path.read_text(encoding="utf-8")
-            if rel not in _LONG_MODULES and len(text.splitlines()) > 280:
+            if rel not in _LONG_MODULES and len(text.splitlines()) > 250:
                 too_long.append(f"{rel}: {len(text.splitlines())} lines")
             for node in ast.walk(ast.parse(text)):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (rel, node.name) not in _LONG_FUNCTIONS:
-                    if node.end_lineno - node.lineno + 1 > 70:
+                    if node.end_lineno - node.lineno + 1 > 60:
                         too_long.append(f"{rel}: {node.name} {node.end_lineno - node.lineno + 1} lines")
     assert not too_long, too_long

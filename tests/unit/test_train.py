@@ -118,6 +118,8 @@ def test_kill_9_then_resume_matches_uninterrupted(tiny_backbone, tmp_path):
     sa = json.loads((tmp_path / "ref/summary.json").read_text())
     sb = json.loads((work / "summary.json").read_text())
     assert sa["dev_curve"] == sb["dev_curve"] and sa["best_step"] == sb["best_step"]
+    # the open loss window travels in the checkpoint (every 3 steps, windows of 25): the same curve, bit for bit
+    assert [s for s, _ in sa["loss_curve"]] == [25, 50, 75, 80] and sa["loss_curve"] == sb["loss_curve"]
 
 
 def test_length_grouped_batches_keep_every_pair_and_pad_less():

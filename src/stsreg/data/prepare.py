@@ -205,11 +205,17 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
     atomic.write_json(prepared_dir / SUMMARY, metrics)
     atomic.write_json(metrics_path, headline(metrics))  # last: complete metrics describe complete tables
 
-    over = {n: d for n, d in datasets.items() if d["rejected_fraction"] > p.max_rejected_fraction}
+    _check_rejected_fraction(datasets, p.max_rejected_fraction, rejected_dir)
+    return metrics
+
+
+def _check_rejected_fraction(datasets: dict[str, dict], limit: float, rejected_dir: Path) -> None:
+    """Raise :class:`PrepareError` naming every dataset that rejected more than ``limit`` of its rows (after the
+    outputs are written, so the rejects files it points to exist)."""
+    over = {n: d for n, d in datasets.items() if d["rejected_fraction"] > limit}
     if over:
-        lines = [f"{len(over)} dataset(s) rejected more than prepare.max_rejected_fraction={p.max_rejected_fraction}:"]
+        lines = [f"{len(over)} dataset(s) rejected more than prepare.max_rejected_fraction={limit}:"]
         for name, d in over.items():
             lines.append(f"  - {name}: {d['rejected']} of {d['read']} rows ({d['rejected_fraction']:.2%}); "
                          f"see {rejected_dir / (name + '.parquet')} for file, line and reason of each")
         raise PrepareError("\n".join(lines))
-    return metrics

@@ -1,0 +1,92 @@
+"""Benchmark (b) of ``make bench``: steady-state stage-2 training pairs/s of stsreg against
+sentence-transformers' ``SentenceTransformerTrainer`` with ``CoSENTLoss`` (same pairs, batch, max length, threads)."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.report import median as _median
+
+
+def _train_pairs(sts: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
+    train = sts[sts.dataset.isin(["stsb", "sickr"]) & (sts.split == "train")]
+    return train.sample(n=min(n, len(train)), random_state=seed).reset_index(drop=True)
+
+
+def _steady_rate(stamps: list[float], batch_size: int, warmup: int) -> float:
+    """Pairs/s between the end of step ``warmup`` and the last step (per-step callback timestamps)."""
+    if len(stamps) <= warmup + 1:
+        raise ValueError(f"need more than {warmup + 1} steps to time, got {len(stamps)}")
+    return (len(stamps) - 1 - warmup) * batch_size / (stamps[-1] - stamps[warmup])
+
+
+def resolved_precision(model) -> str:
+    from stsreg import precision
+
+    return precision.describe(model.amp_dtype)
+
+
+def _train_stsreg(backbone: str, pairs: pd.DataFrame, dev: pd.DataFrame, stage2, max_length: int, work: Path,
+                  warmup: int, group_by_length: bool, precision: str) -> float:
+    from stsreg.model import SiameseRegressor
+    from stsreg.objective import Objective
+    from stsreg.training.stage2 import fine_tune
+
+    stamps: list[float] = []
+    model = SiameseRegressor.from_pretrained(backbone, max_length=max_length, precision=precision)
+    p = dataclasses.replace(stage2, epochs=1, eval_every=10**9, checkpoint_every=10**9, group_by_length=group_by_length)
+    fine_tune(model, pairs, dev, Objective.from_params(p), p, 0, work / "out", work / "ckpt", log_metric=lambda k, v, s: k == "train_loss" and stamps.append(time.perf_counter()))
+    return _steady_rate(stamps, p.batch_size, warmup)
+
+
+def _train_st(backbone: str, pairs: pd.DataFrame, batch_size: int, max_length: int, work: Path, warmup: int) -> float:
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.losses import CoSENTLoss
+    from transformers import TrainerCallback
+
+    from stsreg.model import resolve_backbone
+
+    stamps: list[float] = []
+
+    class Stamp(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            stamps.append(time.perf_counter())
+
+    model = SentenceTransformer(resolve_backbone(backbone), device="cpu")
+    model.max_seq_length = max_length
+    # scale labels to 0-1 per dataset, as sentence-transformers users do (SICK-R is 1-5)
+    data = Dataset.from_dict({"sentence1": list(pairs.sentence1), "sentence2": list(pairs.sentence2),
+                              "score": list((pairs.score / 5.0).astype(float))})
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(work / "st"), per_device_train_batch_size=batch_size, num_train_epochs=1, learning_rate=2e-5,
+        warmup_ratio=0.1, save_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=True,
+        dataloader_num_workers=0, seed=0)
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=CoSENTLoss(model),
+                                         callbacks=[Stamp()])
+    trainer.train()
+    return _steady_rate(stamps, batch_size, warmup)
+
+
+def bench_train(backbone: str, sts: pd.DataFrame, n_pairs: int, stage2, max_length: int, repeats: int,
+                group_by_length: bool = False, precision: str = "auto", warmup: int = 5) -> dict:
+    """``stage2``: :class:`stsreg.config.Stage2Params` (its loss and batch size; one epoch, no dev evaluation)."""
+    batch_size = stage2.batch_size
+    pairs = _train_pairs(sts, n_pairs, 0)
+    dev = sts[(sts.dataset == "stsb") & (sts.split == "dev")].head(16).reset_index(drop=True)
+    rates = {"stsreg": [], "sentence_transformers": []}
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as d:
+            rates["stsreg"].append(_train_stsreg(backbone, pairs, dev, stage2, max_length, Path(d), warmup, group_by_length,
+                                                 precision))
+        with tempfile.TemporaryDirectory() as d:
+            rates["sentence_transformers"].append(_train_st(backbone, pairs, batch_size, max_length, Path(d), warmup))
+    return {"unit": "pairs/s", "samples": rates, "pairs": len(pairs), "batch_size": batch_size, "max_length": max_length,
+            "group_by_length": group_by_length, "precision": precision, "loss": stage2.loss,
+            "timed_steps": len(pairs) // batch_size - 1 - warmup,
+            "ratio": _median(rates["stsreg"]) / _median(rates["sentence_transformers"])}
