@@ -210,6 +210,7 @@ def run_row(params: Params, name: str, seed: int, nli: pd.DataFrame, work: Path,
 def format_table(table: pd.DataFrame, tests: pd.DataFrame | None, seeds, seconds: dict, backbone: str) -> str:
     """Markdown: our rows (7 tasks, avg7, avg7 unseen, wall time), the paper's Table 1 rows, the paired tests."""
     from stsreg.compare import COLUMNS
+    from stsreg.report import paired_table
 
     head = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg7"]
     fmt = lambda r, c: f"{r[c + '_mean']:.2f} ± {r[c + '_std']:.2f}" if r["seeds"] > 1 else f"{r[c + '_mean']:.2f}"  # noqa: E731
@@ -232,8 +233,5 @@ def format_table(table: pd.DataFrame, tests: pd.DataFrame | None, seeds, seconds
     if tests is not None and not tests.empty:
         lines += ["", f"Paired bootstrap on the same test pairs: {REFERENCE} minus each row (one-sided p that {REFERENCE} "
                       "is better; per seed).", "",
-                  "| a | b | view | diff (mean over seeds) | 95% CI (per seed) | p (per seed) |", "|---|---|---|---:|---|---|"]
-        for (a, other, view), g in tests.groupby(["reference", "other", "view"], sort=False):
-            cis = ", ".join(f"[{lo:+.2f}, {hi:+.2f}]" for lo, hi in zip(g.low, g.high))
-            lines.append(f"| {a} | {other} | {view} | {g['diff'].mean():+.2f} | {cis} | {', '.join(f'{q:.3f}' for q in g.p_value)} |")
+                  *paired_table(tests)]
     return "\n".join(lines)

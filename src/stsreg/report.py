@@ -78,11 +78,18 @@ def format_compare(table: pd.DataFrame, tests: pd.DataFrame | None, seeds, setti
         lines += ["", f"Paired bootstrap on the same test pairs, a minus b (one-sided p that a is better; per seed). "
                       f"a = {ref}, the regression row with the best mean STS-B dev, against every other row; then the "
                       "pairs the paper's claims rest on:", "",
-                  "| a | b | view | diff (mean over seeds) | 95% CI (per seed) | p (per seed) |", "|---|---|---|---:|---|---|"]
-        for (a, other, view), g in tests.groupby(["reference", "other", "view"], sort=False):
-            cis = ", ".join(f"[{lo:+.2f}, {hi:+.2f}]" for lo, hi in zip(g.low, g.high))
-            lines.append(f"| {a} | {other} | {view} | {g['diff'].mean():+.2f} | {cis} | {', '.join(f'{p:.3f}' for p in g.p_value)} |")
+                  *paired_table(tests)]
     return "\n".join(lines)
+
+
+def paired_table(tests: pd.DataFrame) -> list[str]:
+    """Markdown lines of paired tests (columns reference, other, seed, view, diff, low, high, p_value: one row per
+    pair, view and seed): one line per (a, b, view) with the mean difference and every seed's CI and p."""
+    lines = ["| a | b | view | diff (mean over seeds) | 95% CI (per seed) | p (per seed) |", "|---|---|---|---:|---|---|"]
+    for (a, other, view), g in tests.groupby(["reference", "other", "view"], sort=False):
+        cis = ", ".join(f"[{lo:+.2f}, {hi:+.2f}]" for lo, hi in zip(g.low, g.high))
+        lines.append(f"| {a} | {other} | {view} | {g['diff'].mean():+.2f} | {cis} | {', '.join(f'{p:.3f}' for p in g.p_value)} |")
+    return lines
 
 
 def plot_methods(table: pd.DataFrame, path: Path) -> None:
