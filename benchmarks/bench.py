@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.report import TARGETS, format_report, machine, median as _median
+from benchmarks.report import TARGETS, format_report, machine, median
 from benchmarks.train_speed import resolved_precision, bench_train
 
 # -- (a) encode ------------------------------------------------------------------------------------------
@@ -72,7 +72,7 @@ def bench_encode(backbone: str, sts: pd.DataFrame, max_length: int, batch_size: 
         acc[side] = spearman(cos, test.score.to_numpy())
     return {"unit": "sentences/s", "samples": rates, "stsb_test_spearman": acc, "sentences": len(sentences),
             "max_length": max_length, "batch_size": batch_size, "precision": resolved_precision(ours),
-            "ratio": _median(rates["stsreg"]) / _median(rates["sentence_transformers"])}
+            "ratio": median(rates["stsreg"]) / median(rates["sentence_transformers"])}
 
 
 # -- (c) stage 1 vs one encoder pass --------------------------------------------------------------------
@@ -97,7 +97,7 @@ def bench_stage1(params, nli_path: Path, n_pairs: int, repeats: int) -> dict:
         times["encoder_pass"].append(time.perf_counter() - t0)
     return {"unit": "s", "samples": times, "pairs": len(nli), "distinct_sentences": len(unique),
             "epochs": params.stage1.epochs,
-            "ratio": _median(times["stage1_cold_cache"]) / _median(times["encoder_pass"])}
+            "ratio": median(times["stage1_cold_cache"]) / median(times["encoder_pass"])}
 
 
 # -- (d) Prefect + MLflow overhead ------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def bench_orchestration(params_path: Path, nli_path: Path, cache_dir: Path, repe
             for kind in ("flow", "bare"):
                 times[kind].append(run(kind))
     return {"unit": "s", "samples": times, "what": "stage 1 (full NLI, warm embedding cache) in a fresh process",
-            "ratio": _median(times["flow"]) / _median(times["bare"])}
+            "ratio": median(times["flow"]) / median(times["bare"])}
 
 
 # -- (e) no-op dvc repro ----------------------------------------------------------------------------------
@@ -144,7 +144,7 @@ def bench_dvc_noop(repeats: int, target: str = "promote") -> dict:
         times.append(time.perf_counter() - t0)
         if "Running stage" in out:
             raise RuntimeError(f"`dvc repro {target}` ran a stage during the no-op benchmark:\n{out}")
-    return {"unit": "s", "samples": {"dvc_repro": times}, "ratio": _median(times)}
+    return {"unit": "s", "samples": {"dvc_repro": times}, "ratio": median(times)}
 
 
 def main(argv=None) -> int:

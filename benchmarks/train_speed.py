@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.report import median as _median
+from benchmarks.report import median
 
 
 def _train_pairs(sts: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
@@ -89,4 +89,4 @@ def bench_train(backbone: str, sts: pd.DataFrame, n_pairs: int, stage2, max_leng
     return {"unit": "pairs/s", "samples": rates, "pairs": len(pairs), "batch_size": batch_size, "max_length": max_length,
             "group_by_length": group_by_length, "precision": precision, "loss": stage2.loss,
             "timed_steps": len(pairs) // batch_size - 1 - warmup,
-            "ratio": _median(rates["stsreg"]) / _median(rates["sentence_transformers"])}
+            "ratio": median(rates["stsreg"]) / median(rates["sentence_transformers"])}
