@@ -81,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--stage2-dir", default="models/stage2")
     t.add_argument("--cache", default="cache/embeddings", help="stage-1 embedding cache")
     t.add_argument("--checkpoints", default="checkpoints/stage2", help="stage-2 resumable checkpoints")
+    t.add_argument("--fresh", action="store_true",
+                   help="stage 2: delete --checkpoints first and train from step 0. A checkpoint is resumed while the "
+                        "config, seed, data and starting weights match; code is not part of that key, so after a code "
+                        "change whose effect must show, train with --fresh (a finished run is otherwise resumed as is)")
     t.add_argument("--metrics", default=None, help="headline metrics file (default metrics/stage<N>.json; '' = none)")
     t.add_argument("--curves", default="reports/stage2", help="stage 2: folder for dev_curve.csv and loss_curve.csv ('' = none)")
     t.set_defaults(func=commands.cmd_train)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -34,9 +35,25 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _discard_checkpoints(stage: str, ckpt_dir: Path, world_size: int) -> None:
+    """``stsreg train --fresh``: remove the stage-2 checkpoint folder so training starts at step 0.
+
+    Refused for stage 1 (it keeps no checkpoints) and under torchrun (another rank could already be reading the
+    folder): delete it yourself before launching a distributed run."""
+    if stage != "2":
+        raise SystemExit("--fresh applies to stage 2 (stage 1 keeps no checkpoints)")
+    if world_size > 1:
+        raise SystemExit(f"--fresh is not taken under torchrun: delete {ckpt_dir} before launching")
+    if ckpt_dir.exists():
+        shutil.rmtree(ckpt_dir)
+        print(f"--fresh: removed {ckpt_dir}")
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from stsreg import runners, runtime
 
+    if getattr(args, "fresh", False):
+        _discard_checkpoints(args.stage, Path(args.checkpoints), runtime.world()[0])
     if runtime.world()[0] > 1:
         # under torchrun: every process runs the same loop; no Prefect flow per process
         params = load_params(args.params)

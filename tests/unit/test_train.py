@@ -178,3 +178,23 @@ def test_a_head_trained_model_serves_its_head(tiny_backbone):
     model = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16)
     u, v = torch.randn(4, model.dim), torch.randn(4, model.dim)
     assert model.config.score_map is None and torch.equal(model.predict(u, v), model.score_embeddings(u, v))
+
+
+def test_train_fresh_discards_only_stage2_checkpoints_and_never_under_torchrun(tmp_path, monkeypatch):
+    from stsreg.cli import build_parser
+    from stsreg.commands import _discard_checkpoints, cmd_train
+
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "last.pt").write_bytes(b"a finished run")
+    parse = lambda stage: build_parser().parse_args(["train", "--stage", stage, "--fresh", "--checkpoints", str(ckpt)])  # noqa: E731
+    with pytest.raises(SystemExit, match="applies to stage 2"):
+        cmd_train(parse("1"))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(SystemExit, match="not taken under torchrun"):
+        cmd_train(parse("2"))
+    assert (ckpt / "last.pt").read_bytes() == b"a finished run"  # refused before anything was touched
+    assert build_parser().parse_args(["train", "--stage", "2"]).fresh is False  # resuming stays the default
+    _discard_checkpoints("2", ckpt, world_size=1)
+    assert not ckpt.exists()
+    _discard_checkpoints("2", ckpt, world_size=1)  # nothing to remove is fine
