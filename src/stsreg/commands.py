@@ -52,9 +52,10 @@ def _discard_checkpoints(stage: str, ckpt_dir: Path, world_size: int) -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     from stsreg import runners, runtime
 
-    if getattr(args, "fresh", False):
-        _discard_checkpoints(args.stage, Path(args.checkpoints), runtime.world()[0])
-    if runtime.world()[0] > 1:
+    world_size = runtime.world()[0]
+    if args.fresh:
+        _discard_checkpoints(args.stage, Path(args.checkpoints), world_size)
+    if world_size > 1:
         # under torchrun: every process runs the same loop; no Prefect flow per process
         params = load_params(args.params)
         if args.stage == "1":
