@@ -2,16 +2,12 @@
 
     stsreg fetch   [--params params.yaml] [--mirror DIR] [--no-download]
     stsreg prepare [--params params.yaml]
-    stsreg train   --stage 1|2
+    stsreg train   --stage 1|2 [--fresh]
     stsreg evaluate [--model models/stage2]
     stsreg register
     stsreg promote
     stsreg compare
-    stsreg nli-table
-    stsreg baselines
-    stsreg search
-    stsreg claims
-    stsreg profile
+    stsreg nli-table | baselines | search | claims | profile
     stsreg serve   [--model-uri models:/sts-regression@champion] [--port 5001]
     stsreg servers start|stop|status
     stsreg deploy [--pool NAME] [--image IMAGE]
@@ -81,10 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--stage2-dir", default="models/stage2")
     t.add_argument("--cache", default="cache/embeddings", help="stage-1 embedding cache")
     t.add_argument("--checkpoints", default="checkpoints/stage2", help="stage-2 resumable checkpoints")
-    t.add_argument("--fresh", action="store_true",
-                   help="stage 2: delete --checkpoints first and train from step 0. A checkpoint is resumed while the "
-                        "config, seed, data and starting weights match; code is not part of that key, so after a code "
-                        "change whose effect must show, train with --fresh (a finished run is otherwise resumed as is)")
+    t.add_argument("--fresh", action="store_true", help="stage 2: delete --checkpoints, train from step 0 (after a "
+                   "code change: a checkpoint's key is config, seed, data and start weights, not code)")
     t.add_argument("--metrics", default=None, help="headline metrics file (default metrics/stage<N>.json; '' = none)")
     t.add_argument("--curves", default="reports/stage2", help="stage 2: folder for dev_curve.csv and loss_curve.csv ('' = none)")
     t.set_defaults(func=commands.cmd_train)
