@@ -79,7 +79,7 @@ def bench_encode(backbone: str, sts: pd.DataFrame, max_length: int, batch_size: 
 def bench_stage1(params, nli_path: Path, n_pairs: int, repeats: int) -> dict:
     from stsreg.model import SiameseRegressor
     from stsreg.data.catalogue import sample_pairs
-    from stsreg.runners import run_stage1
+    from stsreg.runners.stage1 import run_stage1
 
     params = dataclasses.replace(params, stage1=dataclasses.replace(params.stage1, max_pairs=n_pairs))
     nli = sample_pairs(pd.read_parquet(nli_path), n_pairs, params.seed)
@@ -103,12 +103,12 @@ def bench_stage1(params, nli_path: Path, n_pairs: int, repeats: int) -> dict:
 # -- (d) Prefect + MLflow overhead ------------------------------------------------------------------------
 _BARE = """
 import sys; from pathlib import Path
-from stsreg.config import load_params; from stsreg.runners import run_stage1
+from stsreg.config import load_params; from stsreg.runners.stage1 import run_stage1
 run_stage1(load_params(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))
 """
 _FLOW = """
 import sys
-from pipelines.train_flow import stage1_flow
+from pipelines.stage1_flow import stage1_flow
 stage1_flow(params_path=sys.argv[1], nli_path=sys.argv[2], out_dir=sys.argv[3], cache_dir=sys.argv[4])
 """
 

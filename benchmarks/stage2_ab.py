@@ -24,7 +24,8 @@ DEFAULT_RUNS = ("fp32:random:42", "bf16:random:42", "bf16:grouped:42", "bf16:ran
 
 def run_one(params, spec: str, sts: Path, init: Path) -> dict:
     from stsreg.model import SiameseRegressor
-    from stsreg.runners import run_evaluate, run_stage2
+    from stsreg.runners.evaluate import run_evaluate
+    from stsreg.runners.stage2 import run_stage2
 
     mode, batching, seed = spec.split(":")
     p = dataclasses.replace(params, seed=int(seed),

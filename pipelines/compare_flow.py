@@ -18,9 +18,10 @@ from pathlib import Path
 import pandas as pd
 from prefect import flow, task
 
-from stsreg import atomic, compare, report, runners, runtime, tracking
+from stsreg import atomic, compare, report, rundirs, runtable, runtime, tracking
 from stsreg.config import load_params
 from stsreg.hashing import sha256_file
+from stsreg.runners.evaluate import run_evaluate
 
 EXPERIMENT = "stsreg-compare"
 
@@ -30,7 +31,7 @@ def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_pat
     params = dataclasses.replace(load_params(params_path), seed=seed)
     work = Path(runs_dir) / f"{method}-{seed}"
     fingerprint = compare.run_fingerprint(params, method, seed, sha256_file(sts_path), sha256_file(nli_path))
-    if compare.is_done(work, fingerprint):
+    if rundirs.is_done(work, fingerprint):
         return json.loads((work / "metrics.json").read_text())
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -40,7 +41,7 @@ def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_pat
     with tracking.tracked_run(EXPERIMENT, f"{method}-{seed}", logged, tags) as run:
         model_dir = compare.train_method(params, method, seed, Path(sts_path), Path(nli_path), work, run)
         run.flush()
-        metrics = runners.run_evaluate(params, model_dir, Path(sts_path), work)
+        metrics = run_evaluate(params, model_dir, Path(sts_path), work)
         tracking.log_metrics(run.run_id, metrics)
         for name in ("table.md", "predictions.parquet"):
             tracking.client().log_artifact(run.run_id, str(work / name), artifact_path="eval")
@@ -54,11 +55,11 @@ def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_pat
 def compare_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: str) -> dict:
     params = load_params(params_path)
     c = params.compare
-    runs = compare.collect(Path(runs_dir), c.methods, c.seeds)
-    table = compare.results_table(runs)
+    runs = runtable.collect(Path(runs_dir), c.methods, c.seeds)
+    table = runtable.results_table(runs)
     reference = compare.reference_method(table)
     pairs = compare.test_pairs(reference, c.methods)
-    tests = compare.paired_tests(Path(runs_dir), pairs, c.seeds, params.evaluate.n_resamples, params.seed) if pairs else None
+    tests = runtable.paired_tests(Path(runs_dir), pairs, c.seeds, params.evaluate.n_resamples, params.seed) if pairs else None
     out = Path(out_dir)
     atomic.to_csv(runs, out / "runs.csv")
     atomic.to_csv(table, out / "results.csv")

@@ -19,14 +19,15 @@ from pathlib import Path
 import pandas as pd
 from prefect import flow, task
 
-from stsreg import atomic, compare, nli_table, report, rundirs, runners, runtime, tracking
+from stsreg import atomic, nli_table, report, rundirs, runtable, runtime, tracking
 from stsreg.codehash import code_hash
 from stsreg.config import Params, load_params
 from stsreg.hashing import fingerprint, sha256_file
+from stsreg.runners.evaluate import run_evaluate
 
 EXPERIMENT = "stsreg-nli-table"
 #: The code one (objective, seed) run executes; config.py is left out (the resolved values are in the key).
-ROW_CODE = ("stsreg.nli_table", "stsreg.runners")
+ROW_CODE = ("stsreg.nli_table", "stsreg.runners.evaluate")
 
 
 def row_fingerprint(params: Params, name: str, seed: int, nli_sha: str, sts_sha: str) -> str:
@@ -54,7 +55,7 @@ def nli_table_row(params_path: str, name: str, seed: int, nli_path: str, sts_pat
         model_dir = nli_table.run_row(params, name, seed, pd.read_parquet(nli_path), work, run)
         trained_s = time.time() - started
         run.flush()
-        metrics = runners.run_evaluate(params, model_dir, Path(sts_path), work)
+        metrics = run_evaluate(params, model_dir, Path(sts_path), work)
         metrics.update(train_seconds=trained_s, row_seconds=time.time() - started)
         atomic.write_json(work / "metrics.json", metrics)
         tracking.log_metrics(run.run_id, metrics)
@@ -70,12 +71,12 @@ def nli_table_row(params_path: str, name: str, seed: int, nli_path: str, sts_pat
 def nli_table_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: str) -> dict:
     params = load_params(params_path)
     p = params.nli_table
-    runs = compare.collect(Path(runs_dir), p.objectives, p.seeds)
-    table = compare.results_table(runs)
+    runs = runtable.collect(Path(runs_dir), p.objectives, p.seeds)
+    table = runtable.results_table(runs)
     seconds = runs.groupby("method", sort=False).row_seconds.mean()
     pairs = [(nli_table.REFERENCE, o) for o in p.objectives if o != nli_table.REFERENCE] \
         if nli_table.REFERENCE in p.objectives else []
-    tests = compare.paired_tests(Path(runs_dir), pairs, p.seeds, params.evaluate.n_resamples, params.seed) if pairs else None
+    tests = runtable.paired_tests(Path(runs_dir), pairs, p.seeds, params.evaluate.n_resamples, params.seed) if pairs else None
     out = Path(out_dir)
     atomic.to_csv(runs, out / "runs.csv")
     atomic.to_csv(table, out / "results.csv")

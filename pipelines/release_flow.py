@@ -19,9 +19,10 @@ from pathlib import Path
 
 from prefect import flow, task
 
-from stsreg import atomic, registry, runners, runtime, tracking
+from stsreg import atomic, registry, runtime, tracking
 from stsreg.config import load_params
 from stsreg.hashing import fingerprint, sha256_file
+from stsreg.runners.evaluate import headline as eval_headline, run_evaluate
 
 EXPERIMENT = "stsreg"
 
@@ -31,19 +32,19 @@ def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str,
                   uri: str | None = None, experiment: str = EXPERIMENT, run_name: str = "evaluate",
                   tags: dict[str, str] | None = None) -> dict:
     """7-task evaluation of ``model_dir`` in one MLflow run (store ``uri``, default :func:`tracking.tracking_uri`;
-    ``experiment`` / ``run_name`` / extra ``tags`` name it); ``headline_path``: also write :func:`runners.headline`."""
+    ``experiment`` / ``run_name`` / extra ``tags`` name it); ``headline_path``: also write :func:`stsreg.runners.evaluate.headline`."""
     params = load_params(params_path)
     tags = {**tracking.environment_tags(runtime.device_name()), **(tags or {})}
     tags.update({"data_sha256.sts.parquet": sha256_file(sts_path), "model_dir": model_dir})
     logged = {"evaluate": dataclasses.asdict(params.evaluate), "seed": params.seed}
     with tracking.tracked_run(experiment, run_name, logged, tags, uri) as run:
-        metrics = runners.run_evaluate(params, Path(model_dir), Path(sts_path), Path(out_dir))
+        metrics = run_evaluate(params, Path(model_dir), Path(sts_path), Path(out_dir))
         tracking.log_metrics(run.run_id, metrics, uri=uri)
         for name in ("table.md", "metrics.json", "predictions.parquet"):
             tracking.client(uri).log_artifact(run.run_id, str(Path(out_dir) / name), artifact_path="eval")
     atomic.write_text(Path(out_dir) / "mlflow_run.json", json.dumps({"run_id": run.run_id}))
     if headline_path:
-        atomic.write_text(headline_path, json.dumps(runners.headline(metrics), indent=2))
+        atomic.write_text(headline_path, json.dumps(eval_headline(metrics), indent=2))
     return {"run_id": run.run_id, **metrics}
 
 
@@ -94,7 +95,7 @@ def promote_task(params_path: str, out_path: str, sts_path: str = "data/prepared
         from stsreg.model import resolve_backbone
 
         with tempfile.TemporaryDirectory() as tmp:
-            runners.run_evaluate(params, Path(resolve_backbone(params.model.backbone)), Path(sts_path), Path(tmp))
+            run_evaluate(params, Path(resolve_backbone(params.model.backbone)), Path(sts_path), Path(tmp))
             return pd.read_parquet(Path(tmp) / "predictions.parquet")
 
     baseline = backbone_predictions if params.promote.against_backbone else None

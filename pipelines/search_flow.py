@@ -20,10 +20,11 @@ from pathlib import Path
 
 from prefect import flow, task
 
-from stsreg import atomic, runners, runtime, search, tracking
+from stsreg import atomic, runtime, search, tracking
 from stsreg.codehash import code_hash
 from stsreg.config import load_params
 from stsreg.hashing import sha256_file, sha256_lines
+from stsreg.runners.stage2 import run_stage2
 
 EXPERIMENT = "stsreg-search"
 log = logging.getLogger(__name__)
@@ -109,7 +110,7 @@ def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_
     name = search.study_name(params, sha256_file(sts_path), _dir_hash(Path(init_dir)),
                              # config.py holds defaults and validation: a trial's settings are recorded in full
                              # (its params + the fixed settings in the name), so editing a default keeps the study
-                             code_hash(("stsreg.search", "stsreg.runners"), exclude=("stsreg.config",)))
+                             code_hash(("stsreg.search", "stsreg.runners.stage2"), exclude=("stsreg.config",)))
     study = _open_study(name, db_path, s, params.seed)
     c = tracking.client()
     parent = _parent_run(study, params, name)
@@ -125,7 +126,7 @@ def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_
         pruned = None
         with tracking.tracked_run(EXPERIMENT, f"trial-{trial.number}", {"stage2": dataclasses.asdict(p2)}, tags) as run:
             try:
-                summary = runners.run_stage2(p, Path(sts_path), SiameseRegressor.load(init_dir), work / "model",
+                summary = run_stage2(p, Path(sts_path), SiameseRegressor.load(init_dir), work / "model",
                                              work / "ckpt", run, on_eval=_pruning_hook(study, trial))
             except optuna.TrialPruned as e:  # a decision, not a failure: the MLflow run ends FINISHED, tagged
                 pruned = e

@@ -25,8 +25,8 @@ PACKAGES = ("stsreg", "pipelines")
 STAGE_ENTRIES = {
     "fetch": ("stsreg.data.sources",),
     "prepare": ("stsreg.data.prepare",),
-    "stage1": ("pipelines.train_flow",),
-    "stage2": ("pipelines.train_flow",),
+    "stage1": ("pipelines.stage1_flow",),
+    "stage2": ("pipelines.stage2_flow",),
     "evaluate": ("pipelines.release_flow",),
     "register": ("pipelines.release_flow",),
     "promote": ("pipelines.release_flow",),

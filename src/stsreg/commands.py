@@ -50,7 +50,7 @@ def _discard_checkpoints(stage: str, ckpt_dir: Path, world_size: int) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from stsreg import runners, runtime
+    from stsreg import runtime
 
     world_size = runtime.world()[0]
     if args.fresh:
@@ -60,9 +60,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         params = load_params(args.params)
         if args.stage == "1":
             raise SystemExit("stage 1 trains 1,153 parameters on cached features: run it without torchrun")
-        summary = runners.run_stage2(params, Path(args.sts), Path(args.stage1_dir), Path(args.stage2_dir), Path(args.checkpoints))
+        from stsreg.runners.stage2 import run_stage2
+
+        summary = run_stage2(params, Path(args.sts), Path(args.stage1_dir), Path(args.stage2_dir), Path(args.checkpoints))
     else:
-        from pipelines.train_flow import stage1_flow, stage2_flow
+        from pipelines.stage1_flow import stage1_flow
+        from pipelines.stage2_flow import stage2_flow
 
         metrics = (args.metrics or f"metrics/stage{args.stage}.json") if args.metrics != "" else None
         if args.stage == "1":

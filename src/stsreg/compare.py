@@ -30,19 +30,15 @@ comparison resumes where it stopped. The trained weights are not kept (only pred
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from stsreg.codehash import code_hash
 from stsreg.hashing import fingerprint, sha256_file
 from stsreg.config import Params
-from stsreg.data.catalogue import EVAL_TASKS
-from stsreg.evaluate import paired_on_predictions
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +56,10 @@ METHODS: dict[str, dict | None] = {
 #: Rows trained with the paper's framework (stage 1 head on NLI, then a buffered / regression stage 2). The paired
 #: tests compare the one with the best mean STS-B *dev* score (never a test score) against every other row.
 REGRESSION = ("ours", "translated_relu", "mse", "ours_cos", "ours_joint")
-COLUMNS = [*EVAL_TASKS, "avg7", "avg7_unseen"]
 
 
 #: The code one (method, seed) run executes (training and evaluation); its hash is part of each run's fingerprint.
-RUN_CODE = ("stsreg.compare", "stsreg.runners")
+RUN_CODE = ("stsreg.compare", "stsreg.runners.stage1", "stsreg.runners.stage2", "stsreg.runners.evaluate")
 #: Left out of that hash: ``config.py`` holds defaults and validation, and the resolved values themselves are in the
 #: fingerprint, so adding a params section or a help text does not retrain every row.
 RUN_CODE_EXCLUDE = ("stsreg.config",)
@@ -87,11 +82,6 @@ def run_fingerprint(params: Params, method: str, seed: int, sts_sha: str, nli_sh
     return fingerprint(parts)
 
 
-def is_done(run_dir: Path, expected: str) -> bool:
-    meta = run_dir / "run.json"
-    return meta.exists() and json.loads(meta.read_text()).get("fingerprint") == expected
-
-
 def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_path: Path, work: Path, log_metric,
                  cache_dir: Path = Path("cache/embeddings")) -> Path:
     """Train ``method`` with ``seed``; returns the model folder to evaluate (the backbone itself for ``base``).
@@ -100,7 +90,8 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
     model settings and the NLI data, so a change of any of them trains a new one.
     """
     from stsreg.model import SiameseRegressor, resolve_backbone
-    from stsreg.runners import run_stage1, run_stage2
+    from stsreg.runners.stage1 import run_stage1
+    from stsreg.runners.stage2 import run_stage2
     from stsreg.runtime import set_seed
 
     spec = METHODS[method]
@@ -123,39 +114,6 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
     return work / "model"
 
 
-def collect(runs_dir: Path, methods, seeds) -> pd.DataFrame:
-    """One row per (method, seed) with the metrics of ``<runs_dir>/<method>-<seed>/metrics.json``."""
-    rows = []
-    for method in methods:
-        for seed in seeds:
-            run = runs_dir / f"{method}-{seed}"
-            m = json.loads((run / "metrics.json").read_text())
-            trained = {}
-            if (run / "training_summary.json").exists():  # the base row trains nothing
-                s = json.loads((run / "training_summary.json").read_text())
-                trained = {"dev_start": s["start_dev_spearman"], "dev_kept": s["trained_best_dev_spearman"],
-                           "kept_step": s["trained_best_step"], "total_steps": s["total_steps"]}
-            rows.append({"method": method, "seed": seed, **m, **trained})
-    return pd.DataFrame(rows)
-
-
-def results_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """(method) x (task mean, std, CI low/high averaged over seeds): the CSV behind the markdown table."""
-    out = []
-    for method, g in runs.groupby("method", sort=False):
-        row = {"method": method, "seeds": len(g)}
-        for col in COLUMNS:
-            key = "avg7_unseen_spearman" if col == "avg7_unseen" else f"{col}_spearman"
-            row[f"{col}_mean"] = g[key].mean()
-            row[f"{col}_std"] = g[key].std(ddof=1) if len(g) > 1 else 0.0
-            row[f"{col}_low"] = g[f"{key}_low"].mean()
-            row[f"{col}_high"] = g[f"{key}_high"].mean()
-        for col in ("dev_start", "dev_kept", "kept_step", "total_steps"):
-            row[col] = g[col].mean() if col in g and g[col].notna().any() else np.nan
-        out.append(row)
-    return pd.DataFrame(out)
-
-
 def reference_method(table: pd.DataFrame) -> str | None:
     """The regression row with the best mean STS-B dev Spearman of its kept checkpoint (dev only: no test figure
     takes part in the choice); None when the table has no regression row."""
@@ -175,20 +133,6 @@ def test_pairs(reference: str | None, methods) -> list[tuple[str, str]]:
         if a in methods and b in methods and (a, b) not in pairs and (b, a) not in pairs:
             pairs.append((a, b))
     return pairs
-
-
-def paired_tests(runs_dir: Path, pairs, seeds, n_resamples: int, seed: int = 0) -> pd.DataFrame:
-    """Each (a, b) of ``pairs``, per seed, on the same test pairs: a - b in avg7 and avg7-unseen, one-sided p that
-    a is better."""
-    rows = []
-    for reference, other in pairs:
-        for s in seeds:
-            a = pd.read_parquet(runs_dir / f"{reference}-{s}" / "predictions.parquet")
-            b = pd.read_parquet(runs_dir / f"{other}-{s}" / "predictions.parquet")
-            for view, unseen in (("avg7", False), ("avg7_unseen", True)):
-                r = paired_on_predictions(a, b, unseen, n_resamples, seed)
-                rows.append({"reference": reference, "other": other, "seed": s, "view": view, **r.as_dict()})
-    return pd.DataFrame(rows)
 
 
 def budget(params: Params) -> str:

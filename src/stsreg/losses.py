@@ -193,6 +193,24 @@ class Joint(nn.Module):
         return {"head": self.head.get_config_dict(), "cosine": self.cosine.get_config_dict(), "lambda": self.lam}
 
 
+class CoSENTPlusCosine(nn.Module):
+    """CoSENT's ranking term plus a buffered loss on the cosine: ``cosent(u, v, y) + lam * cosine(u, v, y)``.
+
+    u, v: (batch, d); labels: (batch,) on the data's label scale (STS-B 0-5, SICK-R 1-5). CoSENT reads only the
+    label order; the buffered term (:class:`AffineCosine`) pins the cosine to the label scale outside its buffer.
+    """
+
+    def __init__(self, cosent: "CoSENT", cosine: AffineCosine, lam: float = 1.0):
+        super().__init__()
+        self.cosent, self.cosine, self.lam = cosent, cosine, lam
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.cosent(u, v, labels) + self.lam * self.cosine(u, v, labels)
+
+    def get_config_dict(self) -> dict:
+        return {"cosent": self.cosent.get_config_dict(), "cosine": self.cosine.get_config_dict(), "lambda": self.lam}
+
+
 HEAD_LOSSES = {"smooth_k2": SmoothK2, "translated_relu": TranslatedReLU, "mse": MSE, "l1": L1}
 
 

@@ -209,7 +209,7 @@ def run_row(params: Params, name: str, seed: int, nli: pd.DataFrame, work: Path,
 
 def format_table(table: pd.DataFrame, tests: pd.DataFrame | None, seeds, seconds: dict, backbone: str) -> str:
     """Markdown: our rows (7 tasks, avg7, avg7 unseen, wall time), the paper's Table 1 rows, the paired tests."""
-    from stsreg.compare import COLUMNS
+    from stsreg.runtable import COLUMNS
     from stsreg.report import paired_table
 
     head = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg7"]

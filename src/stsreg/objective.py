@@ -11,15 +11,17 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from stsreg.losses import (HEAD_LOSSES, AffineCosine, CoSENT, CosineMSE, InBatchContrastive, Joint, SmoothK2,
-                           TranslatedReLU, build_head_loss)
+from stsreg.losses import (HEAD_LOSSES, AffineCosine, CoSENT, CoSENTPlusCosine, CosineMSE, InBatchContrastive, Joint,
+                           SmoothK2, TranslatedReLU, build_head_loss)
 
 #: Buffered losses on ``a * cos(u, v) + b`` (no head), and the joint ``head + lambda * cosine`` objectives.
 COSINE_BUFFER_LOSSES = {"smooth_k2_cos": SmoothK2, "translated_relu_cos": TranslatedReLU}
 JOINT_LOSSES = {"joint_smooth_k2": SmoothK2, "joint_translated_relu": TranslatedReLU}
+#: CoSENT plus ``joint_lambda`` times a buffered loss on ``a * cos(u, v) + b`` (no head).
+COSENT_BUFFER_LOSSES = {"cosent_smooth_k2_cos": SmoothK2, "cosent_translated_relu_cos": TranslatedReLU}
 
 PAIR_LOSSES = {"cosent": CoSENT, "cosine_mse": CosineMSE}
-STAGE2_LOSSES = (*HEAD_LOSSES, *PAIR_LOSSES, "contrastive", *COSINE_BUFFER_LOSSES, *JOINT_LOSSES)
+STAGE2_LOSSES = (*HEAD_LOSSES, *PAIR_LOSSES, "contrastive", *COSINE_BUFFER_LOSSES, *JOINT_LOSSES, *COSENT_BUFFER_LOSSES)
 
 
 class Objective(nn.Module):
@@ -28,6 +30,7 @@ class Objective(nn.Module):
     - ``head``: a head loss on ``score`` (batch,) vs labels on the data's scale (the paper's method);
     - ``pair``: CoSENT / CosineMSE on ``cos(u, v)`` (labels 0-5); the head is unused and frozen;
     - ``cosine``: Translated ReLU / Smooth K2 on ``cos_a * cos(u, v) + cos_b`` (:class:`AffineCosine`); head frozen;
+    - ``cosine`` also holds CoSENT + ``joint_lambda`` times a cosine-buffered loss (:class:`CoSENTPlusCosine`);
     - ``joint``: the head loss plus ``joint_lambda`` times the same loss on the cosine (:class:`Joint`);
     - ``contrastive``: in-batch contrastive on ``(u, v)`` of positive pairs only (the "+Contrast" baseline);
       :attr:`min_label` says which training pairs count as positives.
@@ -47,6 +50,9 @@ class Objective(nn.Module):
         elif name in COSINE_BUFFER_LOSSES:
             base = COSINE_BUFFER_LOSSES[name](x0=x0, k=k, zero_negative=zero_negative)
             self.kind, self.loss = "cosine", AffineCosine(base, cos_a, cos_b)
+        elif name in COSENT_BUFFER_LOSSES:
+            cosine = AffineCosine(COSENT_BUFFER_LOSSES[name](x0=x0, k=k, zero_negative=zero_negative), cos_a, cos_b)
+            self.kind, self.loss = "cosine", CoSENTPlusCosine(CoSENT(), cosine, joint_lambda)
         elif name in JOINT_LOSSES:
             cls = JOINT_LOSSES[name]
             cosine = AffineCosine(cls(x0=x0, k=k, zero_negative=zero_negative), cos_a, cos_b)
@@ -69,7 +75,7 @@ class Objective(nn.Module):
         if self.kind == "head":
             return None
         if self.kind in ("cosine", "joint"):
-            cosine = self.loss if self.kind == "cosine" else self.loss.cosine
+            cosine = self.loss if isinstance(self.loss, AffineCosine) else self.loss.cosine
             return [float(cosine.a), float(cosine.b)]
         return [5.0, 0.0]
 

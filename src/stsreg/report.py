@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from stsreg import atomic
-from stsreg.compare import COLUMNS
+from stsreg.runtable import COLUMNS
 
 
 def format_data_report(metrics: dict) -> str:

@@ -2,7 +2,8 @@
 fingerprint of its settings, data and code.
 
 ``<work>/key.json`` names the configuration the folder holds, so its checkpoint may be resumed; ``<work>/run.json``
-marks a finished run. :func:`mark_done` writes it last, and :func:`stsreg.compare.is_done` trusts it.
+marks a finished run. :func:`mark_done` writes it last, and :func:`is_done` trusts it (the comparison's runs use the
+same marker).
 """
 
 from __future__ import annotations
@@ -12,7 +13,12 @@ import shutil
 from pathlib import Path
 
 from stsreg import atomic
-from stsreg.compare import is_done
+
+
+def is_done(run_dir: Path, expected: str) -> bool:
+    """True when ``run_dir/run.json`` names the fingerprint ``expected``: a finished run of that configuration."""
+    meta = run_dir / "run.json"
+    return meta.exists() and json.loads(meta.read_text()).get("fingerprint") == expected
 
 
 def prepare(work: Path, key: str) -> bool:

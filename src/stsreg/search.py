@@ -4,7 +4,7 @@ Each trial fine-tunes ``models/stage1`` with a sampled stage-2 configuration (ob
 label handling, joint lambda, warm-up, length grouping; ranges in ``params.search``) on STS-B train + SICK-R train
 and is scored by the best STS-B dev Spearman *after* step 0 (what the trial trained). The other stage-2 settings
 (batch, optimizer, clipping, cosine map) come from ``params.stage2``. Test rows are never read
-(:func:`stsreg.runners.stage2_data`), so no test figure can influence a choice.
+(:func:`stsreg.runners.stage2.stage2_data`), so no test figure can influence a choice.
 
 The study lives in a SQLite file (``reports/search/study.db``) named by what it searches on (space, fixed
 settings, data, starting model, code): a rerun with the same inputs continues it, a killed trial is retried and

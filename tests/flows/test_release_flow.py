@@ -75,10 +75,11 @@ def test_evaluation_run_holds_metrics_and_predictions(registry):
     assert {"sts12_spearman", "sickr_spearman", "avg7_unseen_spearman", "stsb_dev_spearman"} <= set(run.data.metrics)
     assert {a.path for a in c.list_artifacts(ev["run_id"], "eval")} >= {"eval/predictions.parquet", "eval/table.md"}
     # the headline file (what `dvc metrics show` prints): exactly the declared keys, equal to the full metrics
-    from stsreg import evaluate, runners
+    from stsreg import evaluate
+    from stsreg.runners.evaluate import HEADLINE
 
     headline = json.loads((work / "eval1.json").read_text())
-    assert evaluate.PRIMARY_METRIC == "avg7_spearman" and list(headline) == list(runners.HEADLINE)
+    assert evaluate.PRIMARY_METRIC == "avg7_spearman" and list(headline) == list(HEADLINE)
     assert all(headline[k] == ev[k] for k in headline)
     promotion = json.loads((work / "prom1.head.json").read_text())
     decision = decisions[1]["promote"]

@@ -13,7 +13,8 @@ from tests.helpers.nli import tiny_nli
 
 def test_stage1_then_stage2_tracked_in_mlflow(harness, tiny_backbone, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow/mlflow.db")
-    from pipelines.train_flow import stage1_flow, stage2_flow
+    from pipelines.stage1_flow import stage1_flow
+    from pipelines.stage2_flow import stage2_flow
     from stsreg import tracking
 
     raw = yaml.safe_load((REPO / "params.yaml").read_text())

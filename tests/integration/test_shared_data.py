@@ -98,7 +98,7 @@ def test_evaluator_reproduces_the_reference_row_of_the_untouched_backbone(prepar
     """SPEC: all-MiniLM-L6-v2, mean pooling, max length 256 -> 72.37 / 80.60 / 75.60 / 85.39 / 78.99 / 82.03 /
     77.15, avg7 78.87, avg7 unseen 78.66, STS-B dev 86.72 (the MTEB figures agree to the hundredth)."""
     from stsreg.evaluate import eval_pairs, score_pairs, task_metrics
-    from stsreg.runners import load_for_eval
+    from stsreg.runners.evaluate import load_for_eval
 
     pairs = eval_pairs(pd.read_parquet(prepared / "prepared/sts.parquet"))
     # the reference row is fp32 arithmetic: reproduced exactly there

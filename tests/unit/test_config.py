@@ -78,7 +78,8 @@ class SectionRecorder:
 def test_training_stages_read_exactly_their_declared_sections(tiny_backbone, tmp_path):
     import pandas as pd
 
-    from stsreg import runners
+    from stsreg.runners.stage1 import run_stage1
+    from stsreg.runners.stage2 import run_stage2
     from tests.conftest import tiny_sts
     from tests.helpers.nli import tiny_nli
 
@@ -92,22 +93,22 @@ def test_training_stages_read_exactly_their_declared_sections(tiny_backbone, tmp
     sts.to_parquet(tmp_path / "sts.parquet")
     top = lambda keys: {k.split(".")[0] for k in keys}  # noqa: E731
     seen1, seen2 = set(), set()
-    runners.run_stage1(SectionRecorder(params, seen1), tmp_path / "nli.parquet", tmp_path / "s1", tmp_path / "cache")
+    run_stage1(SectionRecorder(params, seen1), tmp_path / "nli.parquet", tmp_path / "s1", tmp_path / "cache")
     assert seen1 == top(declared("stage1")) == {"seed", "model", "stage1"}
-    runners.run_stage2(SectionRecorder(params, seen2), tmp_path / "sts.parquet", tmp_path / "s1", tmp_path / "s2", tmp_path / "ck")
+    run_stage2(SectionRecorder(params, seen2), tmp_path / "sts.parquet", tmp_path / "s1", tmp_path / "s2", tmp_path / "ck")
     assert seen2 == top(declared("stage2")) == {"seed", "stage2"}
     assert (tmp_path / "s2/head.safetensors").exists()
 
 
 def test_evaluate_stage_reads_exactly_its_declared_params(tiny_backbone, tmp_path):
-    from stsreg import runners
+    from stsreg.runners.evaluate import run_evaluate
     from tests.conftest import tiny_eval_table
 
     real = load_params(REPO / "params.yaml")
     params = dataclasses.replace(real, evaluate=dataclasses.replace(real.evaluate, max_length=16, n_resamples=50))
     tiny_eval_table(30).to_parquet(tmp_path / "sts.parquet")
     seen: set = set()
-    runners.run_evaluate(Recorder(params, seen), tiny_backbone, tmp_path / "sts.parquet", tmp_path / "eval")
+    run_evaluate(Recorder(params, seen), tiny_backbone, tmp_path / "sts.parquet", tmp_path / "eval")
     assert seen == declared("evaluate")
     assert (tmp_path / "eval/metrics.json").exists() and (tmp_path / "eval/predictions.parquet").exists()
 

@@ -27,6 +27,16 @@ def test_dvc_deps_equal_each_stages_import_closure():
             f"not run by the stage {sorted(_code_deps(stage) - closure)}")
 
 
+def test_closures_stay_narrow_so_a_change_reruns_only_what_it_can_change():
+    # the stage-2 objective and loop: not in the deps of stage 1, the evaluation, the NLI table or the baselines
+    for module in ("src/stsreg/objective.py", "src/stsreg/training/stage2.py"):
+        assert {s for s in STAGES if module in _code_deps(s)} == {"stage2", "compare", "search"}, module
+    # the evaluation stages run no training code; the baselines do not run the comparison's
+    for stage in ("evaluate", "register", "promote"):
+        assert not {d for d in _code_deps(stage) if "training/" in d or d.endswith(("losses.py", "runners/stage2.py"))}
+    assert "src/stsreg/compare.py" not in _code_deps("baselines") | _code_deps("nli_table")
+
+
 def test_the_closure_follows_imports_inside_functions():
     # the CLI and flows import lazily: cli -> (inside _cmd_prepare) stsreg.data.prepare -> readers
     names = {os.path.relpath(p, REPO) for p in codehash.import_closure(["stsreg.cli"])}

@@ -179,6 +179,34 @@ def test_joint_is_head_loss_plus_lambda_times_cosine_loss_by_hand():
     assert cos_only.kind == "cosine" and cos_only(u, v, score, labels).item() == pytest.approx(2 * (5 / 2 ** 0.5 - 2.5) / 2, rel=1e-5)
 
 
+def test_cosent_plus_cosine_buffer_is_cosent_plus_lambda_times_the_buffered_loss_by_hand():
+    from stsreg.losses import AffineCosine
+    from stsreg.objective import Objective
+
+    u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    labels = torch.tensor([0.3, 2.0])                    # the order disagrees with cos = [1/sqrt2, 0]: CoSENT pays
+
+    def v():
+        return torch.tensor([[1.0, 1.0], [0.0, 1.0]], requires_grad=True)
+
+    obj = Objective("cosent_smooth_k2_cos", x0=0.5, k=2.0, cos_a=5.0, cos_b=0.0, joint_lambda=0.5)
+    assert obj.kind == "cosine" and obj.score_map == [5.0, 0.0]   # head frozen; the served score is 5 cos
+    va = v()
+    loss = obj(u, va, None, labels)
+    cosent = math.log1p(math.exp(20 / 2 ** 0.5))                  # exp(20 * (cos_1 - cos_2))
+    buffered = (2 * (5 / 2 ** 0.5 - 0.3 - 0.5) ** 2 + 2 * (2.0 - 0.5) ** 2) / 2  # |5 cos - y| = 3.24, 2.0; both outside
+    assert loss.item() == pytest.approx(cosent + 0.5 * buffered, rel=1e-5)
+    loss.backward()
+    vb, vc = v(), v()
+    CoSENT()(u, vb, labels).backward()
+    AffineCosine(SmoothK2(x0=0.5, k=2.0), 5.0, 0.0)(u, vc, labels).backward()
+    assert torch.allclose(va.grad, vb.grad + 0.5 * vc.grad)           # the gradients add, the buffer's x lambda
+    inside = Objective("cosent_translated_relu_cos", x0=0.5, k=2.0)
+    y = torch.tensor([5 / 2 ** 0.5 + 0.4, 0.2])                      # both within x0 of 5 cos: only CoSENT is left
+    only_cosent = CoSENT()(u, v(), y).item()
+    assert only_cosent > 0 and inside(u, v(), None, y).item() == pytest.approx(only_cosent, rel=1e-6)
+
+
 def test_objective_names_agree_with_the_params_choices():
     from stsreg import compare, config, losses, objective
     from stsreg.profiling import measure

@@ -1,0 +1,50 @@
+"""Stage-2 flow: the whole model fine-tuned on STS-B + SICK-R train, the best STS-B dev checkpoint kept (one task,
+one MLflow run; :mod:`pipelines.training_run`). With ``curves_dir`` the task writes the STS-B dev curve and the
+training-loss curve (DVC plots).
+
+    python -m pipelines.stage2_flow
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+from prefect import flow, task
+
+from pipelines.training_run import EXPERIMENT, finish, logged, run_tags
+from stsreg import atomic, tracking
+from stsreg.config import load_params
+from stsreg.runners.stage2 import run_stage2
+
+
+def _write_curves(summary: dict, out: Path) -> None:
+    """``dev_curve.csv`` (step, dev_spearman) and ``loss_curve.csv`` (step, train_loss: the mean over each window of
+    ``training.stage2.LOSS_WINDOW`` steps) under ``out``: the DVC plots of the stage."""
+    atomic.to_csv(pd.DataFrame(summary["dev_curve"], columns=["step", "dev_spearman"]), out / "dev_curve.csv")
+    atomic.to_csv(pd.DataFrame(summary["loss_curve"], columns=["step", "train_loss"]), out / "loss_curve.csv")
+
+
+@task(name="stage2")
+def stage2_task(params_path: str, sts_path: str, init_dir: str, out_dir: str, ckpt_dir: str,
+                metrics_path: str | None = None, curves_dir: str | None = None) -> dict:
+    params = load_params(params_path)
+    with tracking.tracked_run(EXPERIMENT, "stage2", logged(params, "2"), run_tags([sts_path])) as run:
+        summary = run_stage2(params, Path(sts_path), Path(init_dir), Path(out_dir), Path(ckpt_dir), run)
+        if curves_dir:
+            _write_curves(summary, Path(curves_dir))
+        return finish("2", run, summary, out_dir, metrics_path)
+
+
+@flow(name="stsreg-stage2")
+def stage2_flow(params_path: str = "params.yaml", sts_path: str = "data/prepared/sts.parquet",
+                init_dir: str = "models/stage1", out_dir: str = "models/stage2", ckpt_dir: str = "checkpoints/stage2",
+                metrics_path: str | None = None, curves_dir: str | None = None) -> dict:
+    return stage2_task(params_path, sts_path, init_dir, out_dir, ckpt_dir, metrics_path, curves_dir)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="Run training stage 2 as a Prefect flow.")
+    ap.add_argument("--params", default="params.yaml")
+    print(stage2_flow(params_path=ap.parse_args().params))
