@@ -140,8 +140,7 @@ def test_pyfunc_loads_offline_and_scores(registry):
     run_id = c.get_model_version_by_alias(NAME, "champion").run_id
     listed = {f.path for f in c.list_artifacts(run_id, "model")}
     assert {"model/MLmodel", "model/artifacts", "model/code"} <= listed
-    assert "model/model.safetensors" in {f.path for f in c.list_artifacts(run_id, "model/artifacts/model")} or \
-        "model/artifacts/model/model.safetensors" in {f.path for f in c.list_artifacts(run_id, "model/artifacts/model")}
+    assert "model/artifacts/model/model.safetensors" in {f.path for f in c.list_artifacts(run_id, "model/artifacts/model")}
 
 
 @pytest.fixture(scope="module")
