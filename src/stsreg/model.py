@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer
 
 from stsreg import precision as amp
+from stsreg import tokens
 from stsreg.errors import InputError
 
 DEFAULT_BACKBONE = "default"
@@ -91,6 +92,9 @@ class SiameseRegressor(nn.Module):
 
     def __init__(self, encoder: nn.Module, tokenizer, config: ModelConfig):
         super().__init__()
+        #: Folder of cached token tables (:mod:`stsreg.tokens`); None: tokenize in memory. Not part of the saved
+        #: model (a machine's cache location): the runners set it, serving leaves it None.
+        self.token_cache: Path | None = None
         self.encoder = encoder
         self.tokenizer = tokenizer
         self.config = config
@@ -147,14 +151,14 @@ class SiameseRegressor(nn.Module):
         """Dynamic padding: pad to the longest sentence of this batch, truncate at ``max_length``."""
         return self.tokenizer(sentences, padding=True, truncation=True, max_length=self.config.max_length, return_tensors="pt")
 
-    def pretokenize(self, sentences: list[str]) -> dict[str, list[list[int]]]:
-        """(n,) sentences -> token ids per sentence, unpadded, truncated at ``max_length`` (tokenized once;
-        :meth:`collate` pads any subset of them)."""
-        return dict(self.tokenizer(list(sentences), truncation=True, max_length=self.config.max_length))
+    def pretokenize(self, sentences: list[str]):
+        """(n,) sentences -> their token table (:func:`stsreg.tokens.token_table`): ids per sentence, unpadded,
+        truncated at ``max_length``, read from :attr:`token_cache` when it holds them; :meth:`collate` pads any rows."""
+        return tokens.token_table(sentences, self.tokenizer, self.config.max_length, self.token_cache)
 
-    def collate(self, ids: dict[str, list[list[int]]], idx: list[int]) -> dict[str, torch.Tensor]:
-        """Rows ``idx`` of :meth:`pretokenize` output -> a batch padded to its longest row, on the model's device."""
-        batch = self.tokenizer.pad({k: [v[i] for i in idx] for k, v in ids.items()}, return_tensors="pt")
+    def collate(self, table, idx: list[int]) -> dict[str, torch.Tensor]:
+        """Rows ``idx`` of a :meth:`pretokenize` table -> a batch padded to its longest row, on the model's device."""
+        batch = self.tokenizer.pad(tokens.rows(table, idx), return_tensors="pt")
         return {k: v.to(self.device) for k, v in batch.items()}
 
     @property
@@ -214,7 +218,8 @@ class SiameseRegressor(nn.Module):
         self.eval()
         # tokenize once without padding; each length-sorted batch is then padded to its own longest row
         ids = self.pretokenize(sentences)
-        order = sorted(range(len(sentences)), key=lambda i: -len(ids["input_ids"][i]))
+        n_tokens = tokens.lengths(ids)
+        order = sorted(range(len(sentences)), key=lambda i: -n_tokens[i])
         out = torch.empty(len(sentences), self.dim)
         disable = None if show_progress is None else not show_progress  # None: only on a terminal
         try:

@@ -36,7 +36,7 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
-from stsreg import atomic
+from stsreg import atomic, runtime
 from stsreg.config import NliTableParams, Params
 from stsreg.losses import HEAD_LOSSES, InBatchContrastive, SoftmaxCE, build_head_loss
 from stsreg.model import SiameseRegressor, pair_features
@@ -85,8 +85,15 @@ def training_examples(nli: pd.DataFrame, kind: str, n: int, seed: int) -> pd.Dat
     raise ValueError(f"unknown example kind {kind!r}")
 
 
+def tokenized_examples(model: SiameseRegressor, examples: pd.DataFrame) -> tuple[dict, torch.Tensor | None]:
+    """Examples -> (a token table per text column, tokenized once: every epoch and a resumed run pad batches from
+    them; the (n,) NLI labels 0/1/2, or None for the objectives without labels)."""
+    tables = {col: model.pretokenize(examples[col].tolist()) for col in examples.columns if col != "label"}
+    return tables, torch.tensor(examples.label.to_numpy()) if "label" in examples else None
+
+
 class RowObjective(nn.Module):
-    """One row's loss on a batch of examples (a slice of :func:`training_examples`); owns any trained classifier.
+    """One row's loss on a batch of examples (rows of :func:`training_examples`); owns any trained classifier.
 
     Label range: NLI labels 0/1/2 for the pair objectives; the triple and sentence objectives take no labels."""
 
@@ -104,12 +111,14 @@ class RowObjective(nn.Module):
         else:
             raise ValueError(f"{name!r} trains nothing")
 
-    def forward(self, model: SiameseRegressor, batch: pd.DataFrame) -> torch.Tensor:
+    def forward(self, model: SiameseRegressor, tables: dict, labels: torch.Tensor, idx: list[int]) -> torch.Tensor:
+        """The loss of rows ``idx``: ``tables`` maps each text column to its token table (tokenized once,
+        :meth:`SiameseRegressor.pretokenize`); ``labels``: (n,) NLI labels 0/1/2 of every row (pair objectives)."""
         device = model.device
-        embed = lambda col: model.embed({k: v.to(device) for k, v in model.tokenize(batch[col].tolist()).items()})  # noqa: E731
+        embed = lambda col: model.embed(model.collate(tables[col], idx))  # noqa: E731
         if self.kind == "pair":
             u, v = embed("premise"), embed("hypothesis")
-            labels = torch.tensor(batch.label.to_numpy(), device=device)
+            labels = labels[idx].to(device)
             if self.name == "softmax":
                 return self.loss(pair_features(u, v), labels)
             return self.loss(model.score_embeddings(u, v), labels.float())
@@ -160,11 +169,12 @@ def train_row(model: SiameseRegressor, name: str, examples: pd.DataFrame, p: Nli
         step, losses = ckpt["step"], ckpt["losses"]
         log.info("resuming %s from step %d of %d", name, step, total)
     params = [q for g in opt.param_groups for q in g["params"]]
+    tables, labels = tokenized_examples(model, examples)
     bar = tqdm(total=total, initial=step, desc=f"nli-table {name}", unit="step", disable=None)
     for epoch in range(step // steps_per_epoch, p.epochs):
         order = torch.randperm(len(examples), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
         for b in range(step - epoch * steps_per_epoch, steps_per_epoch):
-            loss = objective(model, examples.iloc[order[b * p.batch_size:(b + 1) * p.batch_size]])
+            loss = objective(model, tables, labels, order[b * p.batch_size:(b + 1) * p.batch_size])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, p.max_grad_norm)
@@ -197,6 +207,7 @@ def run_row(params: Params, name: str, seed: int, nli: pd.DataFrame, work: Path,
     m = params.model
     torch.manual_seed(seed)  # the (unused) head's initialisation draws from the global RNG
     model = SiameseRegressor.from_params(m)
+    model.token_cache = runtime.cache_dir("tokens")
     examples = training_examples(nli, KINDS[name], p.max_pairs, seed)
     work.mkdir(parents=True, exist_ok=True)
     summary = train_row(model, name, examples, p, seed, work / "checkpoint.pt", log_metric)

@@ -8,6 +8,7 @@ cosine), which the gate needs to test the challenger against the champion on the
 
 from __future__ import annotations
 
+import functools
 import logging
 import tempfile
 from pathlib import Path
@@ -37,22 +38,29 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
                      uri: str | None = None):
     """Log ``model_dir`` as a pyfunc in run ``run_id`` with ``predictions``; register a version, alias ``challenger``.
 
-    Everything goes through an explicit client of ``uri`` (default :func:`stsreg.tracking.tracking_uri`): the pyfunc
-    is saved to a temporary folder and uploaded as the run's ``model`` artifact, and the version's source is
-    ``runs:/<run_id>/model``. Returns the :class:`mlflow.entities.model_registry.ModelVersion`.
+    Everything goes through an explicit client of ``uri`` (default :func:`stsreg.tracking.tracking_uri`). The pyfunc
+    becomes the run's ``model`` artifact: saved straight into a local artifact store (the weights are copied once),
+    or saved to a temporary folder and uploaded to a remote one. The version's source is ``runs:/<run_id>/model``. Returns the :class:`mlflow.entities.model_registry.ModelVersion`.
     """
     import mlflow
 
     import stsreg
     from stsreg.serving import EXAMPLE, SIGNATURE, SentencePairModel
 
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+    from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
+
     c = tracking.client(uri)
-    with tempfile.TemporaryDirectory() as tmp:
-        saved = Path(tmp) / "model"
-        mlflow.pyfunc.save_model(str(saved), python_model=SentencePairModel(), artifacts={"model": str(model_dir)},
-                                 signature=SIGNATURE, pip_requirements=_requirements(), input_example=EXAMPLE,
-                                 code_paths=[str(Path(stsreg.__file__).parent)])
-        c.log_artifacts(run_id, str(saved), artifact_path="model")
+    save = functools.partial(mlflow.pyfunc.save_model, python_model=SentencePairModel(), artifacts={"model": str(model_dir)},
+                             signature=SIGNATURE, pip_requirements=_requirements(), input_example=EXAMPLE,
+                             code_paths=[str(Path(stsreg.__file__).parent)])
+    store = get_artifact_repository(c.get_run(run_id).info.artifact_uri)
+    if isinstance(store, LocalArtifactRepository):  # the embedded store: write the pyfunc in place, copying the weights once
+        save(str(Path(store.artifact_dir) / "model"))
+    else:  # a remote store (a tracking server): save beside, then upload
+        with tempfile.TemporaryDirectory() as tmp:
+            save(str(Path(tmp) / "model"))
+            c.log_artifacts(run_id, str(Path(tmp) / "model"), artifact_path="model")
     c.log_artifact(run_id, str(predictions), artifact_path=Path(PREDICTIONS).parent.as_posix())
     from mlflow.exceptions import MlflowException
 

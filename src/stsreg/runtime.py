@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import os
 import random
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+
+def cache_dir(name: str) -> Path:
+    """``<cache root>/<name>``: a cache of the project's runs (``tokens``: token tables, :mod:`stsreg.tokens`). The
+    root is ``$STSREG_CACHE``, default ``cache`` under the working directory (the project root, where every stage
+    runs). Deleting it loses nothing but time."""
+    return Path(os.environ.get("STSREG_CACHE", "cache")) / name
 
 
 def set_seed(seed: int) -> None:

@@ -133,6 +133,14 @@ def test_pyfunc_loads_offline_and_scores(registry):
     out = model.predict(pd.DataFrame({"sentence1": ["a man plays guitar", "the dog runs"],
                                       "sentence2": ["a woman plays music", "a cat sleeps"]}))
     assert list(out.columns) == ["cosine", "score"] and len(out) == 2 and out.cosine.between(-1, 1).all()
+    # the pyfunc was written straight into the run's local artifact store: MLmodel, code and one copy of the weights
+    from mlflow import MlflowClient
+
+    c = MlflowClient(uri)
+    run_id = c.get_model_version_by_alias(NAME, "champion").run_id
+    listed = {f.path for f in c.list_artifacts(run_id, "model")}
+    assert {"model/MLmodel", "model/artifacts", "model/code"} <= listed
+    assert "model/artifacts/model/model.safetensors" in {f.path for f in c.list_artifacts(run_id, "model/artifacts/model")}
 
 
 @pytest.fixture(scope="module")

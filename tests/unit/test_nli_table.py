@@ -80,9 +80,11 @@ def test_supervised_simcse_uses_the_contradiction_as_hard_negative():
 def test_pair_rows_use_the_nli_labels_0_1_2(tiny_backbone):
     model = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16)
     batch = grouped_nli(2)
+    tables, labels = nli_table.tokenized_examples(model, batch)
+    assert sorted(set(labels.tolist())) == [0, 1, 2]
     for name in ("softmax", "mse", "l1", "translated_relu", "smooth_k2"):
         objective = nli_table.RowObjective(name, model.dim, P)
-        value = objective(model, batch)
+        value = objective(model, tables, labels, list(range(len(batch))))
         assert value.ndim == 0 and torch.isfinite(value)
     # Smooth K2 on the head: zero inside the buffer |pred - label| < x0 = 0.25 (labels on the 0/1/2 scale)
     sk2 = nli_table.RowObjective("smooth_k2", model.dim, P).loss

@@ -23,6 +23,7 @@ def load_for_eval(model_dir: Path, max_length: int, pooling: str = "mean", preci
     else:
         model = SiameseRegressor.from_pretrained(str(model_dir), pooling=pooling)
     model.config = dataclasses.replace(model.config, max_length=max_length, precision=precision)
+    model.token_cache = runtime.cache_dir("tokens")
     return model.to(runtime.resolve_device()).eval()
 
 

@@ -18,6 +18,7 @@ def run_stage1(params: Params, nli_path: Path, out_dir: Path, cache_dir: Path, l
     """NLI training table -> ``out_dir`` (frozen encoder + trained head, ``training_summary.json``)."""
     runtime.set_seed(params.seed)
     model = SiameseRegressor.from_params(params.model)
+    model.token_cache = runtime.cache_dir("tokens")
     summary = train_head(model, pd.read_parquet(nli_path), params.stage1, params.seed, cache_dir, log_metric)
     with atomic.staged_dir(out_dir) as staged:  # a reader never sees a half-saved model
         model.save(staged)

@@ -32,6 +32,7 @@ def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, ou
     device = runtime.resolve_device()
     runtime.init_distributed(device)
     model = init if isinstance(init, SiameseRegressor) else SiameseRegressor.load(init)
+    model.token_cache = runtime.cache_dir("tokens")
     runtime.set_seed(params.seed)
     train, dev = stage2_data(sts_path)
     p = params.stage2

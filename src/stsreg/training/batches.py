@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import torch
 
+from stsreg import tokens
 
-def pair_lengths(ids_a: dict, ids_b: dict) -> list[int]:
-    """Tokens of the longer sentence of each pair (:meth:`SiameseRegressor.pretokenize` output of both sides):
+
+def pair_lengths(ids_a, ids_b) -> list[int]:
+    """Tokens of the longer sentence of each pair (:meth:`SiameseRegressor.pretokenize` tables of both sides):
     what a batch pads to."""
-    return [max(len(a), len(b)) for a, b in zip(ids_a["input_ids"], ids_b["input_ids"])]
+    return [max(a, b) for a, b in zip(tokens.lengths(ids_a), tokens.lengths(ids_b))]
 
 
 def length_grouped(order: list[int], lengths: list[int], batch_size: int, seed: int, window: int = 50) -> list[list[int]]:
