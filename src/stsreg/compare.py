@@ -8,15 +8,18 @@ differ:
 method              starts from                      stage-2 objective
 ==================  ===============================  ==============================================
 base                the backbone, untouched          none
-contrast            the backbone                     in-batch contrastive on pairs >= min label
-cosent              the backbone                     CoSENT on cosine
-cosine_mse          the backbone                     MSE of cosine vs label / 5 (SBERT's regression)
+contrast            the encoder                      in-batch contrastive on pairs >= min label
+cosent              the encoder                      CoSENT on cosine
+cosine_mse          the encoder                      MSE of cosine vs label / 5 (SBERT's regression)
 ours                stage 1 (head trained on NLI)    Smooth K2 on the head (the paper's method)
 translated_relu     stage 1                          Translated ReLU on the head
 mse                 stage 1                          MSE on the head
 ours_cos            stage 1                          Smooth K2 on |cos_a*cos + cos_b - label|
 ours_joint          stage 1                          Smooth K2 on the head + joint_lambda * on the cosine
 ==================  ===============================  ==============================================
+
+"The encoder" is stage 1's encoder without its head: the backbone itself, or, with ``stage1.encoder.objective``
+set, the backbone after stage 1's NLI step, so that every trained row starts from the same weights.
 
 Each trained row is the model its method trained: the best STS-B dev evaluation *after* step 0 (as the
 authors select; production stage 2 instead keeps its start when nothing beats it). The dev Spearman at the
@@ -44,9 +47,9 @@ log = logging.getLogger(__name__)
 
 METHODS: dict[str, dict | None] = {
     "base": None,
-    "contrast": {"init": "backbone", "loss": "contrastive"},
-    "cosent": {"init": "backbone", "loss": "cosent"},
-    "cosine_mse": {"init": "backbone", "loss": "cosine_mse"},
+    "contrast": {"init": "encoder", "loss": "contrastive"},
+    "cosent": {"init": "encoder", "loss": "cosent"},
+    "cosine_mse": {"init": "encoder", "loss": "cosine_mse"},
     "ours": {"init": "stage1", "loss": "smooth_k2"},
     "translated_relu": {"init": "stage1", "loss": "translated_relu"},
     "mse": {"init": "stage1", "loss": "mse"},
@@ -71,13 +74,19 @@ def stage2_for(params: Params, method: str):
                                epochs=params.compare.epochs or params.stage2.epochs)
 
 
+def starts_from_stage1(params: Params, method: str) -> bool:
+    """Whether ``method`` starts from a stage-1 model: the head-loss methods always; the others ("the encoder")
+    when stage 1 trains the encoder (``stage1.encoder.objective``), since its encoder is then not the backbone."""
+    return METHODS[method]["init"] == "stage1" or params.stage1.encoder.objective != "none"
+
+
 def run_fingerprint(params: Params, method: str, seed: int, sts_sha: str, nli_sha: str) -> str:
     """Settings, seed, data and code of one run: a rerun reuses a finished run only if all four are unchanged."""
     parts = {"method": method, "spec": METHODS[method], "seed": seed, "model": dataclasses.asdict(params.model),
              "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha, "code": code_hash(RUN_CODE, exclude=RUN_CODE_EXCLUDE)}
     if METHODS[method] is not None:
         parts["stage2"] = dataclasses.asdict(stage2_for(params, method))
-        if METHODS[method]["init"] == "stage1":
+        if starts_from_stage1(params, method):
             parts.update(stage1=dataclasses.asdict(params.stage1), nli=nli_sha)
     return fingerprint(parts)
 
@@ -87,7 +96,8 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
     """Train ``method`` with ``seed``; returns the model folder to evaluate (the backbone itself for ``base``).
 
     Head-loss methods start from a stage-1 model kept per seed under ``work.parent``, keyed by the stage-1 and
-    model settings and the NLI data, so a change of any of them trains a new one.
+    model settings and the NLI data, so a change of any of them trains a new one; the others from the same model
+    when stage 1 trains the encoder, else from the backbone (the same encoder weights; the head is not used).
     """
     from stsreg.model import SiameseRegressor, resolve_backbone
     from stsreg.runners.stage1 import run_stage1
@@ -98,7 +108,7 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
     if spec is None:
         return Path(resolve_backbone(params.model.backbone))
     p = dataclasses.replace(params, seed=seed)
-    if spec["init"] == "stage1":
+    if starts_from_stage1(p, method):
         key = fingerprint([dataclasses.asdict(p.stage1), dataclasses.asdict(p.model), sha256_file(nli_path)], length=12)
         stage1_dir = work.parent / f"_stage1-{seed}-{key}"
         if not (stage1_dir / "training_summary.json").exists():

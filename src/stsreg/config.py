@@ -106,8 +106,36 @@ class ModelParams:
 
 
 @dataclass(frozen=True)
+class NliTrainingParams:
+    """How the whole encoder trains on NLI (:mod:`stsreg.training.nli`): the NLI table's rows and stage 1's optional
+    encoder step."""
+
+    epochs: int = knob(1, ge=1)
+    batch_size: int = knob(16, ge=2)
+    lr: float = knob(5e-5, "the top of the paper's NLI range (2e-5 to 5e-5)", gt=0)
+    warmup_ratio: float = knob(0.1, ge=0, le=1)
+    weight_decay: float = knob(0.01, ge=0)
+    max_grad_norm: float = knob(1.0, gt=0)
+    x0: float = knob(0.25, "translated_relu / smooth_k2: buffer half-width on the 0/1/2 scale (the paper's)", ge=0)
+    k: float = knob(2.0, "translated_relu / smooth_k2: slope outside the buffer", gt=0)
+    margin: float = knob(1.0, "triplet: Euclidean margin (Sentence-BERT)", gt=0)
+    temperature: float = knob(0.05, "simcse_*: softmax temperature", gt=0)
+
+
+@dataclass(frozen=True)
+class Stage1EncoderParams(NliTrainingParams):
+    """Stage 1's optional first step: the whole encoder trained on NLI with one of the NLI table's objectives, then
+    frozen for the head. ``none`` is the paper's stage 1 (the encoder stays as given)."""
+
+    objective: str = knob("none", "none | " + " | ".join(NLI_OBJECTIVES[1:]),
+                          choices=("none",) + NLI_OBJECTIVES[1:])
+    max_pairs: int = knob(0, "examples (0 = all: pairs, triples or sentences, as the objective trains on)", ge=0)
+
+
+@dataclass(frozen=True)
 class Stage1Params:
-    """Head-only training on NLI with the encoder frozen (embeddings computed once and cached)."""
+    """Head-only training on NLI with the encoder frozen (embeddings computed once and cached), after an optional
+    encoder step (``encoder``)."""
 
     loss: str = knob("smooth_k2", " | ".join(HEAD_LOSSES), choices=HEAD_LOSSES)
     x0: float = knob(0.25, "buffer half-width on the 0/1/2 label scale", ge=0)
@@ -118,6 +146,7 @@ class Stage1Params:
     epochs: int = knob(3, ge=1)
     max_pairs: int = knob(0, "sample at most this many NLI pairs (0 = all)", ge=0)
     encode_batch_size: int = knob(64, ge=1)
+    encoder: Stage1EncoderParams = knob(factory=Stage1EncoderParams)
 
 
 @dataclass(frozen=True)
@@ -226,7 +255,7 @@ class SearchParams:
 
 
 @dataclass(frozen=True)
-class NliTableParams:
+class NliTableParams(NliTrainingParams):
     """NLI-only training of the whole encoder, one row per objective (the paper's Table 1 analogue).
 
     Every row starts from ``model.backbone`` and gets the same number of examples (``max_pairs``), batch, lr,
@@ -238,17 +267,6 @@ class NliTableParams:
     seeds: tuple[int, ...] = knob((42,), ge=0)
     max_pairs: int = knob(1000, "examples per row and seed (0 = all); sized so that all rows of one seed take "
                                 "about half an hour on 2 CPU cores (the 7-task evaluation of each row is most of it)", ge=0)
-    epochs: int = knob(1, ge=1)
-    batch_size: int = knob(16, ge=2)
-    lr: float = knob(5e-5, "the top of the paper's NLI range (2e-5 to 5e-5): the CPU budget is a few hundred steps",
-                     gt=0)
-    warmup_ratio: float = knob(0.1, ge=0, le=1)
-    weight_decay: float = knob(0.01, ge=0)
-    max_grad_norm: float = knob(1.0, gt=0)
-    x0: float = knob(0.25, "translated_relu / smooth_k2: buffer half-width on the 0/1/2 scale (the paper's)", ge=0)
-    k: float = knob(2.0, "translated_relu / smooth_k2: slope outside the buffer", gt=0)
-    margin: float = knob(1.0, "triplet: Euclidean margin (Sentence-BERT)", gt=0)
-    temperature: float = knob(0.05, "simcse_*: softmax temperature", gt=0)
 
 
 @dataclass(frozen=True)

@@ -74,3 +74,18 @@ def test_code_hash_changes_with_a_module_of_the_closure(tmp_path, monkeypatch):
     (pkg / "b.py").write_text("X = 2\n")
     codehash._imports.cache_clear()
     assert codehash.code_hash(["pipelines.a"]) != h1
+
+
+def test_with_an_encoder_step_every_trained_comparison_row_starts_from_stage_1():
+    import dataclasses
+
+    from stsreg import compare
+    from stsreg.config import Params, Stage1EncoderParams
+
+    plain = Params()
+    stepped = dataclasses.replace(plain, stage1=dataclasses.replace(plain.stage1, encoder=Stage1EncoderParams(objective="simcse_sup")))
+    assert [m for m in compare.METHODS if compare.METHODS[m] and compare.starts_from_stage1(plain, m)] == list(compare.REGRESSION)
+    assert all(compare.starts_from_stage1(stepped, m) for m in compare.METHODS if compare.METHODS[m])
+    # the rows that then start from the stage-1 encoder are keyed by stage 1 and the NLI data too
+    assert compare.run_fingerprint(plain, "cosent", 42, "sts", "nli") == compare.run_fingerprint(plain, "cosent", 42, "sts", "other")
+    assert compare.run_fingerprint(stepped, "cosent", 42, "sts", "nli") != compare.run_fingerprint(stepped, "cosent", 42, "sts", "other")

@@ -29,3 +29,32 @@ def test_one_encoder_pass_cache_and_learning(tiny_backbone, tmp_path):
     second = train_head(model, nli, p, seed=0, cache_dir=tmp_path / "cache")
     assert second["cache_hit"] and calls == []       # warm cache: no encoder pass at all
     assert second["head_rounded_accuracy"] > 0.34    # better than one class out of three
+
+
+def test_the_optional_encoder_step_trains_the_encoder_on_nli_then_the_head(tiny_backbone, tmp_path):
+    import dataclasses
+
+    from stsreg.config import Params, Stage1EncoderParams
+    from stsreg.model import weights_fingerprint
+    from stsreg.runners.stage1 import run_stage1
+    from tests.helpers.nli import grouped_nli
+
+    grouped_nli(8).to_parquet(tmp_path / "nli.parquet")   # 24 pairs, 8 (premise, entailment, contradiction) triples
+    base = Params()
+    base = dataclasses.replace(base, model=dataclasses.replace(base.model, backbone=tiny_backbone, max_length=16,
+                                                               precision="fp32"))
+    backbone = weights_fingerprint(SiameseRegressor.from_pretrained(tiny_backbone).encoder)
+
+    frozen = run_stage1(base, tmp_path / "nli.parquet", tmp_path / "frozen", tmp_path / "cache", ckpt_dir=tmp_path / "ck")
+    assert "encoder" not in frozen and frozen["config"]["encoder"]["objective"] == "none"
+    assert weights_fingerprint(SiameseRegressor.load(tmp_path / "frozen").encoder) == backbone  # the paper's stage 1
+
+    step = Stage1EncoderParams(objective="simcse_sup", batch_size=4, lr=1e-3)
+    params = dataclasses.replace(base, stage1=dataclasses.replace(base.stage1, encoder=step))
+    summary = run_stage1(params, tmp_path / "nli.parquet", tmp_path / "s1", tmp_path / "cache", ckpt_dir=tmp_path / "ck")
+    assert summary["encoder"]["objective"] == "simcse_sup" and summary["encoder"]["examples"] == 8
+    assert summary["encoder"]["steps"] == 2 and summary["steps"] > 0          # 8 triples / batch 4, then the head
+    trained = SiameseRegressor.load(tmp_path / "s1")
+    assert weights_fingerprint(trained.encoder) != backbone
+    assert not list((tmp_path / "ck").glob("*.pt"))                             # the finished step's checkpoint is gone
+    assert not torch.equal(trained.head.weight, SiameseRegressor.load(tmp_path / "frozen").head.weight)

@@ -1,4 +1,5 @@
-"""Stage 1: freeze the encoder, train only the ``Linear(3d, 1)`` head on NLI (labels 0/1/2).
+"""Stage 1: freeze the encoder, train only the ``Linear(3d, 1)`` head on NLI (labels 0/1/2); optionally first
+train the whole encoder on NLI with one of the NLI table's objectives (:func:`train_encoder_step`).
 
 With the encoder frozen the embeddings never change, so each distinct sentence is encoded once and the
 embeddings are cached on disk under a key of (encoder weights, tokenizer settings, pooling, sentences).
@@ -21,11 +22,12 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from stsreg import precision
-from stsreg.config import Stage1Params
+from stsreg.config import Stage1EncoderParams, Stage1Params
 from stsreg.data.catalogue import sample_pairs, unique_sentences
 from stsreg.hashing import sha256_lines
 from stsreg.losses import build_head_loss
 from stsreg.model import SiameseRegressor, weights_fingerprint
+from stsreg.training.nli import KINDS, train_encoder, training_examples
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,22 @@ def cached_embeddings(model: SiameseRegressor, sentences: list[str], cache_dir: 
     save_file({"embeddings": emb.contiguous()}, str(tmp))
     tmp.replace(path)
     return emb, False
+
+
+def train_encoder_step(model: SiameseRegressor, nli: pd.DataFrame, p: Stage1EncoderParams, seed: int, ckpt_path: Path,
+                       log_metric=lambda key, value, step: None) -> dict | None:
+    """Train the whole encoder (in place) on NLI with ``p.objective`` (:func:`stsreg.training.nli.train_encoder`,
+    resumable from ``ckpt_path``, which it deletes when done); None and no change for ``none``. Its per-step loss is
+    logged as ``encoder_train_loss``. The head is left trainable for :func:`train_head`."""
+    if p.objective == "none":
+        return None
+    examples = training_examples(nli, KINDS[p.objective], p.max_pairs, seed)
+    ckpt_path.parent.mkdir(parents=True, exist_ok=True)
+    summary = train_encoder(model, p.objective, examples, p, seed, ckpt_path,
+                            lambda key, value, step: log_metric(f"encoder_{key}", value, step))
+    ckpt_path.unlink(missing_ok=True)
+    model.head.requires_grad_(True)
+    return summary
 
 
 def train_head(model: SiameseRegressor, nli: pd.DataFrame, p: Stage1Params, seed: int, cache_dir: Path,
