@@ -39,7 +39,7 @@ def tiny_project(root: Path, backbone: str) -> Path:
     return project
 
 
-def test_servers_deploy_trigger_overlap_and_failure(tiny_backbone, tmp_path):
+def test_servers_deploy_trigger_overlap_and_failure(tiny_backbone, tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -49,6 +49,8 @@ def test_servers_deploy_trigger_overlap_and_failure(tiny_backbone, tmp_path):
     from stsreg.config import ScheduleParams
 
     project = tiny_project(tmp_path, tiny_backbone)
+    # the worker inherits this environment: a developer's data mirror would override the fixture's fetch.mirror
+    monkeypatch.delenv("STSREG_DATA_MIRROR", raising=False)
     urls = servers.start(project, free_port(), free_port(), timeout=240)
     try:
         assert servers.status(project)["running"] and servers.status(project)["worker"]
