@@ -22,11 +22,18 @@ pytestmark = [pytest.mark.shared_data,
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("shared")
-    assert main(["fetch", "--params", str(REPO / "params.yaml"), "--registry", str(REPO / "data/sources.json"),
-                 "--mirror", str(SHARED_DATA), "--out", str(tmp / "raw"), "--no-download"]) == 0
-    assert main(["prepare", "--params", str(REPO / "params.yaml"), "--raw", str(tmp / "raw"),
-                 "--prepared", str(tmp / "prepared"), "--rejected", str(tmp / "rejected"),
-                 "--metrics", str(tmp / "data.json")]) == 0
+    # run from tmp: the CLI takes the pipeline lock of its working directory, and a pipeline running in the
+    # developer's checkout (which holds that lock for hours) must not stall this test
+    here = os.getcwd()
+    os.chdir(tmp)
+    try:
+        assert main(["fetch", "--params", str(REPO / "params.yaml"), "--registry", str(REPO / "data/sources.json"),
+                     "--mirror", str(SHARED_DATA), "--out", str(tmp / "raw"), "--no-download"]) == 0
+        assert main(["prepare", "--params", str(REPO / "params.yaml"), "--raw", str(tmp / "raw"),
+                     "--prepared", str(tmp / "prepared"), "--rejected", str(tmp / "rejected"),
+                     "--metrics", str(tmp / "data.json")]) == 0
+    finally:
+        os.chdir(here)
     return tmp
 
 
