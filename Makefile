@@ -65,8 +65,9 @@ profile: install ## memory / step-time grid per (method, batch, length) and memo
 	dvc repro profile
 
 BENCH_REPEATS ?= 3
-bench: install ## benchmarks vs sentence-transformers etc. -> reports/benchmarks.{md,json} (~15 min; after `make run`)
-	python -m benchmarks.bench --repeats $(BENCH_REPEATS)
+BENCH_DEVICE ?= cpu
+bench: install ## benchmarks vs sentence-transformers etc. -> reports/benchmarks.{md,json} (~15 min; after `make run`; BENCH_DEVICE=cuda: reports/benchmarks-cuda.*)
+	python -m benchmarks.bench --repeats $(BENCH_REPEATS) --device $(BENCH_DEVICE)
 
 bench-stage2: install ## full-size stage 2: fp32 vs bf16, random vs length-grouped batches, 2 seeds -> reports/stage2_ab/ (~30 min)
 	python -m benchmarks.stage2_ab

@@ -15,8 +15,11 @@ Same machine, same model weights (the configured backbone), same data, same torc
 - (e) ``dvc_noop``: ``dvc repro promote`` when nothing is stale.
 
 Writes ``reports/benchmarks.json`` (every sample) and ``reports/benchmarks.md`` (medians, ratios, targets).
+``--device cuda`` runs (a)-(c) on the GPU, both sides on the same device, into ``reports/benchmarks-cuda.*``; (d) and
+(e) are host-side costs and stay in the CPU report. ``--device cpu`` (the default) hides any GPU from the run.
 
     python -m benchmarks.bench --repeats 3         # or: make bench
+    python -m benchmarks.bench --device cuda       # on a GPU machine: the GPU columns
 """
 
 from __future__ import annotations
@@ -33,12 +36,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.report import TARGETS, format_report, machine, median
+from benchmarks.report import TARGETS, format_report, machine, median, same_machine, sync
 from benchmarks.train_speed import resolved_precision, bench_train
+
+#: benchmarks that mean the same on a GPU; the others measure host-side costs (Prefect, MLflow, DVC)
+DEVICE_BENCHMARKS = ("encode", "train", "train_grouped", "stage1")
 
 # -- (a) encode ------------------------------------------------------------------------------------------
 def bench_encode(backbone: str, sts: pd.DataFrame, max_length: int, batch_size: int, repeats: int,
-                 precision: str = "auto") -> dict:
+                 precision: str = "auto", device: str = "cpu") -> dict:
     from sentence_transformers import SentenceTransformer
 
     from stsreg.evaluate import spearman
@@ -46,9 +52,9 @@ def bench_encode(backbone: str, sts: pd.DataFrame, max_length: int, batch_size: 
 
     test = sts[(sts.dataset == "stsb") & (sts.split == "test")]
     sentences = list(test.sentence1) + list(test.sentence2)
-    ours = SiameseRegressor.from_pretrained(backbone, max_length=max_length, precision=precision)
-    fp32 = SiameseRegressor.from_pretrained(backbone, max_length=max_length, precision="fp32")
-    st = SentenceTransformer(resolve_backbone(backbone), device="cpu")
+    ours = SiameseRegressor.from_pretrained(backbone, max_length=max_length, precision=precision).to(device)
+    fp32 = SiameseRegressor.from_pretrained(backbone, max_length=max_length, precision="fp32").to(device)
+    st = SentenceTransformer(resolve_backbone(backbone), device=device)
     st.max_seq_length = max_length
     # first side: what the pipeline uses; last side: the reference the ratio divides by
     rates = {"stsreg": [], "stsreg_fp32": [], "sentence_transformers": []}
@@ -58,12 +64,12 @@ def bench_encode(backbone: str, sts: pd.DataFrame, max_length: int, batch_size: 
     st.encode(sentences[:128], batch_size=batch_size)
     for _ in range(repeats):
         for side, m in (("stsreg", ours), ("stsreg_fp32", fp32)):
-            t0 = time.perf_counter()
-            emb[side] = m.encode(sentences, batch_size=batch_size, show_progress=False).numpy()
-            rates[side].append(len(sentences) / (time.perf_counter() - t0))
-        t0 = time.perf_counter()
+            t0 = sync(device)
+            emb[side] = m.encode(sentences, batch_size=batch_size, show_progress=False).cpu().numpy()
+            rates[side].append(len(sentences) / (sync(device) - t0))
+        t0 = sync(device)
         emb["sentence_transformers"] = st.encode(sentences, batch_size=batch_size, convert_to_numpy=True)
-        rates["sentence_transformers"].append(len(sentences) / (time.perf_counter() - t0))
+        rates["sentence_transformers"].append(len(sentences) / (sync(device) - t0))
     n = len(test)
     acc = {}
     for side, e in emb.items():
@@ -71,12 +77,13 @@ def bench_encode(backbone: str, sts: pd.DataFrame, max_length: int, batch_size: 
         cos = (u * v).sum(1) / ((u * u).sum(1) ** 0.5 * (v * v).sum(1) ** 0.5)
         acc[side] = spearman(cos, test.score.to_numpy())
     return {"unit": "sentences/s", "samples": rates, "stsb_test_spearman": acc, "sentences": len(sentences),
-            "max_length": max_length, "batch_size": batch_size, "precision": resolved_precision(ours),
+            "max_length": max_length, "batch_size": batch_size, "precision": resolved_precision(ours), "device": device,
             "ratio": median(rates["stsreg"]) / median(rates["sentence_transformers"])}
 
 
 # -- (c) stage 1 vs one encoder pass --------------------------------------------------------------------
-def bench_stage1(params, nli_path: Path, n_pairs: int, repeats: int) -> dict:
+def bench_stage1(params, nli_path: Path, n_pairs: int, repeats: int, device: str = "cpu") -> dict:
+    """Stage 1 picks its device itself (a visible GPU when there is one): ``main`` hides GPUs for ``--device cpu``."""
     from stsreg.model import SiameseRegressor
     from stsreg.data.catalogue import sample_pairs
     from stsreg.runners.stage1 import run_stage1
@@ -92,11 +99,11 @@ def bench_stage1(params, nli_path: Path, n_pairs: int, repeats: int) -> dict:
             run_stage1(params, nli_path, Path(d) / "out", Path(d) / "cache")  # loads the model, encodes, trains, saves
             times["stage1_cold_cache"].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        model = SiameseRegressor.from_params(m)
+        model = SiameseRegressor.from_params(m).to(device)
         model.encode(unique, batch_size=params.stage1.encode_batch_size, show_progress=False)
-        times["encoder_pass"].append(time.perf_counter() - t0)
+        times["encoder_pass"].append(sync(device) - t0)
     return {"unit": "s", "samples": times, "pairs": len(nli), "distinct_sentences": len(unique),
-            "epochs": params.stage1.epochs,
+            "epochs": params.stage1.epochs, "device": device,
             "ratio": median(times["stage1_cold_cache"]) / median(times["encoder_pass"])}
 
 
@@ -156,33 +163,38 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--train-pairs", type=int, default=480, help="(b) pairs per training run")
     ap.add_argument("--stage1-pairs", type=int, default=5000, help="(c) NLI pairs per stage-1 run")
-    ap.add_argument("--only", nargs="*", choices=list(TARGETS), help="run only these benchmarks (an existing report keeps its other rows when measured on the same CPU)")
-    ap.add_argument("--out", default="reports/benchmarks")
+    ap.add_argument("--only", nargs="*", choices=list(TARGETS), help="run only these benchmarks (an existing report keeps its other rows when measured on the same machine)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help=f"where both sides run; cuda runs {', '.join(DEVICE_BENCHMARKS)} (default: cpu, GPUs hidden)")
+    ap.add_argument("--out", help="report path without suffix (default: reports/benchmarks, or reports/benchmarks-cuda)")
     a = ap.parse_args(argv)
+    if a.device == "cpu":  # before torch initialises CUDA: stage 1 and sentence-transformers would pick a GPU themselves
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     from stsreg.config import load_params
 
     params = load_params(a.params)
     sts = pd.read_parquet(a.sts)
-    todo = a.only or list(TARGETS)
+    names = DEVICE_BENCHMARKS if a.device == "cuda" else list(TARGETS)
+    todo = [n for n in a.only or names if n in names]
     m = params.model
-    results = {"machine": machine(), "repeats": a.repeats, "precision": m.precision, "benchmarks": {}}
+    results = {"machine": machine(a.device), "repeats": a.repeats, "precision": m.precision, "benchmarks": {}}
     runners = {
         "encode": lambda: bench_encode(params.model.backbone, sts, params.evaluate.max_length, params.evaluate.batch_size,
-                                       a.repeats, m.precision),
+                                       a.repeats, m.precision, a.device),
         "train": lambda: bench_train(m.backbone, sts, a.train_pairs, params.stage2, m.max_length, a.repeats,
-                                     precision=m.precision),
+                                     precision=m.precision, device=a.device),
         "train_grouped": lambda: bench_train(m.backbone, sts, a.train_pairs, params.stage2, m.max_length, a.repeats,
-                                             group_by_length=True, precision=m.precision),
-        "stage1": lambda: bench_stage1(params, Path(a.nli), a.stage1_pairs, a.repeats),
+                                             group_by_length=True, precision=m.precision, device=a.device),
+        "stage1": lambda: bench_stage1(params, Path(a.nli), a.stage1_pairs, a.repeats, a.device),
         "orchestration": lambda: bench_orchestration(Path(a.params), Path(a.nli), Path(a.cache), a.repeats),
         "dvc_noop": lambda: bench_dvc_noop(a.repeats),
     }
-    out = Path(a.out)
+    out = Path(a.out or ("reports/benchmarks" if a.device == "cpu" else "reports/benchmarks-cuda"))
     out.parent.mkdir(parents=True, exist_ok=True)
     previous = out.with_suffix(".json")
-    if a.only and previous.exists():  # a partial run keeps the other rows when they come from the same CPU
+    if a.only and previous.exists():  # a partial run keeps the other rows when they come from the same machine
         old = json.loads(previous.read_text())
-        if old.get("machine", {}).get("cpu") == results["machine"]["cpu"]:
+        if same_machine(old.get("machine", {}), results["machine"]):
             results["benchmarks"] = {k: {**v, "date": v.get("date", old["machine"].get("date"))}
                                      for k, v in old["benchmarks"].items() if k not in todo}
     for name in todo:

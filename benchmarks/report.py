@@ -28,8 +28,25 @@ def _met(name: str, value: float) -> bool:
     return {">=": value >= target, "<=": value <= target, "<": value < target}[op]
 
 
-def machine() -> dict:
-    """The CPU model, its bf16-relevant flags, threads and versions: recorded with every speed figure."""
+def sync(device: str) -> float:
+    """``time.perf_counter()`` once the device's queued work is done (CUDA runs asynchronously; the CPU needs no wait)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+    return time.perf_counter()
+
+
+def same_machine(a: dict, b: dict) -> bool:
+    """Whether two reports' rows may share a table: same CPU model, flags and GPU (a model name alone is ambiguous:
+    two AMD EPYC machines here differ in ``avx512_bf16``)."""
+    keys = ("cpu", "cpu_flags", "gpu")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def machine(device: str = "cpu") -> dict:
+    """The CPU model, its bf16-relevant flags, threads and versions, and the GPU when ``device`` is CUDA: recorded
+    with every speed figure."""
     import torch
 
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), platform.machine()) \
@@ -37,7 +54,9 @@ def machine() -> dict:
     from stsreg.precision import cpu_flags, native_bf16
 
     flags = sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_vnni"})
-    return {"cpu": cpu, "cpu_flags": flags, "native_bf16": native_bf16(torch.device("cpu")),
+    gpu = {"gpu": torch.cuda.get_device_name(0), "gpu_native_bf16": native_bf16(torch.device("cuda", 0))} \
+        if device.startswith("cuda") else {}
+    return {"cpu": cpu, "cpu_flags": flags, "native_bf16": native_bf16(torch.device("cpu")), **gpu,
             "torch_threads": torch.get_num_threads(), "cores": os.cpu_count(), "torch": torch.__version__,
             "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M")}
 
@@ -45,8 +64,9 @@ def machine() -> dict:
 def format_report(results: dict) -> str:
     """``reports/benchmarks.md``: one row per benchmark (medians, ratio, target, met or missed by how much, date)."""
     m = results["machine"]
-    lines = ["# Benchmarks", "",
-             f"`make bench` on {m['cpu']} ({m['cores']} cores, torch {m['torch']} with {m['torch_threads']} threads), "
+    on = f"{m['gpu']} (native bf16: {m.get('gpu_native_bf16')}; host {m['cpu']}, " if m.get("gpu") else f"{m['cpu']} ("
+    lines = ["# Benchmarks" + (" on a GPU" if m.get("gpu") else ""), "",
+             f"`make bench` on {on}{m['cores']} cores, torch {m['torch']} with {m['torch_threads']} threads), "
              f"{m['date']}; medians of {results['repeats']} runs, the sides alternated in one process or one shell. "
              f"CPU flags: {', '.join(m.get('cpu_flags', [])) or 'n/a'}; native bf16: {m.get('native_bf16')}; "
              f"stsreg precision: {results.get('precision', 'fp32')}.", "",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.report import median
+from benchmarks.report import median, sync
 
 
 def _train_pairs(sts: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
@@ -32,7 +32,9 @@ def resolved_precision(model) -> str:
 
 
 def _train_stsreg(backbone: str, pairs: pd.DataFrame, dev: pd.DataFrame, stage2, max_length: int, work: Path,
-                  warmup: int, group_by_length: bool, precision: str) -> float:
+                  warmup: int, group_by_length: bool, precision: str, device: str) -> float:
+    import torch
+
     from stsreg.model import SiameseRegressor
     from stsreg.objective import Objective
     from stsreg.training.stage2 import fine_tune
@@ -40,11 +42,13 @@ def _train_stsreg(backbone: str, pairs: pd.DataFrame, dev: pd.DataFrame, stage2,
     stamps: list[float] = []
     model = SiameseRegressor.from_pretrained(backbone, max_length=max_length, precision=precision)
     p = dataclasses.replace(stage2, epochs=1, eval_every=10**9, checkpoint_every=10**9, group_by_length=group_by_length)
-    fine_tune(model, pairs, dev, Objective.from_params(p), p, 0, work / "out", work / "ckpt", log_metric=lambda k, v, s: k == "train_loss" and stamps.append(time.perf_counter()))
+    fine_tune(model, pairs, dev, Objective.from_params(p), p, 0, work / "out", work / "ckpt", device=torch.device(device),
+              log_metric=lambda k, v, s: k == "train_loss" and stamps.append(sync(device)))
     return _steady_rate(stamps, p.batch_size, warmup)
 
 
-def _train_st(backbone: str, pairs: pd.DataFrame, batch_size: int, max_length: int, work: Path, warmup: int) -> float:
+def _train_st(backbone: str, pairs: pd.DataFrame, batch_size: int, max_length: int, work: Path, warmup: int,
+              device: str) -> float:
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.losses import CoSENTLoss
@@ -56,16 +60,16 @@ def _train_st(backbone: str, pairs: pd.DataFrame, batch_size: int, max_length: i
 
     class Stamp(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
-            stamps.append(time.perf_counter())
+            stamps.append(sync(device))
 
-    model = SentenceTransformer(resolve_backbone(backbone), device="cpu")
+    model = SentenceTransformer(resolve_backbone(backbone), device=device)
     model.max_seq_length = max_length
     # scale labels to 0-1 per dataset, as sentence-transformers users do (SICK-R is 1-5)
     data = Dataset.from_dict({"sentence1": list(pairs.sentence1), "sentence2": list(pairs.sentence2),
                               "score": list((pairs.score / 5.0).astype(float))})
     args = SentenceTransformerTrainingArguments(
         output_dir=str(work / "st"), per_device_train_batch_size=batch_size, num_train_epochs=1, learning_rate=2e-5,
-        warmup_ratio=0.1, save_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=True,
+        warmup_ratio=0.1, save_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=device == "cpu",
         dataloader_num_workers=0, seed=0)
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=CoSENTLoss(model),
                                          callbacks=[Stamp()])
@@ -74,8 +78,9 @@ def _train_st(backbone: str, pairs: pd.DataFrame, batch_size: int, max_length: i
 
 
 def bench_train(backbone: str, sts: pd.DataFrame, n_pairs: int, stage2, max_length: int, repeats: int,
-                group_by_length: bool = False, precision: str = "auto", warmup: int = 5) -> dict:
-    """``stage2``: :class:`stsreg.config.Stage2Params` (its loss and batch size; one epoch, no dev evaluation)."""
+                group_by_length: bool = False, precision: str = "auto", warmup: int = 5, device: str = "cpu") -> dict:
+    """``stage2``: :class:`stsreg.config.Stage2Params` (its loss and batch size; one epoch, no dev evaluation).
+    Both sides train on ``device``; on CUDA each step's timestamp waits for the GPU (one sync per step, both sides)."""
     batch_size = stage2.batch_size
     pairs = _train_pairs(sts, n_pairs, 0)
     dev = sts[(sts.dataset == "stsb") & (sts.split == "dev")].head(16).reset_index(drop=True)
@@ -83,10 +88,11 @@ def bench_train(backbone: str, sts: pd.DataFrame, n_pairs: int, stage2, max_leng
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as d:
             rates["stsreg"].append(_train_stsreg(backbone, pairs, dev, stage2, max_length, Path(d), warmup, group_by_length,
-                                                 precision))
+                                                 precision, device))
         with tempfile.TemporaryDirectory() as d:
-            rates["sentence_transformers"].append(_train_st(backbone, pairs, batch_size, max_length, Path(d), warmup))
+            rates["sentence_transformers"].append(_train_st(backbone, pairs, batch_size, max_length, Path(d), warmup,
+                                                            device))
     return {"unit": "pairs/s", "samples": rates, "pairs": len(pairs), "batch_size": batch_size, "max_length": max_length,
-            "group_by_length": group_by_length, "precision": precision, "loss": stage2.loss,
+            "group_by_length": group_by_length, "precision": precision, "loss": stage2.loss, "device": device,
             "timed_steps": len(pairs) // batch_size - 1 - warmup,
             "ratio": median(rates["stsreg"]) / median(rates["sentence_transformers"])}

@@ -33,3 +33,34 @@ def test_stage2_ab_report_means_per_precision_and_batching():
     md = ab_report(runs, {**MACHINE}, Params())
     assert "| bf16 | grouped | 2 | 50.0 | 89.10 | 82.30 | 81.30 |" in md
     assert "| fp32 | random | 1 | 2.0 | 50.0 | 86.00 | 89.00 (600) | 82.00 | 81.00 |" in md
+
+
+def test_rows_are_kept_only_from_the_same_machine_and_gpu_reports_name_the_gpu():
+    from benchmarks.report import same_machine
+
+    # the same CPU name with and without avx512_bf16 is two machines: their rows must not share a table
+    assert same_machine(MACHINE, {**MACHINE, "date": "later"})
+    assert not same_machine(MACHINE, {**MACHINE, "cpu_flags": ["avx512f"]})
+    assert not same_machine(MACHINE, {**MACHINE, "gpu": "NVIDIA H100"})
+    gpu = {**MACHINE, "gpu": "NVIDIA H100 80GB HBM3", "gpu_native_bf16": True, "cores": 16}
+    md = format_report({"machine": gpu, "repeats": 3, "precision": "auto", "benchmarks": {
+        "train": {"unit": "pairs/s", "samples": {"stsreg": [900.0], "sentence_transformers": [600.0]}, "ratio": 1.5}}})
+    assert md.startswith("# Benchmarks on a GPU")
+    assert "on NVIDIA H100 80GB HBM3 (native bf16: True; host Some CPU, 16 cores, torch 2.13.0" in md
+
+
+def test_bench_cli_device_choices_and_cpu_hides_gpus(monkeypatch, tmp_path):
+    import os
+
+    import pytest
+
+    from benchmarks import bench
+
+    with pytest.raises(SystemExit):
+        bench.main(["--device", "tpu"])
+    # --device cpu hides GPUs before anything picks one; --only keeps a cuda run to the device benchmarks
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    with pytest.raises(FileNotFoundError):
+        bench.main(["--device", "cpu", "--sts", str(tmp_path / "missing.parquet"), "--out", str(tmp_path / "b")])
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
+    assert set(bench.DEVICE_BENCHMARKS) < set(bench.TARGETS)
