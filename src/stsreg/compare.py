@@ -112,7 +112,7 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
         key = fingerprint([dataclasses.asdict(p.stage1), dataclasses.asdict(p.model), sha256_file(nli_path)], length=12)
         stage1_dir = work.parent / f"_stage1-{seed}-{key}"
         if not (stage1_dir / "training_summary.json").exists():
-            run_stage1(p, nli_path, stage1_dir, cache_dir)
+            run_stage1(p, nli_path, stage1_dir, cache_dir, ckpt_dir=stage1_dir.with_name(stage1_dir.name + "-checkpoints"))
         model = SiameseRegressor.load(stage1_dir)
     else:
         set_seed(seed)  # the (unused) head's initialisation draws from the global RNG

@@ -470,7 +470,7 @@ def load_params(path: str | os.PathLike = "params.yaml") -> Params:
 #: ``paper``: the authors' stage 2 (ZBWpro/STS-Regression, code/tune-jina-nomic.py + code/settings.py): lr 5e-5,
 #: 4 epochs, global batch 16, warm-up 20%, layer decay 0.95, weight decay 0.01, clipping 10, labels truncated,
 #: negative predictions zeroed, Smooth K2 (x0 0.2, k 3), dev every 50 steps, best score reset before stage 2
-#: (step 0 never kept), max length 256.
+#: (step 0 never kept), max length 256; stage 1 without the encoder step (the paper's stage 1 trains the head only).
 #: ``baselines_gpu``: the comparative study's scale for a GPU machine with a hub: BERT-base transformer rows, 50 epochs
 #: for the recurrent encoders, InferSent's 2048 units on the whole NLI table, 300-d self-trained word vectors (GloVe:
 #: 25 epochs), 4 transformer epochs.
@@ -478,7 +478,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "paper": {"stage2.loss": "smooth_k2", "stage2.x0": 0.2, "stage2.k": 3.0, "stage2.lr": 5e-5, "stage2.epochs": 4,
               "stage2.batch_size": 16, "stage2.warmup_ratio": 0.2, "stage2.layer_decay": 0.95,
               "stage2.weight_decay": 0.01, "stage2.max_grad_norm": 10.0, "stage2.labels": "truncate",
-              "stage2.zero_negative": True, "stage2.eval_every": 50, "stage2.keep": "trained", "model.max_length": 256},
+              "stage2.zero_negative": True, "stage2.eval_every": 50, "stage2.keep": "trained", "model.max_length": 256,
+              "stage1.encoder.objective": "none"},
     "baselines_gpu": {"baselines.backbone": "bert-base-uncased", "baselines.epochs": 4, "baselines.rnn_epochs": 50,
                       "baselines.infersent_hidden": 2048, "baselines.infersent_nli_pairs": 0, "baselines.word_dim": 300,
                       "baselines.glove_epochs": 25, "baselines.eval_every": 100},

@@ -7,7 +7,7 @@ import pandas as pd
 import yaml
 
 from tests.conftest import REPO, tiny_eval_table, tiny_sts
-from tests.helpers.nli import tiny_nli
+from tests.helpers.nli import grouped_nli
 
 
 def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone, tmp_path, monkeypatch):
@@ -27,7 +27,7 @@ def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone
     sts = tiny_eval_table(40)
     train = tiny_sts(64, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(64), seen_in_train=False)
     pd.concat([sts, train], ignore_index=True).to_parquet(tmp_path / "sts.parquet")
-    tiny_nli(40).to_parquet(tmp_path / "nli.parquet")
+    grouped_nli(14).to_parquet(tmp_path / "nli.parquet")  # triples for the default encoder step
     kw = dict(params_path=str(tmp_path / "params.yaml"), sts_path=str(tmp_path / "sts.parquet"),
               nli_path=str(tmp_path / "nli.parquet"), runs_dir=str(tmp_path / "runs"), out_dir=str(tmp_path / "out"),
               metrics_path=str(tmp_path / "compare.json"))

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, tiny_sts
-from tests.helpers.nli import tiny_nli
+from tests.helpers.nli import grouped_nli
 
 
 def test_stage1_then_stage2_tracked_in_mlflow(harness, tiny_backbone, tmp_path, monkeypatch):
@@ -21,7 +21,8 @@ def test_stage1_then_stage2_tracked_in_mlflow(harness, tiny_backbone, tmp_path, 
     raw["model"].update(backbone=tiny_backbone, max_length=16)
     raw["stage2"].update(batch_size=8, eval_every=5, checkpoint_every=5, epochs=1)  # the counts below are per epoch
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    tiny_nli(60).to_parquet(tmp_path / "nli.parquet")
+    grouped_nli(20).to_parquet(tmp_path / "nli.parquet")  # triples for the default encoder step
+    monkeypatch.chdir(tmp_path)  # the encoder step's checkpoints go to ./checkpoints/stage1
     pd.concat([tiny_sts(48).assign(dataset="stsb", split="train"),
                tiny_sts(16, 1).assign(dataset="stsb", split="dev")]).to_parquet(tmp_path / "sts.parquet")
 

@@ -81,19 +81,20 @@ def test_training_stages_read_exactly_their_declared_sections(tiny_backbone, tmp
     from stsreg.runners.stage1 import run_stage1
     from stsreg.runners.stage2 import run_stage2
     from tests.conftest import tiny_sts
-    from tests.helpers.nli import tiny_nli
+    from tests.helpers.nli import grouped_nli
 
     params = dataclasses.replace(
         load_params(REPO / "params.yaml"),
         model=dataclasses.replace(load_params(REPO / "params.yaml").model, backbone=tiny_backbone, max_length=16),
     )
     params = dataclasses.replace(params, stage2=dataclasses.replace(params.stage2, batch_size=8, eval_every=5))
-    tiny_nli(40).to_parquet(tmp_path / "nli.parquet")
+    grouped_nli(12).to_parquet(tmp_path / "nli.parquet")  # triples: the default stage 1 trains the encoder on them first
     sts = pd.concat([tiny_sts(24).assign(dataset="stsb", split="train"), tiny_sts(16, 1).assign(dataset="stsb", split="dev")])
     sts.to_parquet(tmp_path / "sts.parquet")
     top = lambda keys: {k.split(".")[0] for k in keys}  # noqa: E731
     seen1, seen2 = set(), set()
-    run_stage1(SectionRecorder(params, seen1), tmp_path / "nli.parquet", tmp_path / "s1", tmp_path / "cache")
+    run_stage1(SectionRecorder(params, seen1), tmp_path / "nli.parquet", tmp_path / "s1", tmp_path / "cache",
+               ckpt_dir=tmp_path / "ck")
     assert seen1 == top(declared("stage1")) == {"seed", "model", "stage1"}
     run_stage2(SectionRecorder(params, seen2), tmp_path / "sts.parquet", tmp_path / "s1", tmp_path / "s2", tmp_path / "ck")
     assert seen2 == top(declared("stage2")) == {"seed", "stage2"}
@@ -121,7 +122,9 @@ def test_presets_validate_and_print_as_dvc_overrides(capsys):
     s = paper.stage2
     assert (s.lr, s.epochs, s.batch_size, s.warmup_ratio, s.max_grad_norm, s.labels, s.zero_negative, s.eval_every,
             s.keep) == (5e-5, 4, 16, 0.2, 10.0, "truncate", True, 50, "trained")
-    assert paper.model.max_length == 256 and paper.stage1 == params.stage1  # nothing else changes
+    # the paper's stage 1 trains the head only: no encoder step; nothing else of stage 1 changes
+    assert paper.model.max_length == 256 and paper.stage1.encoder.objective == "none"
+    assert dataclasses.replace(paper.stage1, encoder=params.stage1.encoder) == params.stage1
     with pytest.raises(ParamsError, match="stage2.labels"):
         with_overrides(params, {"stage2.labels": "floor"})
     assert stsreg.cli.main(["preset", "paper", "--params", str(REPO / "params.yaml")]) == 0

@@ -36,6 +36,13 @@ def test_examples_per_kind():
     assert len(nli_training.training_examples(nli, "triple", 0, seed=1)) == 20               # 0 = one per premise
     sentences = nli_training.training_examples(nli, "sentence", 15, seed=1)
     assert len(sentences) == 15 and sentences.sentence.is_unique
+    # no premise with both an entailment and a contradiction: a clear error, not a crash inside the training loop
+    import pytest
+
+    from stsreg.errors import InputError
+
+    with pytest.raises(InputError, match=r"\(40 rows\) yields no triple example \(a premise with both"):
+        nli_training.training_examples(nli[nli.label != 0].head(40), "triple", 0, seed=1)
 
 
 def test_triplet_value_and_gradient_by_hand():

@@ -32,6 +32,7 @@ from transformers import get_linear_schedule_with_warmup
 
 from stsreg.config import NliTrainingParams
 from stsreg.data.catalogue import sample_pairs
+from stsreg.errors import InputError
 from stsreg.losses import HEAD_LOSSES, InBatchContrastive, SoftmaxCE, build_head_loss
 from stsreg.model import SiameseRegressor, pair_features
 from stsreg.optim import param_groups
@@ -48,19 +49,25 @@ def training_examples(nli: pd.DataFrame, kind: str, n: int, seed: int) -> pd.Dat
 
     ``pair``: ``n`` sampled pairs (premise, hypothesis, label); ``triple``: ``n`` sampled (anchor, positive,
     negative) = (premise, an entailment, a contradiction); ``sentence``: ``n`` distinct sentences of the ``n``
-    sampled pairs (column ``sentence``). ``n`` = 0 takes everything."""
+    sampled pairs (column ``sentence``). ``n`` = 0 takes everything. No example at all is an :class:`InputError`
+    (a table without one premise that has both an entailment and a contradiction has no triple)."""
     if kind == "pair":
-        return sample_pairs(nli[["premise", "hypothesis", "label"]], n, seed)
-    if kind == "triple":
+        examples = sample_pairs(nli[["premise", "hypothesis", "label"]], n, seed)
+    elif kind == "triple":
         first = lambda label: nli[nli.label == label].drop_duplicates("premise").set_index("premise").hypothesis  # noqa: E731
         both = pd.concat({"positive": first(2), "negative": first(0)}, axis=1, join="inner")
         triples = both.reset_index().rename(columns={"premise": "anchor"})
-        return sample_pairs(triples, n, seed)
-    if kind == "sentence":
+        examples = sample_pairs(triples, n, seed)
+    elif kind == "sentence":
         pairs = sample_pairs(nli, n, seed)
         unique = list(dict.fromkeys(list(pairs.premise) + list(pairs.hypothesis)))
-        return sample_pairs(pd.DataFrame({"sentence": unique}), n, seed)
-    raise ValueError(f"unknown example kind {kind!r}")
+        examples = sample_pairs(pd.DataFrame({"sentence": unique}), n, seed)
+    else:
+        raise ValueError(f"unknown example kind {kind!r}")
+    if examples.empty:
+        need = " (a premise with both an entailment and a contradiction hypothesis)" if kind == "triple" else ""
+        raise InputError(f"the NLI table ({len(nli)} rows) yields no {kind} example{need} to train on")
+    return examples
 
 
 def tokenized_examples(model: SiameseRegressor, examples: pd.DataFrame) -> tuple[dict, torch.Tensor | None]:
