@@ -9,7 +9,8 @@ Same machine, same model weights (the configured backbone), same data, same torc
 - (b) ``train`` / ``train_grouped``: steady-state stage-2 pairs/s (random batches / ``stage2.group_by_length``) of :func:`stsreg.training.stage2.fine_tune` (the stage-2 loss, at ``model.precision``) vs
   ``SentenceTransformerTrainer`` with ``CoSENTLoss``, same pairs, batch size and max length; timed from each side's
   per-step callback after the warm-up steps, so data loading, evaluation and saving are outside both;
-- (c) ``stage1``: stage-1 wall time with a cold embedding cache vs one encoder pass over the same NLI sentences;
+- (c) ``stage1``: stage-1 wall time with a cold embedding cache vs one encoder pass over the same NLI sentences
+  (stage 1 without its optional encoder step, in (d) too);
 - (d) ``orchestration``: ``stsreg train --stage 1`` work through its Prefect flow + MLflow run vs the same function
   called bare, each in a fresh process (warm embedding cache, existing MLflow store);
 - (e) ``dvc_noop``: ``dvc repro promote`` when nothing is stale.
@@ -88,7 +89,11 @@ def bench_stage1(params, nli_path: Path, n_pairs: int, repeats: int, device: str
     from stsreg.data.catalogue import sample_pairs
     from stsreg.runners.stage1 import run_stage1
 
-    params = dataclasses.replace(params, stage1=dataclasses.replace(params.stage1, max_pairs=n_pairs))
+    # the head-only stage 1 (what the <= 1.2x target is about): the optional encoder step is a training run of its
+    # own (~10 min on 2 cores), not the cost of caching embeddings for the head
+    s1 = params.stage1
+    params = dataclasses.replace(params, stage1=dataclasses.replace(
+        s1, max_pairs=n_pairs, encoder=dataclasses.replace(s1.encoder, objective="none")))
     nli = sample_pairs(pd.read_parquet(nli_path), n_pairs, params.seed)
     unique = list(dict.fromkeys(list(nli.premise) + list(nli.hypothesis)))
     m = params.model
@@ -103,7 +108,7 @@ def bench_stage1(params, nli_path: Path, n_pairs: int, repeats: int, device: str
         model.encode(unique, batch_size=params.stage1.encode_batch_size, show_progress=False)
         times["encoder_pass"].append(sync(device) - t0)
     return {"unit": "s", "samples": times, "pairs": len(nli), "distinct_sentences": len(unique),
-            "epochs": params.stage1.epochs, "device": device,
+            "epochs": params.stage1.epochs, "device": device, "encoder_step": "none",
             "ratio": median(times["stage1_cold_cache"]) / median(times["encoder_pass"])}
 
 
@@ -121,13 +126,20 @@ stage1_flow(params_path=sys.argv[1], nli_path=sys.argv[2], out_dir=sys.argv[3], 
 
 
 def bench_orchestration(params_path: Path, nli_path: Path, cache_dir: Path, repeats: int) -> dict:
+    import yaml
+
     times = {"flow": [], "bare": []}
     with tempfile.TemporaryDirectory() as d:
         env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{d}/mlflow/mlflow.db"}
+        # the head-only stage 1, as in (c): with the encoder step each run would retrain the encoder (~10 min)
+        raw = yaml.safe_load(params_path.read_text())
+        raw["stage1"]["encoder"]["objective"] = "none"
+        head_only = Path(d) / "params.yaml"
+        head_only.write_text(yaml.safe_dump(raw, sort_keys=False))
 
         def run(kind: str) -> float:
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-c", _FLOW if kind == "flow" else _BARE, str(params_path), str(nli_path),
+            subprocess.run([sys.executable, "-c", _FLOW if kind == "flow" else _BARE, str(head_only), str(nli_path),
                             f"{d}/out-{kind}", str(cache_dir)], check=True, env=env, capture_output=True)
             return time.perf_counter() - t0
 
@@ -135,7 +147,7 @@ def bench_orchestration(params_path: Path, nli_path: Path, cache_dir: Path, repe
         for _ in range(repeats):
             for kind in ("flow", "bare"):
                 times[kind].append(run(kind))
-    return {"unit": "s", "samples": times, "what": "stage 1 (full NLI, warm embedding cache) in a fresh process",
+    return {"unit": "s", "samples": times, "what": "head-only stage 1 (full NLI, warm embedding cache) in a fresh process",
             "ratio": median(times["flow"]) / median(times["bare"])}
 
 

@@ -3,6 +3,7 @@
 Skipped when ../shared/data is absent (set STSREG_SHARED_DATA to point elsewhere).
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -24,16 +25,12 @@ def prepared(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("shared")
     # run from tmp: the CLI takes the pipeline lock of its working directory, and a pipeline running in the
     # developer's checkout (which holds that lock for hours) must not stall this test
-    here = os.getcwd()
-    os.chdir(tmp)
-    try:
+    with contextlib.chdir(tmp):
         assert main(["fetch", "--params", str(REPO / "params.yaml"), "--registry", str(REPO / "data/sources.json"),
                      "--mirror", str(SHARED_DATA), "--out", str(tmp / "raw"), "--no-download"]) == 0
         assert main(["prepare", "--params", str(REPO / "params.yaml"), "--raw", str(tmp / "raw"),
                      "--prepared", str(tmp / "prepared"), "--rejected", str(tmp / "rejected"),
                      "--metrics", str(tmp / "data.json")]) == 0
-    finally:
-        os.chdir(here)
     return tmp
 
 

@@ -58,7 +58,7 @@ def test_bench_cli_device_choices_and_cpu_hides_gpus(monkeypatch, tmp_path):
 
     with pytest.raises(SystemExit):
         bench.main(["--device", "tpu"])
-    # --device cpu hides GPUs before anything picks one; --only keeps a cuda run to the device benchmarks
+    # --device cpu hides GPUs before anything (torch, stage 1, sentence-transformers) can pick one
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     with pytest.raises(FileNotFoundError):
         bench.main(["--device", "cpu", "--sts", str(tmp_path / "missing.parquet"), "--out", str(tmp_path / "b")])

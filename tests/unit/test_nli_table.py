@@ -10,6 +10,7 @@ import torch
 from stsreg import nli_table
 from stsreg.training import nli as nli_training
 from stsreg.config import NliTableParams
+from stsreg.errors import InputError
 from stsreg.model import SiameseRegressor
 from tests.helpers.nli import grouped_nli
 
@@ -37,10 +38,6 @@ def test_examples_per_kind():
     sentences = nli_training.training_examples(nli, "sentence", 15, seed=1)
     assert len(sentences) == 15 and sentences.sentence.is_unique
     # no premise with both an entailment and a contradiction: a clear error, not a crash inside the training loop
-    import pytest
-
-    from stsreg.errors import InputError
-
     with pytest.raises(InputError, match=r"\(40 rows\) yields no triple example \(a premise with both"):
         nli_training.training_examples(nli[nli.label != 0].head(40), "triple", 0, seed=1)
 
