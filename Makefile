@@ -18,7 +18,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 
 .DEFAULT_GOAL := help
-.PHONY: help install run repro compare nli-table baselines search claims paper profile bench bench-stage2 servers servers-stop deploy screenshots serve report test test-slow lock clean
+.PHONY: help install run repro compare nli-table baselines search claims paper profile bench bench-stage2 servers servers-stop deploy screenshots serve report readme test test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -90,6 +90,9 @@ serve: install ## serve models:/sts-regression@champion on 127.0.0.1:$(SERVE_POR
 
 report: install ## print the results tables from the metrics files
 	stsreg report
+
+readme: install ## copy the generated report tables into README.md (its <!-- generated: PATH --> blocks)
+	stsreg report --readme README.md
 
 test: install ## run the default test suite (no slow tests, no network, no GPU)
 	$(BIN)/python -m pytest -q

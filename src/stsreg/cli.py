@@ -11,7 +11,7 @@
     stsreg serve   [--model-uri models:/sts-regression@champion] [--port 5001]
     stsreg servers start|stop|status
     stsreg deploy [--pool NAME] [--image IMAGE]
-    stsreg report
+    stsreg report [--readme README.md [--check]]
     stsreg preset NAME   (prints `-S key=value` overrides: dvc exp run $(stsreg preset paper))
 
 Exit codes: 0 ok; 2 bad input (:class:`~stsreg.errors.InputError`: invalid params.yaml, missing, empty or
@@ -218,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--models", default="models", help="folder with stage1/ and stage2/ outputs")
     r.add_argument("--eval-metrics", default="reports/eval/metrics.json")
     r.add_argument("--promotion", default="reports/registry/promotion.json")
+    r.add_argument("--readme", metavar="FILE", help="instead: rewrite FILE's generated blocks from their report files")
+    r.add_argument("--check", action="store_true", help="with --readme: write nothing; exit 1 if a block is out of date")
     r.set_defaults(func=commands.cmd_report)
     return parser
 

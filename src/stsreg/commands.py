@@ -222,8 +222,20 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from stsreg.report import run_report
 
+    if args.readme:
+        return _sync_readme(Path(args.readme), args.check)
     if not Path(args.metrics).exists():
         print(f"no data summary at {args.metrics}; run `dvc repro` first", file=sys.stderr)
         return 2
     print(run_report(Path(args.metrics), Path(args.models), Path(args.eval_metrics), Path(args.promotion)))
     return 0
+
+
+def _sync_readme(markdown: Path, check: bool) -> int:
+    """``stsreg report --readme FILE [--check]``: the generated blocks of FILE against their report files."""
+    from stsreg.readme import sync
+
+    stale = sync(markdown, check=check)
+    verb = "out of date" if check else "rewritten"
+    print("\n".join(f"{markdown}: block {path} {verb}" for path in stale) or f"{markdown}: every generated block is up to date")
+    return 1 if stale and check else 0
