@@ -40,6 +40,14 @@ def fixture_sources() -> list[dict]:
 
 
 @pytest.fixture
+def own_project(tmp_path: Path, monkeypatch) -> Path:
+    """The working directory of a test that runs a stage command: the CLI takes the pipeline lock of the project in
+    the cwd, so each such test is a project of its own and never waits for a pipeline running in this checkout."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
 def raw_tree(tmp_path: Path) -> Path:
     """A writable copy of the small fixture tree in every real raw format (with broken rows)."""
     dest = tmp_path / "raw"

@@ -120,7 +120,7 @@ def _prepare_argv(tmp_path, raw, params):
             "--metrics", str(tmp_path / "data.json")]
 
 
-def test_prepare_cli_exits_2_on_a_missing_file_and_writes_nothing(tmp_path, capsys):
+def test_prepare_cli_exits_2_on_a_missing_file_and_writes_nothing(tmp_path, capsys, own_project):
     raw = _raw_copy(tmp_path)
     (raw / "NLI/XNLI/en_test.tsv").unlink()
     params = tmp_path / "params.yaml"
@@ -139,7 +139,7 @@ def test_prepare_cli_exits_2_on_a_missing_file_and_writes_nothing(tmp_path, caps
     (lambda p: p["stage2"].update(loss="hinge"), "params.yaml: stage2.loss: expected one of smooth_k2"),
     (lambda p: p["model"].update(max_length="128"), "params.yaml: model.max_length: expected an integer, got '128'"),
 ])
-def test_bad_params_exit_2_before_any_output_for_every_stage(tmp_path, capsys, edit, message):
+def test_bad_params_exit_2_before_any_output_for_every_stage(tmp_path, capsys, edit, message, own_project):
     """prepare does not read stage2/evaluate/model, yet validates the whole file and stops before writing."""
     raw_params = yaml.safe_load((REPO / "params.yaml").read_text())
     edit(raw_params)
@@ -162,7 +162,7 @@ def test_numeric_strings_yaml_leaves_as_text_are_floats_but_nothing_else_is_coer
     assert Params() == parse_params({})
 
 
-def test_a_bug_is_a_traceback_not_exit_2(tmp_path, monkeypatch):
+def test_a_bug_is_a_traceback_not_exit_2(tmp_path, monkeypatch, own_project):
     import stsreg.data.prepare
 
     def broken(*args, **kwargs):

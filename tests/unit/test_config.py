@@ -36,9 +36,8 @@ def test_unknown_key_is_an_error(tmp_path):
         load_params(p)
 
 
-def test_dvc_yaml_declares_exactly_what_each_stage_reads(tmp_path, monkeypatch):
+def test_dvc_yaml_declares_exactly_what_each_stage_reads(tmp_path, monkeypatch, own_project):
     real = load_params(REPO / "params.yaml")
-    monkeypatch.chdir(tmp_path)  # the stages' pipeline lock lives under the cwd: never wait for a real run here
     mirror = tmp_path / "mirror"
     shutil.copytree(FIXTURE_RAW, mirror)
     (tmp_path / "sources.json").write_text("[]")

@@ -92,7 +92,7 @@ def test_downloads_from_upstream_when_mirror_lacks_file(http_root, tmp_path):
         fetch_all([Source("P", "P/x.txt", sha(b"x"), url=f"{base}/missing.txt")], tmp_path / "m", tmp_path / "r3")
 
 
-def test_cli_mirror_flag_env_and_exit_code(mirror, tmp_path, monkeypatch, capsys):
+def test_cli_mirror_flag_env_and_exit_code(mirror, tmp_path, monkeypatch, capsys, own_project):
     registry = tmp_path / "sources.json"
     registry.write_text(json.dumps([{"dataset": "A", "file": "A/one.txt", "sha256": sha(b"one\n"), "url": ""}]))
     params = tmp_path / "params.yaml"
