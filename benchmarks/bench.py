@@ -26,7 +26,6 @@ Writes ``reports/benchmarks.json`` (every sample) and ``reports/benchmarks.md`` 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import subprocess
@@ -86,14 +85,13 @@ def bench_encode(backbone: str, sts: pd.DataFrame, max_length: int, batch_size: 
 def bench_stage1(params, nli_path: Path, n_pairs: int, repeats: int, device: str = "cpu") -> dict:
     """Stage 1 picks its device itself (a visible GPU when there is one): ``main`` hides GPUs for ``--device cpu``."""
     from stsreg.model import SiameseRegressor
+    from stsreg.config import with_overrides
     from stsreg.data.catalogue import sample_pairs
     from stsreg.runners.stage1 import run_stage1
 
     # the head-only stage 1 (what the <= 1.2x target is about): the optional encoder step is a training run of its
     # own (~10 min on 2 cores), not the cost of caching embeddings for the head
-    s1 = params.stage1
-    params = dataclasses.replace(params, stage1=dataclasses.replace(
-        s1, max_pairs=n_pairs, encoder=dataclasses.replace(s1.encoder, objective="none")))
+    params = with_overrides(params, {"stage1.max_pairs": n_pairs, "stage1.encoder.objective": "none"})
     nli = sample_pairs(pd.read_parquet(nli_path), n_pairs, params.seed)
     unique = list(dict.fromkeys(list(nli.premise) + list(nli.hypothesis)))
     m = params.model

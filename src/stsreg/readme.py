@@ -27,20 +27,18 @@ def blocks(text: str, name: str = "README.md") -> list[tuple[str, int, int]]:
     """``(path, first, last)`` for each block: the line indices (0-based) of its body, ``last`` exclusive.
 
     Raises InputError, naming the file and line, for a block without its end marker or a nested begin marker."""
-    found, lines, i = [], text.splitlines(), 0
-    while i < len(lines):
-        m = BEGIN.match(lines[i])
+    found, opened = [], None  # opened: (path, line index) of the block being read
+    for n, line in enumerate(text.splitlines()):
+        m = BEGIN.match(line)
+        if m and opened:
+            raise InputError(f"{name}:{n + 1}: a generated block begins inside the one opened at line {opened[1] + 1}")
         if m:
-            for j in range(i + 1, len(lines)):
-                if BEGIN.match(lines[j]):
-                    raise InputError(f"{name}:{j + 1}: a generated block begins inside the one opened at line {i + 1}")
-                if lines[j] == END:
-                    found.append((m["path"], i + 1, j))
-                    i = j
-                    break
-            else:
-                raise InputError(f"{name}:{i + 1}: generated block for {m['path']} has no line {END!r}")
-        i += 1
+            opened = (m["path"], n)
+        elif line == END and opened:
+            found.append((opened[0], opened[1] + 1, n))
+            opened = None
+    if opened:
+        raise InputError(f"{name}:{opened[1] + 1}: generated block for {opened[0]} has no line {END!r}")
     return found
 
 
