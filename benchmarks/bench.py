@@ -47,10 +47,11 @@ def bench_encode(backbone: str, sts: pd.DataFrame, max_length: int, batch_size: 
                  precision: str = "auto", device: str = "cpu") -> dict:
     from sentence_transformers import SentenceTransformer
 
+    from stsreg.data.catalogue import stsb_split
     from stsreg.evaluate import spearman
     from stsreg.model import SiameseRegressor, resolve_backbone
 
-    test = sts[(sts.dataset == "stsb") & (sts.split == "test")]
+    test = stsb_split(sts, "test")
     sentences = list(test.sentence1) + list(test.sentence2)
     ours = SiameseRegressor.from_pretrained(backbone, max_length=max_length, precision=precision).to(device)
     fp32 = SiameseRegressor.from_pretrained(backbone, max_length=max_length, precision="fp32").to(device)

@@ -21,17 +21,17 @@ def profile_training(params_path: str, sts_path: str, pairs: int, precision: str
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from benchmarks.train_speed import _train_pairs, _train_stsreg
+    from benchmarks.train_speed import short_dev, train_pairs, train_stsreg
     from stsreg.config import load_params
 
     params = load_params(params_path)
     sts = pd.read_parquet(sts_path)
-    train = _train_pairs(sts, pairs, 0)
-    dev = sts[(sts.dataset == "stsb") & (sts.split == "dev")].head(16)  # never evaluated (eval_every is huge)
+    train = train_pairs(sts, pairs, 0)
+    dev = short_dev(sts)
     for grouped in (False, True):
         with tempfile.TemporaryDirectory() as work, profile(activities=[ProfilerActivity.CPU]) as prof:
             t0 = time.perf_counter()
-            rate = _train_stsreg(params.model.backbone, train, dev, params.stage2, params.model.max_length, Path(work),
+            rate = train_stsreg(params.model.backbone, train, dev, params.stage2, params.model.max_length, Path(work),
                                  2, grouped, precision, "cpu")
             wall = time.perf_counter() - t0
         events = prof.key_averages()

@@ -13,9 +13,18 @@ import pandas as pd
 from benchmarks.report import median, sync
 
 
-def _train_pairs(sts: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
-    train = sts[sts.dataset.isin(["stsb", "sickr"]) & (sts.split == "train")]
-    return train.sample(n=min(n, len(train)), random_state=seed).reset_index(drop=True)
+def train_pairs(sts: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
+    """``n`` STS-B + SICK-R training pairs drawn with ``seed`` (the same rows for both sides of the bench)."""
+    from stsreg.data.catalogue import sample_pairs, sts_training_pairs
+
+    return sample_pairs(sts_training_pairs(sts), n, seed)
+
+
+def short_dev(sts: pd.DataFrame) -> pd.DataFrame:
+    """16 STS-B dev rows: ``fine_tune`` needs a dev table, the bench never evaluates it (eval_every is huge)."""
+    from stsreg.data.catalogue import stsb_split
+
+    return stsb_split(sts, "dev").head(16)
 
 
 def _steady_rate(stamps: list[float], batch_size: int, warmup: int) -> float:
@@ -31,7 +40,7 @@ def resolved_precision(model) -> str:
     return precision.describe(model.amp_dtype)
 
 
-def _train_stsreg(backbone: str, pairs: pd.DataFrame, dev: pd.DataFrame, stage2, max_length: int, work: Path,
+def train_stsreg(backbone: str, pairs: pd.DataFrame, dev: pd.DataFrame, stage2, max_length: int, work: Path,
                   warmup: int, group_by_length: bool, precision: str, device: str) -> float:
     import torch
 
@@ -82,12 +91,12 @@ def bench_train(backbone: str, sts: pd.DataFrame, n_pairs: int, stage2, max_leng
     """``stage2``: :class:`stsreg.config.Stage2Params` (its loss and batch size; one epoch, no dev evaluation).
     Both sides train on ``device``; on CUDA each step's timestamp waits for the GPU (one sync per step, both sides)."""
     batch_size = stage2.batch_size
-    pairs = _train_pairs(sts, n_pairs, 0)
-    dev = sts[(sts.dataset == "stsb") & (sts.split == "dev")].head(16).reset_index(drop=True)
+    pairs = train_pairs(sts, n_pairs, 0)
+    dev = short_dev(sts)
     rates = {"stsreg": [], "sentence_transformers": []}
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as d:
-            rates["stsreg"].append(_train_stsreg(backbone, pairs, dev, stage2, max_length, Path(d), warmup, group_by_length,
+            rates["stsreg"].append(train_stsreg(backbone, pairs, dev, stage2, max_length, Path(d), warmup, group_by_length,
                                                  precision, device))
         with tempfile.TemporaryDirectory() as d:
             rates["sentence_transformers"].append(_train_st(backbone, pairs, batch_size, max_length, Path(d), warmup,
