@@ -10,7 +10,7 @@ from tests.conftest import REPO
 #: Reports the README shows whole; each must sit in a generated block, so a rerun that changes it fails this test
 #: until `stsreg report --readme README.md` copies it in.
 EMBEDDED = {"reports/compare/results.md", "reports/claims.md", "reports/nli_table/results.md",
-            "reports/baselines/results.md", "reports/same_settings/results.md"}
+            "reports/baselines/results.md", "reports/same_settings/results.md", "reports/search/results.md"}
 
 
 def test_readme_tables_are_the_committed_reports():
