@@ -24,7 +24,7 @@ SUFFIXES = ("unseen", "prediction")
 
 
 def row_table(runs: Path) -> pd.DataFrame:
-    """One row per (method, seed, task): all-pairs Spearman, mean within-subset Spearman, subset count."""
+    """One row per (method, seed, task): all-pairs Spearman, mean within-subset Spearman."""
     rows = []
     for path in sorted(runs.glob("*-*/metrics.json")):
         m = re.fullmatch(r"(.+)-(\d+)", path.parent.name)
@@ -35,7 +35,7 @@ def row_table(runs: Path) -> pd.DataFrame:
         for task in TASKS:
             subsets = [v for k, v in metrics.items() if k.startswith(f"{task}_") and k.split("_", 1)[1] not in SUFFIXES]
             rows.append({"method": m.group(1), "seed": int(m.group(2)), "task": task, "all": metrics[task],
-                         "within": sum(subsets) / len(subsets), "subsets": len(subsets)})
+                         "within": sum(subsets) / len(subsets)})
     return pd.DataFrame(rows)
 
 
@@ -44,12 +44,11 @@ def breakdown(table: pd.DataFrame, reference: str) -> pd.DataFrame:
     ref = table[table.method == reference].set_index(["seed", "task"])
     out = []
     for method, t in table[table.method != reference].groupby("method"):
-        d = t.set_index(["seed", "task"])[["all", "within"]] - ref[["all", "within"]]
-        d = d.dropna().groupby("task").mean()
-        for task, r in d.iterrows():
+        d = (t.set_index(["seed", "task"])[["all", "within"]] - ref[["all", "within"]]).dropna()
+        seeds = d.index.get_level_values("seed").nunique()  # the seeds both rows have
+        for task, r in d.groupby("task").mean().iterrows():
             out.append({"method": method, "task": task, "all": r["all"], "within": r["within"],
-                        "between": r["all"] - r["within"], "seeds": int(t.seed.isin(ref.index.get_level_values(0)).sum()
-                                                                      // len(TASKS))})
+                        "between": r["all"] - r["within"], "seeds": seeds})
     return pd.DataFrame(out)
 
 

@@ -16,7 +16,10 @@ KEYS = ("stsb_dev", "sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"
 params = load_params("params.yaml")
 rows = []
 for seed in params.compare.seeds:
-    start = sorted(RUNS.glob(f"_stage1-{seed}-*[!s]"))[0]
+    found = [d for d in RUNS.glob(f"_stage1-{seed}-*") if not d.name.endswith("-checkpoints")]
+    if len(found) != 1:  # one per stage-1 key: more means older settings are still there, and the pick would be a guess
+        raise SystemExit(f"expected one stage-1 model of seed {seed} in {RUNS}, found {sorted(d.name for d in found)}")
+    start = found[0]
     out = OUT / str(seed)
     if not (out / "metrics.json").exists():
         run_evaluate(dataclasses.replace(params, seed=seed), start, Path("data/prepared/sts.parquet"), out)
