@@ -11,12 +11,14 @@ Each variant is one ``compare`` row with ``stage2.cos_a`` / ``cos_b`` changed an
 ``results.md``: dev (the only figure a choice may read) beside the test views and paired bootstraps against the
 comparison's ``ours_cos`` and ``cosent`` rows of the same seed (reporting only).
 
-    python reports/explore/cos_scale/run.py --seeds 42 43 44 --maps 10,-5 7.5,-2.5 20,-15
+    python reports/explore/cos_scale/run.py --seeds 42 43 44 --maps 10,-5 7.5,-2.5
+    python reports/explore/cos_scale/run.py --seeds 42 --maps 20,-15
+    python reports/explore/cos_scale/run.py --report-only --seeds 42 43 44 --maps 10,-5 7.5,-2.5 20,-15
     python reports/explore/cos_scale/run.py --production 7.5,-2.5
 
 A finished (map, seed) is skipped on a rerun, so adding seeds trains only the new runs.
 
-``--production 10,-5`` instead trains the production stage 2 (``params.stage2`` as it stands: 3 epochs, ``keep``,
+``--production A,B`` instead trains the production stage 2 (``params.stage2`` as it stands: 3 epochs, ``keep``,
 ``params.seed``) from ``models/stage1`` with that map, and writes ``production-<name>/`` and ``production.md``: its
 STS-B dev against ``models/stage2``'s (the figure a default change would have to win), and, for reporting only, the
 test views against ``reports/eval`` (the production model's evaluation).
@@ -123,6 +125,12 @@ def production(params, a: float, b: float) -> str:
     from stsreg.runners.evaluate import run_evaluate
     from stsreg.runners.stage2 import run_stage2
 
+    committed = json.loads(Path("models/stage2/training_summary.json").read_text())["config"]
+    now = {"seed": params.seed, "stage2": dataclasses.asdict(params.stage2)}
+    if {**committed["stage2"], "cos_a": a, "cos_b": b} != {**now["stage2"], "cos_a": a, "cos_b": b} \
+            or committed["seed"] != now["seed"]:
+        raise SystemExit("models/stage2 was trained with other stage-2 settings than params.yaml's: rerun "
+                         "`dvc repro promote` first, so that the map is the only difference")
     out = OUT / f"production-{name_of(a, b)}"
     if not (out / "metrics.json").exists():
         p = dataclasses.replace(params, stage2=dataclasses.replace(params.stage2, cos_a=a, cos_b=b))
@@ -162,7 +170,7 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
-    ap.add_argument("--maps", nargs="+", default=["10,-5", "7.5,-2.5", "20,-15"], help="a,b pairs")
+    ap.add_argument("--maps", nargs="+", default=["10,-5", "7.5,-2.5"], help="a,b pairs")
     ap.add_argument("--production", metavar="A,B", help="train the production stage 2 with this map instead")
     ap.add_argument("--report-only", action="store_true", help="train nothing: write results.md from the runs there are")
     a = ap.parse_args(argv)
