@@ -3,7 +3,8 @@
 Hypothesis (from ``reports/explore/subset_breakdown.md``): CoSENT leaves the cosine's scale free and ends with every
 test cosine in ~0.84-0.95, while a = 5, b = 0 pulls unrelated pairs to cosine 0. A map with b < 0 asks only for a
 narrower, higher cosine range (a = 7.5, b = -2.5: labels 0-5 -> cosine 0.33-1.0; a = 10, b = -5: 0.5-1.0;
-a = 20, b = -15: 0.75-1.0).
+a = 20, b = -15: 0.75-1.0). A control keeps the slope of a = 7.5 and moves the band down (a = 7.5, b = 0: labels
+0-5 -> cosine 0-0.67), so that the step size and x0 / a are those of a = 7.5, b = -2.5 and only the band differs.
 
 Each variant is one ``compare`` row with ``stage2.cos_a`` / ``cos_b`` changed and nothing else: the same start
 (the comparison's stage-1 model of the seed), 1 epoch, the best STS-B dev checkpoint after step 0. Writes
@@ -12,8 +13,8 @@ Each variant is one ``compare`` row with ``stage2.cos_a`` / ``cos_b`` changed an
 comparison's ``ours_cos`` and ``cosent`` rows of the same seed (reporting only).
 
     python reports/explore/cos_scale/run.py --seeds 42 43 44 --maps 10,-5 7.5,-2.5
-    python reports/explore/cos_scale/run.py --seeds 42 --maps 20,-15
-    python reports/explore/cos_scale/run.py --report-only --seeds 42 43 44 --maps 10,-5 7.5,-2.5 20,-15
+    python reports/explore/cos_scale/run.py --seeds 42 --maps 20,-15 7.5,0
+    python reports/explore/cos_scale/run.py --report-only --seeds 42 43 44 --maps 10,-5 7.5,-2.5 20,-15 7.5,0
     python reports/explore/cos_scale/run.py --production 7.5,-2.5
 
 A finished (map, seed) is skipped on a rerun, so adding seeds trains only the new runs.
