@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -37,6 +38,9 @@ import pandas as pd
 
 OUT = Path("reports/explore/cos_scale")
 RUNS = Path("reports/compare/runs")
+STS = Path("data/prepared/sts.parquet")
+#: The comparison's rows every map is paired against (their runs live in ``RUNS``).
+REFERENCES = ("ours_cos", "cosent")
 
 
 def stage1_of(seed: int) -> Path:
@@ -51,22 +55,32 @@ def name_of(a: float, b: float) -> str:
     return f"a{a:g}_b{b:g}"
 
 
+def run_dir(name: str, seed: int) -> Path:
+    """Where the run of ``name`` (a reference row or a map's ``name_of``) and ``seed`` keeps its outputs."""
+    return (RUNS if name in REFERENCES else OUT) / f"{name}-{seed}"
+
+
+@functools.cache
+def predictions(run: Path) -> pd.DataFrame:
+    """A run's ``predictions.parquet``, read once however many paired tests use it."""
+    return pd.read_parquet(run / "predictions.parquet")
+
+
 def train_and_evaluate(params, seed: int, a: float, b: float) -> Path:
     from stsreg.compare import stage2_for
     from stsreg.model import SiameseRegressor
     from stsreg.runners.evaluate import run_evaluate
     from stsreg.runners.stage2 import run_stage2
 
-    out = OUT / f"{name_of(a, b)}-{seed}"
+    out = run_dir(name_of(a, b), seed)
     if (out / "metrics.json").exists():
         return out
     p = dataclasses.replace(params, seed=seed)
     p = dataclasses.replace(p, stage2=dataclasses.replace(stage2_for(p, "ours_cos"), cos_a=a, cos_b=b))
     work = OUT / "_work"
     shutil.rmtree(work, ignore_errors=True)
-    run_stage2(p, Path("data/prepared/sts.parquet"), SiameseRegressor.load(stage1_of(seed)), work / "model",
-               work / "ckpt", keep="trained")
-    run_evaluate(p, work / "model", Path("data/prepared/sts.parquet"), out)
+    run_stage2(p, STS, SiameseRegressor.load(stage1_of(seed)), work / "model", work / "ckpt", keep="trained")
+    run_evaluate(p, work / "model", STS, out)
     shutil.copyfile(work / "model" / "training_summary.json", out / "training_summary.json")
     shutil.rmtree(work)
     return out
@@ -87,11 +101,8 @@ def summarise(params, names: list[str], seeds: list[int]) -> str:
     over how many seeds each row is."""
     from stsreg.evaluate import paired_on_predictions
 
-    def run_dir(name: str, seed: int) -> Path:
-        return RUNS / f"{name}-{seed}" if name in ("ours_cos", "cosent") else OUT / f"{name}-{seed}"
-
     rows = {name: {s: figures(run_dir(name, s)) for s in seeds if (run_dir(name, s) / "metrics.json").exists()}
-            for name in ["ours_cos", "cosent", *names]}
+            for name in [*REFERENCES, *names]}
     table = [f"| {name} | {len(runs)} | " + " | ".join(f"{pd.Series([f[c] for f in runs.values()]).mean():.2f}"
                                                          for c in COLUMNS) + " |"
              for name, runs in rows.items() if runs]
@@ -99,11 +110,10 @@ def summarise(params, names: list[str], seeds: list[int]) -> str:
                 for name, runs in rows.items() for s, f in runs.items()]
     tests = []
     for name in names:
-        for ref in ("ours_cos", "cosent"):
+        for ref in REFERENCES:
             for unseen in (False, True):
                 for s in rows[name]:
-                    r = paired_on_predictions(pd.read_parquet(run_dir(name, s) / "predictions.parquet"),
-                                              pd.read_parquet(run_dir(ref, s) / "predictions.parquet"),
+                    r = paired_on_predictions(predictions(run_dir(name, s)), predictions(run_dir(ref, s)),
                                               unseen_only=unseen, n_resamples=params.evaluate.n_resamples)
                     tests.append(f"| {name} | {ref} | {s} | {'avg7_unseen' if unseen else 'avg7'} | {r.diff:+.2f} | "
                                  f"[{r.low:+.2f}, {r.high:+.2f}] | {r.p_value:.3f} |")
@@ -127,9 +137,8 @@ def production(params, a: float, b: float) -> str:
     from stsreg.runners.stage2 import run_stage2
 
     committed = json.loads(Path("models/stage2/training_summary.json").read_text())["config"]
-    now = {"seed": params.seed, "stage2": dataclasses.asdict(params.stage2)}
-    if {**committed["stage2"], "cos_a": a, "cos_b": b} != {**now["stage2"], "cos_a": a, "cos_b": b} \
-            or committed["seed"] != now["seed"]:
+    if (committed["seed"] != params.seed
+            or dict(committed["stage2"], cos_a=a, cos_b=b) != dict(dataclasses.asdict(params.stage2), cos_a=a, cos_b=b)):
         raise SystemExit("models/stage2 was trained with other stage-2 settings than params.yaml's: rerun "
                          "`dvc repro promote` first, so that the map is the only difference")
     out = OUT / f"production-{name_of(a, b)}"
@@ -137,8 +146,8 @@ def production(params, a: float, b: float) -> str:
         p = dataclasses.replace(params, stage2=dataclasses.replace(params.stage2, cos_a=a, cos_b=b))
         work = OUT / "_work_production"
         # the checkpoint folder is kept until the run finishes, so a killed run resumes
-        run_stage2(p, Path("data/prepared/sts.parquet"), Path("models/stage1"), work / "model", work / "ckpt")
-        run_evaluate(p, work / "model", Path("data/prepared/sts.parquet"), out)
+        run_stage2(p, STS, Path("models/stage1"), work / "model", work / "ckpt")
+        run_evaluate(p, work / "model", STS, out)
         shutil.copyfile(work / "model" / "training_summary.json", out / "training_summary.json")
         shutil.rmtree(work)
     rows = []
@@ -150,8 +159,7 @@ def production(params, a: float, b: float) -> str:
                     f"/{s['total_steps']} | " + " | ".join(f"{m[k]:.2f}" for k in list(COLUMNS.values())[1:]) + " |")
     tests = []
     for unseen in (False, True):
-        r = paired_on_predictions(pd.read_parquet(out / "predictions.parquet"),
-                                  pd.read_parquet("reports/eval/predictions.parquet"), unseen_only=unseen,
+        r = paired_on_predictions(predictions(out), predictions(Path("reports/eval")), unseen_only=unseen,
                                   n_resamples=params.evaluate.n_resamples)
         tests.append(f"| {'avg7_unseen' if unseen else 'avg7'} | {r.diff:+.2f} | [{r.low:+.2f}, {r.high:+.2f}] | "
                      f"{r.p_value:.3f} |")
