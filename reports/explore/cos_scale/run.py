@@ -66,8 +66,16 @@ def predictions(run: Path) -> pd.DataFrame:
     return pd.read_parquet(run / "predictions.parquet")
 
 
-def train_and_evaluate(params, seed: int, a: float, b: float) -> Path:
+def row_params(params, seed: int, **stage2):
+    """The settings of the comparison's ``ours_cos`` row of ``seed`` (its 1-epoch budget), ``stage2`` fields replaced
+    (e.g. ``cos_a=7.5, cos_b=-2.5``)."""
     from stsreg.compare import stage2_for
+
+    p = dataclasses.replace(params, seed=seed)
+    return dataclasses.replace(p, stage2=dataclasses.replace(stage2_for(p, "ours_cos"), **stage2))
+
+
+def train_and_evaluate(params, seed: int, a: float, b: float) -> Path:
     from stsreg.model import SiameseRegressor
     from stsreg.runners.evaluate import run_evaluate
     from stsreg.runners.stage2 import run_stage2
@@ -75,8 +83,7 @@ def train_and_evaluate(params, seed: int, a: float, b: float) -> Path:
     out = run_dir(name_of(a, b), seed)
     if (out / "metrics.json").exists():
         return out
-    p = dataclasses.replace(params, seed=seed)
-    p = dataclasses.replace(p, stage2=dataclasses.replace(stage2_for(p, "ours_cos"), cos_a=a, cos_b=b))
+    p = row_params(params, seed, cos_a=a, cos_b=b)
     work = OUT / "_work"
     shutil.rmtree(work, ignore_errors=True)
     run_stage2(p, STS, SiameseRegressor.load(stage1_of(seed)), work / "model", work / "ckpt", keep="trained")

@@ -18,7 +18,6 @@ bootstraps against ``ours_cos`` and ``cosent`` are reporting only.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import shutil
 import sys
@@ -31,10 +30,10 @@ from torch import nn
 from stsreg.losses import AffineCosine  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from cos_scale.run import COLUMNS, STS, figures, predictions, run_dir, stage1_of  # noqa: E402
+from cos_scale.run import (COLUMNS, REFERENCES, STS, figures, predictions, row_params,  # noqa: E402
+                           run_dir, stage1_of)
 
 OUT = Path("reports/explore/fitted_map")
-REFERENCES = ("ours_cos", "cosent")
 #: the fitted slope is floored here (a batch whose cosines do not follow the labels would otherwise ask for a flat
 #: or inverted map); 1 = the whole cosine range [-1, 1] spread over 2 label points
 MIN_SLOPE = 1.0
@@ -64,7 +63,6 @@ class BatchFittedCosine(AffineCosine):
 
 def train_and_evaluate(params, seed: int) -> Path:
     from stsreg import runtime
-    from stsreg.compare import stage2_for
     from stsreg.data.catalogue import sample_pairs
     from stsreg.model import SiameseRegressor
     from stsreg.objective import Objective
@@ -75,8 +73,7 @@ def train_and_evaluate(params, seed: int) -> Path:
     out = OUT / f"fitted-{seed}"
     if (out / "metrics.json").exists():
         return out
-    p = dataclasses.replace(params, seed=seed)
-    p = dataclasses.replace(p, stage2=stage2_for(p, "ours_cos"))
+    p = row_params(params, seed)
     objective = Objective.from_params(p.stage2)
     objective.loss = BatchFittedCosine(objective.loss.base)
     model = SiameseRegressor.load(stage1_of(seed))
@@ -103,8 +100,7 @@ def report(params, seeds: list[int]) -> str:
 
     rows, tests = [], []
     for seed in seeds:
-        for name, run in [("ours_cos", run_dir("ours_cos", seed)), ("cosent", run_dir("cosent", seed)),
-                          ("fitted map", OUT / f"fitted-{seed}")]:
+        for name, run in [*((ref, run_dir(ref, seed)) for ref in REFERENCES), ("fitted map", OUT / f"fitted-{seed}")]:
             f = figures(run)
             rows.append(f"| {name} | {seed} | " + " | ".join(f"{f[c]:.2f}" for c in COLUMNS) + " |")
         for ref in REFERENCES:

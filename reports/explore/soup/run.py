@@ -34,14 +34,13 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from cos_scale.run import COLUMNS, STS, predictions, run_dir  # noqa: E402
+from cos_scale.run import COLUMNS, REFERENCES, STS, predictions, run_dir  # noqa: E402
 from soup.train import MODELS, model_dir  # noqa: E402
 
 OUT = Path("reports/explore/soup")
 MAPS = ((5.0, 0.0), (7.5, -2.5))  # alpha = 0 and alpha = 1
 ALPHAS = [round(i / 10, 1) for i in range(11)]
 TESTED = (0.25, 0.5, 0.75)  # mixes evaluated on the 7 tasks besides alpha*
-REFERENCES = ("ours_cos", "cosent")
 
 
 def mix_name(alpha: float) -> str:

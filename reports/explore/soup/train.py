@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from cos_scale.run import STS, name_of, stage1_of  # noqa: E402
+from cos_scale.run import STS, name_of, row_params, stage1_of  # noqa: E402
 
 MODELS = Path("checkpoints/explore_soup")  # gitignored: ~88 MB per model
 
@@ -20,16 +19,14 @@ def model_dir(a: float, b: float, seed: int) -> Path:
 def train(params, seed: int, a: float, b: float) -> Path:
     """The comparison's ``ours_cos`` row of ``seed`` with the map (a, b): its stage-1 start, 1 epoch, the best STS-B
     dev checkpoint after step 0; resumes from its checkpoint folder after a kill."""
-    from stsreg.compare import stage2_for
     from stsreg.model import SiameseRegressor
     from stsreg.runners.stage2 import run_stage2
 
     out = model_dir(a, b, seed)
     if (out / "training_summary.json").exists():
         return out
-    p = dataclasses.replace(params, seed=seed)
-    p = dataclasses.replace(p, stage2=dataclasses.replace(stage2_for(p, "ours_cos"), cos_a=a, cos_b=b))
-    run_stage2(p, STS, SiameseRegressor.load(stage1_of(seed)), out, MODELS / f"_ckpt-{out.name}", keep="trained")
+    run_stage2(row_params(params, seed, cos_a=a, cos_b=b), STS, SiameseRegressor.load(stage1_of(seed)), out,
+               MODELS / f"_ckpt-{out.name}", keep="trained")
     return out
 
 
