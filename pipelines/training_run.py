@@ -25,9 +25,16 @@ HEADLINE = {"1": ("pairs", "steps", "final_loss", "head_rounded_accuracy"),
 
 
 def run_tags(data_paths: list[str]) -> dict[str, str]:
-    """The environment tags (:func:`stsreg.tracking.environment_tags`) and the sha256 of each data file."""
+    """The environment tags (:func:`stsreg.tracking.environment_tags`), the sha256 of each data file, and
+    ``data.raw_files_changed`` when the tables were prepared from locally edited raw files
+    (``prepare.allow_local_edits``; read from the data summary beside them)."""
     tags = tracking.environment_tags(runtime.device_name())
     tags.update({f"data_sha256.{Path(p).name}": sha256_file(p) for p in data_paths})
+    for folder in {Path(p).parent for p in data_paths}:
+        summary = folder / "summary.json"
+        changed = json.loads(summary.read_text(encoding="utf-8")).get("raw_files_changed") if summary.is_file() else None
+        if changed:
+            tags["data.raw_files_changed"] = "; ".join(changed)[:5000]  # MLflow caps a tag value
     return tags
 
 

@@ -30,13 +30,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def fixture_sources() -> list[dict]:
-    """A sources registry (``data/sources.json`` format) listing every file of the fixture tree with its sha256."""
+def fixture_sources(raw: Path = FIXTURE_RAW) -> list[dict]:
+    """A sources registry (``data/sources.json`` format) listing every file of a raw tree (default: the fixture
+    tree) with its sha256 and size."""
     import hashlib
 
-    files = sorted(p.relative_to(FIXTURE_RAW).as_posix() for p in FIXTURE_RAW.rglob("*") if p.is_file())
-    return [{"dataset": "fixture", "file": f, "sha256": hashlib.sha256((FIXTURE_RAW / f).read_bytes()).hexdigest(), "url": ""}
-            for f in files]
+    files = sorted(p.relative_to(raw).as_posix() for p in raw.rglob("*") if p.is_file())
+    return [{"dataset": "fixture", "file": f, "sha256": hashlib.sha256((raw / f).read_bytes()).hexdigest(),
+             "bytes": (raw / f).stat().st_size, "url": ""} for f in files]
+
+
+def fixture_registry(path: Path, raw: Path = FIXTURE_RAW) -> Path:
+    """Write :func:`fixture_sources` of ``raw`` to ``path`` (the registry prepare checks the raw files against)."""
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(fixture_sources(raw)))
+    return path
 
 
 @pytest.fixture

@@ -93,6 +93,8 @@ class PrepareParams:
     duplicate_pairs: str = knob("flag", "flag: count exact duplicate pairs within a split but keep them (published test "
                                 "sets contain them); reject: keep the first only", choices=("flag", "reject"))
     leakage: LeakageParams = knob(factory=LeakageParams)
+    allow_local_edits: bool = knob(False, "prepare raw files whose size or sha256 differs from data/sources.json "
+                                   "(listed in the data summary and tagged on training runs); false: refuse them")
 
 
 @dataclass(frozen=True)
@@ -356,6 +358,28 @@ class Params:
 
 
 _TYPE_WORDS = {bool: "a boolean (true/false)", int: "an integer", float: "a float", str: "a string"}
+
+
+class BareWord(str):
+    """A bare ``yes``/``no``/``on``/``off``/``y``/``n`` in params.yaml: a boolean to YAML 1.1, a string to YAML 1.2.
+
+    DVC (ruamel, YAML 1.2) and PyYAML (YAML 1.1) would read such a value differently, so :func:`load_params`
+    refuses it in every field, quoting what was written; ``true``/``false`` or a quoted ``'no'`` are unambiguous."""
+
+
+class _Yaml12Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's booleans: only true/false (any case) are booleans."""
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                    list("tTfF"))
+_Yaml12Loader.add_implicit_resolver("tag:stsreg,2026:bare-word",
+                                    re.compile(r"^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF)$"),
+                                    list("yYnNoO"))
+_Yaml12Loader.add_constructor("tag:stsreg,2026:bare-word", lambda loader, node: BareWord(loader.construct_scalar(node)))
 # YAML 1.1 reads `1e-5` (no dot) as a string: a float field accepts such a numeric string, nothing else.
 _FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
@@ -409,6 +433,10 @@ class _Loader:
         return self.scalar(tp, raw, where, meta)
 
     def scalar(self, tp: type, raw: Any, where: str, meta: Mapping) -> Any:
+        if isinstance(raw, BareWord):
+            self.bad(where, f"bare `{raw}` is ambiguous (a boolean to YAML 1.1, a string to YAML 1.2); expected "
+                            f"{_TYPE_WORDS[tp]}: write true/false for a boolean or quote it ('{raw}') for a string")
+            return _INVALID
         value = raw
         if tp is float and isinstance(raw, str) and _FLOAT_TEXT.fullmatch(raw.strip()):
             value = float(raw)
@@ -452,13 +480,14 @@ def parse_params(raw: Any, source: str = "params.yaml") -> Params:
 def load_params(path: str | os.PathLike = "params.yaml") -> Params:
     """Load and validate ``params.yaml`` into :class:`Params`; missing keys take defaults.
 
-    Unknown keys, wrong types (no coercion: ``'no'`` is not a boolean, ``'fast'`` not a float) and
+    Read with YAML 1.2's booleans (only ``true``/``false``); a bare ``yes``/``no``/``on``/``off`` is refused in any
+    field (:class:`BareWord`). Unknown keys, wrong types (no coercion: ``'no'`` is not a boolean, ``'fast'`` not a float) and
     out-of-range values raise :class:`ParamsError` (``params.yaml: stage2.lr: expected a float, got 'fast'``),
     all of them in one message. Stages load the whole file, so one bad section stops every stage."""
     name = Path(path).name
     try:
         with open(path, encoding="utf-8") as fh:
-            raw = yaml.safe_load(fh)
+            raw = yaml.load(fh, Loader=_Yaml12Loader)  # noqa: S506 (a SafeLoader subclass)
     except FileNotFoundError:
         raise ParamsError(f"{name}: not found at {path}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:

@@ -4,7 +4,7 @@ import json
 
 
 from pipelines.data_flow import data_flow, prepare_task
-from tests.conftest import FIXTURE_RAW, fixture_sources
+from tests.conftest import FIXTURE_RAW, fixture_registry, fixture_sources
 
 
 def test_flow_runs_fetch_then_prepare(harness, tmp_path):
@@ -25,6 +25,6 @@ def test_flow_runs_fetch_then_prepare(harness, tmp_path):
 def test_task_callable_bare(tmp_path):
     """Tasks stay plain functions: `.fn` runs without any Prefect server."""
     (tmp_path / "params.yaml").write_text("prepare:\n  max_rejected_fraction: 1.0\n  nli_train: []\n")
-    path = prepare_task.fn(str(tmp_path / "params.yaml"), str(tmp_path / "none.json"), str(FIXTURE_RAW), str(tmp_path / "p"), str(tmp_path / "r"),
+    path = prepare_task.fn(str(tmp_path / "params.yaml"), str(fixture_registry(tmp_path / "sources.json")), str(FIXTURE_RAW), str(tmp_path / "p"), str(tmp_path / "r"),
                            str(tmp_path / "m.json"))
     assert json.loads(open(path).read())["nli_train_rows"] == 0

@@ -9,7 +9,7 @@ import pytest
 
 from stsreg import atomic
 from stsreg.locking import HELD_ENV, lock_path, pipeline_lock
-from tests.conftest import FIXTURE_RAW
+from tests.conftest import FIXTURE_RAW, fixture_registry
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
@@ -38,7 +38,7 @@ def test_a_failed_folder_build_leaves_the_old_folder(tmp_path):
 
 def _prepare(project, out, env=None):
     cmd = [os.path.join(os.path.dirname(sys.executable), "stsreg"), "prepare", "--params", str(project / "params.yaml"),
-           "--raw", str(FIXTURE_RAW), "--registry", str(project / "none.json"), "--prepared", str(out / "prepared"),
+           "--raw", str(FIXTURE_RAW), "--registry", str(fixture_registry(project / "sources.json")), "--prepared", str(out / "prepared"),
            "--rejected", str(out / "rejected"), "--metrics", str(out / "data.json")]
     return subprocess.Popen(cmd, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

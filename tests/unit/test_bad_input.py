@@ -17,7 +17,7 @@ from stsreg.data import readers
 from stsreg.data.catalogue import nli_parts, sts_parts
 from stsreg.data.precheck import check_inputs
 from stsreg.errors import InputError
-from tests.conftest import FIXTURE_RAW, REPO, fixture_sources
+from tests.conftest import FIXTURE_RAW, REPO, fixture_registry, fixture_sources
 
 ANLI_HEADER = "context,statement,reason,gold_label,uid\n"
 
@@ -115,7 +115,7 @@ def test_the_real_registry_declares_a_minimum_for_every_file_a_dataset_needs():
 
 
 def _prepare_argv(tmp_path, raw, params):
-    return ["prepare", "--params", str(params), "--raw", str(raw), "--registry", str(tmp_path / "none.json"),
+    return ["prepare", "--params", str(params), "--raw", str(raw), "--registry", str(fixture_registry(tmp_path / "sources.json", raw)),
             "--prepared", str(tmp_path / "prepared"), "--rejected", str(tmp_path / "rejected"),
             "--metrics", str(tmp_path / "data.json")]
 
@@ -182,6 +182,7 @@ def test_prepare_outputs_are_swapped_in_whole(tmp_path):
 
     params = replace_params(Params(), prepare={"max_rejected_fraction": 1.0, "nli_train": ("snli/dev",)})
     for _ in range(2):
-        prepare(FIXTURE_RAW, tmp_path / "prepared", tmp_path / "rejected", tmp_path / "data.json", params, registry=None)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.json", "prepared", "rejected"]
+        prepare(FIXTURE_RAW, tmp_path / "prepared", tmp_path / "rejected", tmp_path / "data.json", params,
+                registry=fixture_registry(tmp_path / "sources.json"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.json", "prepared", "rejected", "sources.json"]
     assert len(pd.read_parquet(tmp_path / "prepared/nli_train.parquet")) == 2

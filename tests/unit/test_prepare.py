@@ -9,7 +9,7 @@ import pytest
 from stsreg.config import ExtraNLISource, Params
 from stsreg.data.prepare import PrepareError, prepare
 from stsreg.errors import InputError
-from tests.conftest import replace_params
+from tests.conftest import fixture_registry, replace_params
 
 ALL_NLI = ("snli/dev", "snli/test", "mnli/dev_matched", "xnli/dev", "xnli/test", "anli/dev_r1", "anli/dev_r2",
            "anli/dev_r3", "snli_cad/train", "snli_cad/dev", "snli_cad/test")
@@ -18,7 +18,8 @@ ALL_NLI = ("snli/dev", "snli/test", "mnli/dev_matched", "xnli/dev", "xnli/test",
 def run(raw: Path, tmp: Path, **sections):
     base = replace_params(Params(), prepare={"max_rejected_fraction": 1.0, "nli_train": ALL_NLI})
     params = replace_params(base, **sections) if sections else base
-    metrics = prepare(raw, tmp / "prepared", tmp / "rejected", tmp / "metrics.json", params, registry=None)
+    metrics = prepare(raw, tmp / "prepared", tmp / "rejected", tmp / "metrics.json", params,
+                      registry=fixture_registry(tmp / "sources.json", raw))
     return metrics, tmp / "prepared", tmp / "rejected"
 
 
@@ -83,12 +84,21 @@ def test_duplicates_flagged_by_default_rejected_on_request(raw_tree, tmp_path):
     assert metrics["datasets"]["stsb"]["rows_train"] == 4
 
 
-def test_rejected_fraction_cap_fails_but_keeps_everything(raw_tree, tmp_path):
+def _tree_bytes(*folders: Path) -> dict:
+    return {p: p.read_bytes() for f in folders for p in sorted(f.rglob("*")) if p.is_file()}
+
+
+def test_rejected_fraction_cap_refuses_writes_rejects_aside_and_replaces_nothing(raw_tree, tmp_path):
+    run(raw_tree, tmp_path, prepare={"nli_train": ("snli/dev",)})  # an earlier run's outputs
+    before = _tree_bytes(tmp_path / "prepared", tmp_path / "rejected") | {"m": (tmp_path / "metrics.json").read_bytes()}
     with pytest.raises(PrepareError) as err:
         run(raw_tree, tmp_path, prepare={"max_rejected_fraction": 0.2})
     msg = str(err.value)
-    assert "stsb: 5 of 14 rows" in msg and "stsb.parquet" in msg
-    assert len(pd.read_parquet(tmp_path / "rejected" / "stsb.parquet")) == 5  # written before failing
+    aside = tmp_path / "rejected.refused" / "stsb.parquet"
+    assert "stsb: 5 of 14 rows" in msg and str(aside) in msg and "nothing was replaced" in msg
+    assert len(pd.read_parquet(aside)) == 5  # the rows the message points at
+    after = _tree_bytes(tmp_path / "prepared", tmp_path / "rejected") | {"m": (tmp_path / "metrics.json").read_bytes()}
+    assert after == before
 
 
 def test_nli_training_sources_are_a_param(raw_tree, tmp_path):

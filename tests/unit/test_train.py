@@ -198,3 +198,33 @@ def test_train_fresh_discards_only_stage2_checkpoints_and_never_under_torchrun(t
     _discard_checkpoints("2", ckpt, world_size=1)
     assert not ckpt.exists()
     _discard_checkpoints("2", ckpt, world_size=1)  # nothing to remove is fine
+
+
+def test_a_change_to_the_loops_code_restarts_from_step_0_and_says_why(tiny_backbone, tmp_path):
+    """A finished checkpoint is resumed by the same code; after a function of the loop's closure changes (here in a
+    copy of the package, as after a fix to the loss), the rerun starts from step 0 instead of handing back old weights."""
+    import shutil
+
+    code = tmp_path / "code"
+    shutil.copytree(REPO / "src/stsreg", code / "stsreg", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": f"{code}{os.pathsep}{REPO}"}
+    work = tmp_path / "work"
+
+    def run() -> str:
+        proc = subprocess.run([sys.executable, "-m", "tests.helpers.run_stage2", tiny_backbone, str(work), "48"],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout + proc.stderr
+
+    where = subprocess.run([sys.executable, "-c", "import stsreg.losses; print(stsreg.losses.__file__)"], env=env,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert where == str(code / "stsreg/losses.py")  # the runs below use the copy
+    assert "resuming" not in run()
+    assert "resuming stage 2 from step 12" in run()  # the finished run's checkpoint, same code: nothing to redo
+    losses = code / "stsreg/losses.py"
+    text = losses.read_text()
+    signature = next(line for line in text.splitlines() if line.startswith("def _buffer("))
+    losses.write_text(text.replace(signature, signature + "\n    pred = pred + 0  # a fix to the loss", 1))
+    out = run()
+    assert "starting from step 0: checkpoint" in out and "was made with other code" in out
+    assert "resuming stage 2" not in out

@@ -1,11 +1,14 @@
-"""Check every raw file a dataset needs *before* parsing: present, not empty, and not shorter than declared.
+"""Check every raw file a dataset needs *before* parsing: present, not empty, the registered bytes, not too short.
 
-The sources registry (``data/sources.json``) may give a file a ``min_rows``: the fewest non-blank lines the
-file may hold (a header line counts; each line of a multi-line CSV record counts). It catches a file
-truncated by a failed copy long before a split quietly shrinks. Files without an entry (``fetch.extra_nli``)
-must exist and hold at least one non-blank line.
+The sources registry (``data/sources.json``) is required. Each file it lists must have its registered size
+(``bytes``) and sha256: a file edited, cut or replaced after ``stsreg fetch`` is refused, naming the expected and
+actual hash and how to restore it, unless ``prepare.allow_local_edits`` is true, in which case the changed files are
+returned (the stage lists them in its summary and the training runs tag them). A file may also have ``min_rows``: the
+fewest non-blank lines it may hold (a header line counts; each line of a multi-line CSV record counts). Files without
+an entry (``fetch.extra_nli``) are checked against the sha256 given in params when there is one, and must exist and
+hold at least one non-blank line.
 
-    check_inputs(parts, Path("data/raw"), registry)   # raises InputError listing every problem, or returns
+    changed = check_inputs(parts, Path("data/raw"), registry)   # raises InputError listing every problem
 """
 
 from __future__ import annotations
@@ -16,17 +19,20 @@ from pathlib import Path
 
 from stsreg.data.catalogue import Part
 from stsreg.errors import InputError
+from stsreg.hashing import sha256_file
 
 
-def min_rows(registry: str | os.PathLike | None) -> dict[str, int]:
-    """``{file: min_rows}`` from a sources registry; an absent registry declares nothing."""
-    if registry is None or not Path(registry).exists():
-        return {}
+def registry_entries(registry: str | os.PathLike) -> dict[str, dict]:
+    """``{file: entry}`` of a sources registry (``data/sources.json`` format); a missing registry is an error."""
+    path = Path(registry)
+    if not path.is_file():
+        raise InputError(f"{path}: the sources registry is missing; prepare checks every raw file against it "
+                         "(restore it with `git checkout data/sources.json`, or pass --registry PATH)")
     try:
-        entries = json.loads(Path(registry).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{registry}: unreadable sources registry: {exc}") from None
-    return {e["file"]: int(e["min_rows"]) for e in entries if e.get("min_rows") is not None}
+        entries = json.loads(path.read_text(encoding="utf-8"))
+        return {e["file"]: e for e in entries}
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise InputError(f"{path}: unreadable sources registry: {exc}") from None
 
 
 def count_rows(path: Path) -> int:
@@ -35,24 +41,61 @@ def count_rows(path: Path) -> int:
         return sum(1 for line in fh if line.strip())
 
 
-def check_inputs(parts: list[Part], raw_root: Path, registry: str | os.PathLike | None) -> None:
-    """Raise one :class:`InputError` naming each missing, empty or too short file (and its dataset/split)."""
-    minimum = min_rows(registry)
-    problems = []
+def not_text(path: Path, probe: int = 8192) -> str:
+    """Why ``path`` is not a text file (NUL bytes, or mostly bytes that are not UTF-8 in its first ``probe`` bytes),
+    or empty when it reads as text. A few undecodable bytes are a text file's problem, rejected row by row."""
+    with open(path, "rb") as fh:
+        head = fh.read(probe)
+    if b"\0" in head:
+        return f"not a text file: {head.count(0)} NUL byte(s) in its first {len(head)} bytes (binary content)"
+    bad = len(head) - len(head.decode("utf-8", errors="ignore").encode("utf-8"))
+    if bad > len(head) // 4:
+        return f"not a text file: {bad} of its first {len(head)} bytes are not UTF-8 (binary content)"
+    return ""
+
+
+def _changed(path: Path, entry: dict) -> str:
+    """How ``path`` differs from its registry ``entry`` (size first: no hashing needed), or empty if it does not."""
+    size, want_size = path.stat().st_size, entry.get("bytes")
+    if want_size is not None and size != int(want_size):
+        return f"{size} bytes, registered {want_size}; sha256 {sha256_file(path)}, registered {entry['sha256']}"
+    if entry.get("sha256") and (got := sha256_file(path)) != entry["sha256"]:
+        return f"sha256 {got}, registered {entry['sha256']}"
+    return ""
+
+
+def check_inputs(parts: list[Part], raw_root: Path, registry: str | os.PathLike,
+                 allow_local_edits: bool = False, extra_sha256: dict[str, str] | None = None) -> list[str]:
+    """Raise one :class:`InputError` naming each missing, empty, changed or too short file (and its dataset/split).
+
+    ``extra_sha256``: ``{file: sha256}`` for files the registry does not list (``fetch.extra_nli``).
+    Returns the changed files (``file: how``) when ``allow_local_edits`` accepts them; otherwise an empty list."""
+    entries = {**{f: {"sha256": h} for f, h in (extra_sha256 or {}).items() if h}, **registry_entries(registry)}
+    problems, changed = [], []
     for part in parts:
         for rel in part.files:
             path = raw_root / rel
             where = f"{path} [{part.dataset}/{part.split}]"
+            entry = entries.get(rel, {})
             if not path.is_file():
                 problems.append(f"  - {where}: missing")
             elif path.stat().st_size == 0:
                 problems.append(f"  - {where}: empty (0 bytes)")
-            else:
-                rows, need = count_rows(path), minimum.get(rel, 1)
-                if rows < need:
+            elif why := not_text(path):
+                problems.append(f"  - {where}: {why}")
+                continue
+            elif how := _changed(path, entry):
+                if allow_local_edits:
+                    changed.append(f"{rel}: {how}")
+                else:
+                    problems.append(f"  - {where}: changed since fetch: {how}")
+            if path.is_file() and path.stat().st_size and (need := int(entry.get("min_rows") or 1)) > 1:
+                if (rows := count_rows(path)) < need:
                     problems.append(f"  - {where}: {rows} non-blank lines, fewer than min_rows {need} declared in "
                                     f"{registry} (truncated?)")
     if problems:
         raise InputError(f"{len(problems)} raw file problem(s), nothing was prepared:\n" + "\n".join(problems)
-                         + "\nHow to fix: rerun `stsreg fetch` (it restores and verifies every registered file) "
-                           "or supply the files named above.")
+                         + "\nHow to fix: rerun `stsreg fetch` (it restores and verifies every registered file), or "
+                           "`dvc checkout data/raw`, or supply the files named above; to prepare deliberately edited "
+                           "files set prepare.allow_local_edits: true (they are then listed in the data summary).")
+    return changed

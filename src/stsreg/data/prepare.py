@@ -9,11 +9,14 @@ Outputs (schemas in :mod:`stsreg.data.schemas`):
 - ``data/prepared/leakage.parquet``  every evaluation test pair seen in a training table, and any
   training row removed for leakage (``prepare.leakage.remove_from_training``)
 - ``data/rejected/<dataset>.parquet``  rejected rows with file, line, reason and raw text
-- ``data/prepared/summary.json``  per-dataset counts (per split, rejected, duplicates, unscored) and leakage
+- ``data/rejected/duplicates.parquet``  every duplicate pair within a split, with its line and the kept copy's line
+- ``data/prepared/summary.json``  per-dataset counts (per split, rejected, duplicates, unscored, normalised values),
+  leakage, and raw files changed since fetch (only with ``prepare.allow_local_edits``)
 - ``metrics/data.json``  the headline of that summary (:func:`headline`): what ``dvc metrics show`` compares
 
 Nothing is dropped silently: every row read is either kept, rejected (with a reason, counted), skipped
-by design (unscored STS15/16 pairs, counted) or removed for leakage (listed, counted).
+by design (unscored STS15/16 pairs, counted) or removed for leakage (listed, counted). A run that refuses
+(``prepare.max_rejected_fraction``) writes its rejects to ``data/rejected.refused/`` and replaces nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from stsreg.config import Params
 from stsreg.data import leakage
 from stsreg.data.catalogue import SCORE_RANGE, TRAIN_DATASETS, Part, all_nli_entries, nli_parts, sts_parts
 from stsreg.data.precheck import check_inputs
+from stsreg.data.rejects import PrepareError, check_rejected_fraction, refused_dir, write_rejects
 from stsreg.data.schemas import NLI_LABELS, nli_schema, sts_schema, validate
 from stsreg.errors import InputError
 
@@ -40,11 +44,11 @@ NLI_COLUMNS = ["source", "split", "premise", "hypothesis", "label", "file", "lin
 REJECT_COLUMNS = ["dataset", "split", "file", "line", "reason", "raw"]
 
 
-class PrepareError(InputError):
-    """Raised when a dataset rejects more rows than ``prepare.max_rejected_fraction`` allows."""
-
-
-def _frame(part: Part, rows: list[dict]) -> pd.DataFrame:
+def _frame(part: Part, rows: list[dict]) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The parsed rows of one part as a table; returns it and how many values each normalisation changed:
+    ``texts_stripped`` (a sentence with leading/trailing whitespace), ``scores_stripped`` (an STS score with
+    whitespace around the number), ``labels_normalised`` (an NLI label written otherwise than its canonical name:
+    MNLI's ``Entailment`` lowercased, ANLI's ``e`` mapped by the reader)."""
     if part.kind == "sts":
         cols, texts, name_col, value_col = STS_COLUMNS, ("sentence1", "sentence2"), "dataset", "score"
     else:
@@ -52,25 +56,40 @@ def _frame(part: Part, rows: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=[c for c in cols if c not in (name_col, "split")])
     df.insert(0, name_col, part.dataset)
     df.insert(1, "split", part.split)
+    counts = {"texts_stripped": 0}
     for col in texts:
-        df[col] = df[col].astype(str).str.strip()
+        raw = df[col].astype(str)
+        df[col] = raw.str.strip()
+        counts["texts_stripped"] += int((df[col] != raw).sum())
     df["line"] = df["line"].astype(int)
-    df[value_col] = df[value_col].astype(str)
-    return df[cols].reset_index(drop=True)
+    raw_value = df[value_col].astype(str)
+    if part.kind == "sts":
+        df[value_col] = raw_value.str.strip()
+        counts["scores_stripped"] = int((df[value_col] != raw_value).sum())
+    else:
+        df[value_col] = raw_value.str.strip().str.lower()
+        as_written = pd.Series([r.get("raw_label", r["label"]) for r in rows], dtype=object)  # before a reader's map
+        counts["labels_normalised"] = int((df[value_col] != as_written.astype(str)).sum())
+    return df[cols].reset_index(drop=True), counts
 
 
-def load_part(part: Part, raw_root: Path, duplicate_pairs: str) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """Read and validate one (dataset, split). Returns (kept rows, rejected rows, counts)."""
+def load_part(part: Part, raw_root: Path, duplicate_pairs: str
+              ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict]:
+    """Read and validate one (dataset, split). Returns (kept rows, rejected rows, duplicate pairs, counts).
+
+    Duplicate pairs: every later copy of a pair already seen in the split, with its ``line`` and the
+    ``first_line`` of the copy that was kept (``prepare.duplicate_pairs: flag`` keeps them all)."""
     parsed = part.read(raw_root)
     parsed.check_accounting()
-    df = _frame(part, parsed.rows)
+    # a score's bad value lives in the gold file when the reader pairs an input file with one (STS12-16)
+    value_file = pd.Series([r.get("gold_file", r["file"]) for r in parsed.rows], dtype=object)
+    df, normalised = _frame(part, parsed.rows)
     if part.kind == "sts":
         raw_value = df["score"]
-        df["score"] = pd.to_numeric(df["score"].str.strip(), errors="coerce").astype(float)
+        df["score"] = pd.to_numeric(df["score"], errors="coerce").astype(float)
         schema = sts_schema(*SCORE_RANGE[part.dataset])
         text = ("sentence1", "sentence2")
     else:
-        df["label"] = df["label"].str.strip().str.lower()
         raw_value = df["label"]
         schema = nli_schema()
         text = ("premise", "hypothesis")
@@ -78,20 +97,26 @@ def load_part(part: Part, raw_root: Path, duplicate_pairs: str) -> tuple[pd.Data
     if duplicate_pairs == "reject":
         reasons = reasons.where(~(duplicate & (reasons == "")), "duplicate pair within split (first occurrence kept)")
     bad = reasons != ""
+    score_reason = reasons.str.startswith("score ")
     content_rejects = pd.DataFrame({
-        "file": df.loc[bad, "file"], "line": df.loc[bad, "line"], "reason": reasons[bad],
+        "file": value_file.where(score_reason & bad, df["file"])[bad], "line": df.loc[bad, "line"],
+        "reason": reasons[bad],
         "raw": df.loc[bad, text[0]] + "\t" + df.loc[bad, text[1]] + "\t" + raw_value[bad].astype(str),
     })
     rejects = pd.concat([pd.DataFrame(parsed.rejects, columns=["file", "line", "reason", "raw"]), content_rejects],
                         ignore_index=True)
     rejects.insert(0, "dataset", part.dataset)
     rejects.insert(1, "split", part.split)
+    first_line = df.groupby(["split", *text], sort=False)["line"].transform("first")
+    duplicates = pd.DataFrame({"dataset": part.dataset, "split": part.split, "file": df.loc[duplicate, "file"],
+                               "line": df.loc[duplicate, "line"], "first_line": first_line[duplicate],
+                               "rejected": bad[duplicate]}).reset_index(drop=True)
     kept = df[~bad].reset_index(drop=True)
     if part.kind == "nli":
         kept["label"] = kept["label"].map(NLI_LABELS).astype("int8")
     counts = {"read": len(df) + len(parsed.rejects), "kept": len(kept), "rejected": len(rejects),
-              "duplicate_pairs": int((duplicate & ~bad).sum()), "unscored_skipped": parsed.skipped}
-    return kept, rejects[REJECT_COLUMNS], counts
+              "duplicate_pairs": int((duplicate & ~bad).sum()), "unscored_skipped": parsed.skipped, **normalised}
+    return kept, rejects[REJECT_COLUMNS], duplicates, counts
 
 
 def _check_nli_train(entries: tuple[str, ...], known: list[str]) -> None:
@@ -152,27 +177,36 @@ def _mark_leakage(sts: pd.DataFrame, nli_train: pd.DataFrame, lp) -> tuple:
 
 
 def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path: Path, params: Params, *,
-            registry: Path | None) -> dict:
+            registry: Path) -> dict:
     """Run the whole stage; returns the full summary (``prepared_dir/summary.json``; its :func:`headline` goes to
     ``metrics_path``). Raises :class:`PrepareError` last.
 
-    Every raw file is checked first (:func:`~stsreg.data.precheck.check_inputs` against ``registry``'s
-    ``min_rows``; None: each file must exist and not be empty); the outputs are written atomically, folders first and the metrics file last."""
+    Every raw file is checked first against ``registry`` (:func:`~stsreg.data.precheck.check_inputs`: size, sha256,
+    ``min_rows``); the outputs are written atomically, folders first and the metrics file last."""
     p = params.prepare
     parts = sts_parts() + nli_parts(params.fetch.extra_nli)
     _check_nli_train(p.nli_train, all_nli_entries(params.fetch.extra_nli))
-    check_inputs(parts, raw_root, registry)
+    changed = check_inputs(parts, raw_root, registry, p.allow_local_edits,
+                           {e.file: e.sha256 for e in params.fetch.extra_nli})
     kept: dict[str, list[pd.DataFrame]] = {"sts": [], "nli": []}
     rejects: dict[str, list[pd.DataFrame]] = defaultdict(list)
+    duplicates: list[pd.DataFrame] = []
     stats: dict[str, dict] = defaultdict(lambda: defaultdict(int))
     for part in tqdm(parts, desc="prepare", unit="part", disable=None):
-        k, r, counts = load_part(part, raw_root, p.duplicate_pairs)
+        k, r, d, counts = load_part(part, raw_root, p.duplicate_pairs)
         kept[part.kind].append(k)
         rejects[part.dataset].append(r)
+        duplicates.append(d)
         entry = stats[part.dataset]
         entry[f"rows_{part.split}"] += counts["kept"]
         for name, value in counts.items():
             entry[name] += value
+
+    datasets = {name: {**entry, "rejected_fraction": round(entry["rejected"] / entry["read"], 6) if entry["read"] else 0.0}
+                for name, entry in stats.items()}
+    rejects, duplicates = {n: pd.concat(f, ignore_index=True) for n, f in rejects.items()}, pd.concat(duplicates, ignore_index=True)
+    # a refused run replaces nothing: its rejects go aside, the previous tables and metrics stay as they were
+    check_rejected_fraction(datasets, p.max_rejected_fraction, rejects, duplicates, refused_dir(rejected_dir))
 
     sts = pd.concat(kept["sts"], ignore_index=True)
     nli = pd.concat(kept["nli"], ignore_index=True)
@@ -186,14 +220,8 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
         nli.to_parquet(staged_prepared / "nli.parquet", index=False)
         nli_train.to_parquet(staged_prepared / "nli_train.parquet", index=False)
         leak_table.astype({"seen_in": str}).to_parquet(staged_prepared / "leakage.parquet", index=False)
-        for name, frames in rejects.items():
-            pd.concat(frames, ignore_index=True).to_parquet(staged_rejected / f"{name}.parquet", index=False)
+        write_rejects(staged_rejected, rejects, duplicates)
 
-    datasets = {}
-    for name, entry in stats.items():
-        entry = dict(entry)
-        entry["rejected_fraction"] = round(entry["rejected"] / entry["read"], 6) if entry["read"] else 0.0
-        datasets[name] = entry
     metrics = {
         "datasets": datasets,
         "rejected_total": sum(d["rejected"] for d in datasets.values()),
@@ -201,21 +229,8 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
         "leakage_match": mode,
         "leakage": leak_metrics,
         "leakage_removed": removed_counts,
+        "raw_files_changed": changed,
     }
     atomic.write_json(prepared_dir / SUMMARY, metrics)
     atomic.write_json(metrics_path, headline(metrics))  # last: complete metrics describe complete tables
-
-    _check_rejected_fraction(datasets, p.max_rejected_fraction, rejected_dir)
     return metrics
-
-
-def _check_rejected_fraction(datasets: dict[str, dict], limit: float, rejected_dir: Path) -> None:
-    """Raise :class:`PrepareError` naming every dataset that rejected more than ``limit`` of its rows (after the
-    outputs are written, so the rejects files it points to exist)."""
-    over = {n: d for n, d in datasets.items() if d["rejected_fraction"] > limit}
-    if over:
-        lines = [f"{len(over)} dataset(s) rejected more than prepare.max_rejected_fraction={limit}:"]
-        for name, d in over.items():
-            lines.append(f"  - {name}: {d['rejected']} of {d['read']} rows ({d['rejected_fraction']:.2%}); "
-                         f"see {rejected_dir / (name + '.parquet')} for file, line and reason of each")
-        raise PrepareError("\n".join(lines))

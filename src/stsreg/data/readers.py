@@ -150,7 +150,8 @@ def read_sts_year(input_path: Path, gold_path: Path, subset: str, root: Path, n_
         if len(fields) != n_fields:
             out.rejects.append(_reject(rel, n, f"expected {n_fields} tab-separated fields, got {len(fields)}", line))
             continue
-        out.rows.append({"subset": subset, "sentence1": fields[0], "sentence2": fields[1], "score": gold.strip(), "file": rel, "line": n})
+        out.rows.append({"subset": subset, "sentence1": fields[0], "sentence2": fields[1], "score": gold.strip(), "file": rel,
+                         "line": n, "gold_file": _rel(gold_path, root)})  # a bad score is reported against gold_file
     return out
 
 
@@ -261,6 +262,7 @@ def read_anli_csv(path: Path, root: Path) -> Parsed:
             out.rejects.append(_reject(rel, line, NOT_UTF8, raw[:2000]))
         else:
             row = {k: fields[i] for k, i in idx.items()}
+            row["raw_label"] = row["label"]  # as written, so that prepare counts the mapping
             row["label"] = ANLI_LABELS.get(row["label"].strip().lower(), row["label"])
             row.update(file=rel, line=line)
             out.rows.append(row)

@@ -1,7 +1,9 @@
 """Stage 2's resumable checkpoint: weights, optimizer, scheduler, every process's RNG states and the loop state.
 
 Written atomically (temp file + rename) so a crash, even ``kill -9``, leaves the previous one intact; resumed only
-by a run with the same fingerprint (configuration, seed, process count, precision, starting weights, data).
+by a run with the same key (configuration, seed, process count, precision, starting weights, data and the code of the
+loop). A checkpoint with another key is left alone and the run starts from step 0, saying in one line which parts
+of the key differ.
 """
 
 from __future__ import annotations
@@ -14,17 +16,25 @@ import torch
 import torch.distributed as dist
 
 from stsreg import runtime
+from stsreg.hashing import fingerprint
 
 log = logging.getLogger(__name__)
 
 
-class Checkpointer:
-    """``ckpt_dir/last.pt`` for the objects of one run. ``fingerprint`` names what may resume it; ``config`` (the
-    resolved params) is stored beside it, so a checkpoint says how it was made."""
+def key_mismatch(saved: dict, current: dict) -> str:
+    """The parts of a checkpoint key (``{part: digest}``) that differ, as ``code, data``; empty when equal."""
+    return ", ".join(sorted(k for k in saved.keys() | current.keys() if saved.get(k) != current.get(k)))
 
-    def __init__(self, ckpt_dir: Path, fingerprint: str, config: dict, model, optimizer, scheduler):
+
+class Checkpointer:
+    """``ckpt_dir/last.pt`` for the objects of one run. ``key`` (``{part: JSON-able value}``: config, seed, data,
+    code ...) names what may resume it; ``config`` (the resolved params) is stored beside it, so a checkpoint says how
+    it was made."""
+
+    def __init__(self, ckpt_dir: Path, key: dict, config: dict, model, optimizer, scheduler):
         self.path = Path(ckpt_dir) / "last.pt"
-        self.fingerprint, self.config = fingerprint, config
+        self.key_parts = {name: fingerprint(value) for name, value in key.items()}
+        self.fingerprint, self.config = fingerprint(self.key_parts), config
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
@@ -35,7 +45,9 @@ class Checkpointer:
             return None
         ckpt = torch.load(self.path, map_location="cpu", weights_only=False)
         if ckpt["fingerprint"] != self.fingerprint:
-            log.info("ignoring checkpoint %s: it belongs to another configuration or data", self.path)
+            why = key_mismatch(ckpt.get("key_parts", {}), self.key_parts) or "an older key format"
+            if rank == 0:
+                print(f"starting from step 0: checkpoint {self.path} was made with other {why}")
             return None
         self.model.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
@@ -53,7 +65,7 @@ class Checkpointer:
             rngs = [runtime.rng_state()]
         if rank == 0:
             tmp = self.path.with_suffix(".tmp")
-            torch.save({"fingerprint": self.fingerprint, "config": self.config, "model": self.model.state_dict(),
+            torch.save({"fingerprint": self.fingerprint, "key_parts": self.key_parts, "config": self.config, "model": self.model.state_dict(),
                         "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                         "rng": rngs, "state": state}, tmp)
             os.replace(tmp, self.path)

@@ -31,13 +31,18 @@ from tqdm.auto import tqdm
 from stsreg import atomic, precision, runtime
 from stsreg.config import Stage2Params
 from stsreg.errors import InputError
-from stsreg.hashing import fingerprint, sha256_lines
+from stsreg.codehash import code_hash
+from stsreg.hashing import sha256_lines
 from stsreg.objective import Objective
 from stsreg.model import SiameseRegressor, weights_fingerprint
 from stsreg.optim import build_optimizer
 from stsreg.training.batches import adjust_labels, epoch_batches, pair_lengths
 from stsreg.training.checkpoint import Checkpointer
 from stsreg.training.selection import DevSelector, new_state
+
+#: The modules whose code a stage-2 checkpoint is keyed with: this loop and everything it imports (the objective's
+#: losses included); params are keyed by value, so their module is left out.
+LOOP_CODE = ("stsreg.training.stage2", "stsreg.objective")
 
 
 
@@ -125,10 +130,10 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
     total_steps = steps_per_epoch * p.epochs
     runner, amp_dtype = _prepare_model(model, objective, device, world_size)
     opt, sched = build_optimizer(model, p.lr, p.weight_decay, p.layer_decay, total_steps, p.warmup_ratio)
-    # a checkpoint is resumed only by the same config, seed, process count, starting weights and data
-    key = fingerprint(asdict(p), seed, world_size, precision.describe(amp_dtype), weights_fingerprint(model),
-                      pairs_digest, y.tolist(), len(dev))
-    ckpt = Checkpointer(ckpt_dir, key, config, model, opt, sched)
+    # a checkpoint is resumed only by the same config, seed, process count, starting weights, data and loop code
+    ckpt = Checkpointer(ckpt_dir, {"config": asdict(p), "seed": seed, "processes": world_size, "precision": precision.describe(amp_dtype),
+                                   "weights": weights_fingerprint(model), "data": [pairs_digest, y.tolist(), len(dev)],
+                                   "code": code_hash(LOOP_CODE, exclude=("stsreg.config",))}, config, model, opt, sched)
     state = ckpt.resume(rank) or {"step": 0, **new_state()}
     select = DevSelector(model, dev, p.eval_batch_size, keep or p.keep, state,
                          {"best": ckpt_dir / "best", "trained": ckpt_dir / "best_trained"}, log_metric, on_eval)
