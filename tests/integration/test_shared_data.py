@@ -29,6 +29,7 @@ def prepared(tmp_path_factory):
         assert main(["fetch", "--params", str(REPO / "params.yaml"), "--registry", str(REPO / "data/sources.json"),
                      "--mirror", str(SHARED_DATA), "--out", str(tmp / "raw"), "--no-download"]) == 0
         assert main(["prepare", "--params", str(REPO / "params.yaml"), "--raw", str(tmp / "raw"),
+                     "--registry", str(REPO / "data/sources.json"),
                      "--prepared", str(tmp / "prepared"), "--rejected", str(tmp / "rejected"),
                      "--metrics", str(tmp / "data.json")]) == 0
     return tmp
