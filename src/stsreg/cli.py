@@ -3,11 +3,8 @@
     stsreg fetch   [--params params.yaml] [--mirror DIR] [--no-download]
     stsreg prepare [--params params.yaml]
     stsreg train   --stage 1|2 [--fresh]
-    stsreg evaluate [--model models/stage2]
-    stsreg register
-    stsreg promote
-    stsreg compare
-    stsreg nli-table | baselines | search | claims | profile
+    stsreg evaluate [--model models/stage2] | register | promote
+    stsreg compare | nli-table | baselines | search | claims | profile
     stsreg serve   [--model-uri models:/sts-regression@champion] [--port 5001]
     stsreg servers start|stop|status
     stsreg deploy [--pool NAME] [--image IMAGE]
@@ -15,9 +12,9 @@
     stsreg preset NAME   (prints `-S key=value` overrides: dvc exp run $(stsreg preset paper))
 
 Exit codes: 0 ok; 2 bad input (:class:`~stsreg.errors.InputError`: invalid params.yaml, missing, empty or
-corrupted raw files, too many rejected rows), with one message saying what and where; 1 for anything else
-(a bug), with its traceback. Every command that takes ``--params`` validates the whole file first, before
-it touches an output.
+corrupted raw files, too many rejected rows, a stage's input missing, no champion to serve), with one message saying
+what and where; 3 ``report --check``: out of date; 1 for anything else (a bug), with its traceback. Every command that
+takes ``--params`` validates the whole file and checks its inputs (:mod:`stsreg.preflight`) before it touches an output.
 """
 
 from __future__ import annotations
@@ -30,6 +27,7 @@ from pathlib import Path
 from stsreg import __version__, commands
 from stsreg.config import load_params
 from stsreg.errors import InputError
+from stsreg.preflight import check_inputs
 
 log = logging.getLogger("stsreg")
 
@@ -220,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--eval-metrics", default="reports/eval/metrics.json")
     r.add_argument("--promotion", default="reports/registry/promotion.json")
     r.add_argument("--readme", metavar="FILE", help="instead: rewrite FILE's generated blocks from their report files")
-    r.add_argument("--check", action="store_true", help="with --readme: write nothing; exit 1 if a block is out of date")
+    r.add_argument("--check", action="store_true", help="with --readme: write nothing; exit 3 if a block is out of date")
     r.set_defaults(func=commands.cmd_report)
     return parser
 
@@ -236,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if hasattr(args, "params"):
             load_params(args.params)  # the whole file, before any output is touched
+        check_inputs(args)  # a stage run out of order stops here, before a flow starts a Prefect server
         if args.command not in STAGE_COMMANDS:
             return args.func(args)
         from stsreg.locking import pipeline_lock

@@ -173,9 +173,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from stsreg import serve, tracking
 
     uri = tracking.tracking_uri()
-    print(f"serving {args.model_uri} (tracking {uri}) on http://{args.host}:{args.port}/invocations; "
+    source = serve.resolve(args.model_uri, uri)  # a missing store, server or alias stops here, in one line
+    print(f"serving {args.model_uri} ({source} in {uri}) on http://{args.host}:{args.port}/invocations; "
           f"bodies up to {args.max_body_mb} MB, JSON up to {args.max_depth} levels deep", flush=True)
-    serve.serve(args.model_uri, uri, args.host, args.port, int(args.max_body_mb * 1024 * 1024), args.max_depth)
+    serve.serve(source, uri, args.host, args.port, int(args.max_body_mb * 1024 * 1024), args.max_depth)
     return 0
 
 
@@ -238,4 +239,4 @@ def _sync_readme(markdown: Path, check: bool) -> int:
     stale = sync(markdown, check=check)
     verb = "out of date" if check else "rewritten"
     print("\n".join(f"{markdown}: block {path} {verb}" for path in stale) or f"{markdown}: every generated block is up to date")
-    return 1 if stale and check else 0
+    return 3 if stale and check else 0  # 3: out of date (1 is kept for bugs, 2 for bad input)

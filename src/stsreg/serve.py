@@ -14,12 +14,18 @@ and everything else is MLflow's own protocol (``/invocations``, ``/ping``, ``/he
     stsreg serve                                   # models:/sts-regression@champion on 127.0.0.1:5001
     curl -X POST 127.0.0.1:5001/invocations -H 'Content-Type: application/json' \\
          -d '{"dataframe_records": [{"sentence1": "A man plays.", "sentence2": "A man is playing."}]}'
+    curl -X POST 127.0.0.1:5001/invocations -H 'Content-Type: application/json' \\
+         -d '{"dataframe_records": [{"sentence": "A man plays."}]}'          # its embedding
+
+The model is looked up in the project's store (:func:`stsreg.tracking.tracking_uri`: the running servers, else
+``mlflow/mlflow.db`` under the working folder); a missing store, alias or server is a one-line error (exit 2).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 
@@ -93,6 +99,42 @@ class RequestGuard:
         return await self.app(scope, replay, send)
 
 
+def answers(uri: str, timeout: float = 5.0) -> bool:
+    """Whether the MLflow tracking server at ``uri`` (http[s]) answers its health check within ``timeout`` s."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as r:  # noqa: S310 (the user's URL)
+            return r.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+_ALIAS_URI = re.compile(r"models:/(?P<name>[^/@]+)@(?P<alias>[^/@]+)")
+
+
+def resolve(model_uri: str, tracking_uri: str) -> str:
+    """The artifact URI behind ``model_uri``, looked up in ``tracking_uri``'s registry (not MLflow's process-wide
+    default, which is ``./mlflow.db``). Raises :class:`~stsreg.errors.InputError` in one line when the store does not
+    answer or no version has the alias: serving never starts on a guess."""
+    from stsreg import registry, tracking
+    from stsreg.errors import InputError
+
+    if tracking_uri.startswith(("http://", "https://")) and not answers(tracking_uri):
+        raise InputError(f"the MLflow tracking server {tracking_uri} does not answer: start it (`make servers`) or "
+                         "unset MLFLOW_TRACKING_URI to use the project's embedded store")
+    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).is_file():
+        raise InputError(f"no MLflow store at {tracking_uri} (run from the project folder, after `make run`)")
+    match = _ALIAS_URI.fullmatch(model_uri)
+    if not match:
+        return model_uri  # runs:/..., a local folder, models:/name/version: MLflow resolves it
+    version = registry.version_by_alias(tracking.client(tracking_uri), match["name"], match["alias"])
+    if version is None:
+        raise InputError(f"no version of {match['name']} has the alias {match['alias']} in {tracking_uri}: "
+                         "run `dvc repro promote`")
+    return f"runs:/{version.run_id}/model"
+
+
 def build_app(model_uri: str, tracking_uri: str, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
               max_depth: int = DEFAULT_MAX_DEPTH):
     """MLflow's scoring app for ``model_uri`` (``models:/name@alias`` resolved in ``tracking_uri``), guarded."""
@@ -100,7 +142,7 @@ def build_app(model_uri: str, tracking_uri: str, max_body_bytes: int = DEFAULT_M
     import mlflow.pyfunc
     from mlflow.pyfunc import scoring_server
 
-    local = mlflow.artifacts.download_artifacts(artifact_uri=model_uri, tracking_uri=tracking_uri)
+    local = mlflow.artifacts.download_artifacts(artifact_uri=resolve(model_uri, tracking_uri), tracking_uri=tracking_uri)
     return RequestGuard(scoring_server.init(mlflow.pyfunc.load_model(local)), max_body_bytes, max_depth)
 
 

@@ -144,15 +144,23 @@ def test_pyfunc_loads_offline_and_scores(registry):
     assert f"{weights}/model.safetensors" in {f.path for f in c.list_artifacts(run_id, weights)}
 
 
+def clean_env() -> dict[str, str]:
+    """What a user's shell has: no MLFLOW_* or PREFECT_* variable, the venv on PATH, the offline hub."""
+    keep = {k: os.environ[k] for k in ("HOME", "LANG", "UV_CACHE_DIR") if k in os.environ}
+    return {**keep, "PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
+            "STSREG_USE_SERVERS": "0"}
+
+
 @pytest.fixture(scope="module")
 def server(registry):
     work, uri, _, _ = registry
+    assert uri == f"sqlite:///{work}/mlflow/mlflow.db"  # the embedded store of a project in `work`
     port = free_port()
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
-    # the README's server: MLflow's scoring app behind stsreg's request guard (4 MB bodies for these tests)
+    # the README's `make serve`, run the way a user runs it: from the project folder, no MLFLOW_TRACKING_URI set
+    # (the champion is found in the project's own store); 4 MB bodies for these tests
     proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "stsreg"), "serve", "--model-uri",
                              f"models:/{NAME}@champion", "--host", "127.0.0.1", "--port", str(port), "--max-body-mb", "4"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=open(work / "serve.log", "w"))
+                            cwd=work, env=clean_env(), stdout=subprocess.DEVNULL, stderr=open(work / "serve.log", "w"))
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 180
     while time.time() < deadline:
@@ -173,6 +181,19 @@ def server(registry):
 
 def _post(url, payload):
     return requests.post(url + "/invocations", json=payload, timeout=120)
+
+
+def test_served_model_answers_embedding_requests(server, registry):
+    work, _, _, c = registry
+    sentences = ["a man plays guitar", "a woman plays music"]
+    answer = _post(server, {"dataframe_records": [{"sentence": s} for s in sentences]})
+    assert answer.status_code == 200, answer.text
+    vectors = [row["embedding"] for row in answer.json()["predictions"]]
+    champion = SiameseRegressor.load(work / "trained")  # v2, the champion the fixture promoted
+    expected = champion.encode(sentences, show_progress=False)
+    assert torch.allclose(torch.tensor(vectors), expected.float(), atol=1e-4)
+    both = _post(server, {"dataframe_records": [{"sentence": "a", "sentence1": "b", "sentence2": "c"}]})
+    assert both.status_code == 400 and "not both" in both.json()["message"]
 
 
 def test_served_model_answers_and_rejects_bad_payloads(server):

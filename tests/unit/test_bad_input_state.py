@@ -163,3 +163,19 @@ def test_random_bytes_in_place_of_a_text_file_are_called_not_text(raw_tree, tmp_
     assert stsreg.cli.main(_argv(tmp_path, params, raw_tree, registry)) == 2
     err = capsys.readouterr().err
     assert "STSBenchmark/sts-test.csv [stsb/test]: not a text file" in err and "truncated" not in err
+
+
+@pytest.mark.parametrize("argv, first", [
+    (["evaluate"], "prepare"), (["train", "--stage", "2"], "prepare"), (["train", "--stage", "1"], "prepare"),
+    (["register"], "stage2"), (["search"], "prepare"),
+])
+def test_a_stage_run_out_of_order_names_what_is_missing_and_what_to_run(tmp_path, capsys, own_project, argv, first):
+    import shutil
+    import time
+
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    started = time.monotonic()
+    assert stsreg.cli.main(argv) == 2
+    assert time.monotonic() - started < 2  # before any Prefect server starts
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is missing (written by the `" in err and f"run `dvc repro {first}` first" in err

@@ -30,7 +30,7 @@ def _doc(tmp_path, body):
 def test_sync_rewrites_only_the_stale_block_and_check_writes_nothing(tmp_path, capsys):
     body = "intro\n<!-- generated: r/t.md -->\n| a |\n|---|\n| 1 |\n<!-- end generated -->\nafter\n"
     doc = _doc(tmp_path, body)
-    assert main(["report", "--readme", str(doc), "--check"]) == 1
+    assert main(["report", "--readme", str(doc), "--check"]) == 3
     assert doc.read_text(encoding="utf-8") == body
     assert "block r/t.md out of date" in capsys.readouterr().out
     assert main(["report", "--readme", str(doc)]) == 0

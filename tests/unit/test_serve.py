@@ -45,3 +45,31 @@ def test_guard_answers_before_the_app_and_replays_good_bodies():
     assert _call(guard, b"{}", [])[0] == 415
     assert _call(guard, b"[[[[[", [(b"content-type", b"text/csv")])[0] == 200  # depth is a JSON matter only
     assert len(seen) == 2
+
+
+def _serve(cwd, **env):
+    import os
+    import subprocess
+    import sys
+
+    base = {"PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"),
+            "STSREG_USE_SERVERS": "0"}
+    return subprocess.run([os.path.join(os.path.dirname(sys.executable), "stsreg"), "serve"], cwd=cwd,
+                          env={**base, **env}, capture_output=True, text=True, timeout=120)
+
+
+def test_serve_without_a_champion_or_a_store_or_a_server_is_one_line_and_exit_2(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    run = _serve(tmp_path)  # no mlflow/ folder: not a project that ran `make run`
+    assert run.returncode == 2 and "no MLflow store at sqlite:///mlflow/mlflow.db" in run.stderr
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlflow").exists()  # nothing created
+    (tmp_path / "mlflow").mkdir()
+    MlflowClient(f"sqlite:///{tmp_path}/mlflow/mlflow.db").search_experiments()  # an empty registry
+    run = _serve(tmp_path)
+    assert run.returncode == 2 and run.stderr.strip().splitlines()[-1] == (
+        "stsreg serve: no version of sts-regression has the alias champion in sqlite:///mlflow/mlflow.db: "
+        "run `dvc repro promote`")
+    assert "Traceback" not in run.stderr
+    run = _serve(tmp_path, MLFLOW_TRACKING_URI="http://127.0.0.1:9")
+    assert run.returncode == 2 and "the MLflow tracking server http://127.0.0.1:9 does not answer" in run.stderr
