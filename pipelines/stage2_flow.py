@@ -14,7 +14,7 @@ import pandas as pd
 from prefect import flow, task
 
 from pipelines.training_run import EXPERIMENT, finish, logged, run_tags
-from stsreg import atomic, tracking
+from stsreg import atomic, runtime, tracking
 from stsreg.config import load_params
 from stsreg.runners.stage2 import run_stage2
 
@@ -26,15 +26,25 @@ def _write_curves(summary: dict, out: Path) -> None:
     atomic.to_csv(pd.DataFrame(summary["loss_curve"], columns=["step", "train_loss"]), out / "loss_curve.csv")
 
 
-@task(name="stage2")
-def stage2_task(params_path: str, sts_path: str, init_dir: str, out_dir: str, ckpt_dir: str,
-                metrics_path: str | None = None, curves_dir: str | None = None) -> dict:
+def tracked_stage2(params_path: str, sts_path: str, init_dir: str, out_dir: str, ckpt_dir: str,
+                   metrics_path: str | None = None, curves_dir: str | None = None) -> dict:
+    """Stage 2 with its MLflow run, metrics file and curves: the one body of the flow's task and of
+    ``stsreg train --stage 2`` under torchrun. Every process trains; rank 0 alone (the one that evaluates and saves)
+    opens the run and writes the outputs, so N processes leave what one process leaves."""
     params = load_params(params_path)
+    if not runtime.is_main_process():
+        return run_stage2(params, Path(sts_path), Path(init_dir), Path(out_dir), Path(ckpt_dir))
     with tracking.tracked_run(EXPERIMENT, "stage2", logged(params, "2"), run_tags([sts_path])) as run:
         summary = run_stage2(params, Path(sts_path), Path(init_dir), Path(out_dir), Path(ckpt_dir), run)
         if curves_dir:
             _write_curves(summary, Path(curves_dir))
         return finish("2", run, summary, out_dir, metrics_path)
+
+
+@task(name="stage2")
+def stage2_task(params_path: str, sts_path: str, init_dir: str, out_dir: str, ckpt_dir: str,
+                metrics_path: str | None = None, curves_dir: str | None = None) -> dict:
+    return tracked_stage2(params_path, sts_path, init_dir, out_dir, ckpt_dir, metrics_path, curves_dir)
 
 
 @flow(name="stsreg-stage2")

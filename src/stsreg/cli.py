@@ -24,7 +24,7 @@ import logging
 import sys
 from pathlib import Path
 
-from stsreg import __version__, commands
+from stsreg import __version__, commands, launch
 from stsreg.config import load_params
 from stsreg.errors import InputError
 from stsreg.preflight import check_inputs
@@ -65,9 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=commands.cmd_prepare)
 
     t = sub.add_parser("train", help="run training stage 1 (head on NLI) or 2 (fine-tune on STS) as a Prefect flow",
-                       description="Stage 1: encoder frozen, head trained on cached NLI embeddings. Stage 2: everything "
-                                   "fine-tuned on STS-B + SICK-R train, best STS-B dev checkpoint kept, resumable. "
-                                   "Under torchrun (WORLD_SIZE>1) stage 2 runs as DDP without a Prefect flow.")
+                       description="Stage 1: the encoder trained on NLI (stage1.encoder.objective), then frozen while the "
+                                   "head trains on cached NLI embeddings. Stage 2: everything fine-tuned on STS-B + SICK-R "
+                                   "train, best STS-B dev checkpoint kept, resumable; under torchrun (or launch.stage2_nproc "
+                                   "> 1) as DDP, rank 0 writing the same outputs and MLflow run as one process.")
     t.add_argument("--stage", choices=["1", "2"], required=True)
     t.add_argument("--params", default="params.yaml")
     t.add_argument("--nli", default="data/prepared/nli_train.parquet")
@@ -76,11 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--stage2-dir", default="models/stage2")
     t.add_argument("--cache", default="cache/embeddings", help="stage-1 embedding cache")
     t.add_argument("--checkpoints", default="checkpoints/stage2", help="stage-2 resumable checkpoints")
-    t.add_argument("--fresh", action="store_true", help="stage 2: delete --checkpoints, train from step 0 (after a "
-                   "code change: a checkpoint's key is config, seed, data and start weights, not code)")
+    t.add_argument("--fresh", action="store_true", help="stage 2: delete --checkpoints and train from step 0 (a checkpoint "
+                   "of other code, settings or data is never resumed anyway)")
     t.add_argument("--metrics", default=None, help="headline metrics file (default metrics/stage<N>.json; '' = none)")
     t.add_argument("--curves", default="reports/stage2", help="stage 2: folder for dev_curve.csv and loss_curve.csv ('' = none)")
-    t.set_defaults(func=commands.cmd_train)
+    t.set_defaults(func=launch.cmd_train)
 
     e = sub.add_parser("evaluate", help="7-task STS evaluation with bootstrap intervals (Prefect flow, MLflow run)",
                        description="SentEval 'all' protocol on STS12-16, STS-B test, SICK-R test (+ subsets, STS-B dev, "
@@ -238,7 +239,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.command not in STAGE_COMMANDS:
             return args.func(args)
         from stsreg.locking import pipeline_lock
-
         with pipeline_lock(Path("."), announce=True):  # a second run started beside this one waits
             return args.func(args)
     except InputError as exc:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -32,52 +31,6 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     kept = sum(d["kept"] for d in metrics["datasets"].values())
     print(f"prepare: {kept} rows kept, {metrics['rejected_total']} rejected (see {args.rejected}), "
           f"metrics in {args.metrics}; `stsreg report` prints the tables")
-    return 0
-
-
-def _discard_checkpoints(stage: str, ckpt_dir: Path, world_size: int) -> None:
-    """``stsreg train --fresh``: remove the stage-2 checkpoint folder so training starts at step 0.
-
-    Refused for stage 1 (it keeps no checkpoints) and under torchrun (another rank could already be reading the
-    folder): delete it yourself before launching a distributed run."""
-    if stage != "2":
-        raise SystemExit("--fresh applies to stage 2 (stage 1 keeps no checkpoints)")
-    if world_size > 1:
-        raise SystemExit(f"--fresh is not taken under torchrun: delete {ckpt_dir} before launching")
-    if ckpt_dir.exists():
-        shutil.rmtree(ckpt_dir)
-        print(f"--fresh: removed {ckpt_dir}")
-
-
-def cmd_train(args: argparse.Namespace) -> int:
-    from stsreg import runtime
-
-    world_size = runtime.world()[0]
-    if args.fresh:
-        _discard_checkpoints(args.stage, Path(args.checkpoints), world_size)
-    if world_size > 1:
-        # under torchrun: every process runs the same loop; no Prefect flow per process
-        params = load_params(args.params)
-        if args.stage == "1":
-            raise SystemExit("stage 1 trains 1,153 parameters on cached features: run it without torchrun")
-        from stsreg.runners.stage2 import run_stage2
-
-        summary = run_stage2(params, Path(args.sts), Path(args.stage1_dir), Path(args.stage2_dir), Path(args.checkpoints))
-    else:
-        from pipelines.stage1_flow import stage1_flow
-        from pipelines.stage2_flow import stage2_flow
-
-        metrics = (args.metrics or f"metrics/stage{args.stage}.json") if args.metrics != "" else None
-        if args.stage == "1":
-            summary = stage1_flow(params_path=args.params, nli_path=args.nli, out_dir=args.stage1_dir, cache_dir=args.cache,
-                                  metrics_path=metrics)
-        else:
-            summary = stage2_flow(params_path=args.params, sts_path=args.sts, init_dir=args.stage1_dir,
-                                  out_dir=args.stage2_dir, ckpt_dir=args.checkpoints, metrics_path=metrics,
-                                  curves_dir=args.curves or None)
-    if runtime.is_main_process():
-        shown = {k: v for k, v in summary.items() if not isinstance(v, (list, dict))}
-        print(f"stage {args.stage}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
     return 0
 
 

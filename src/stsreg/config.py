@@ -340,6 +340,14 @@ class ScheduleParams:
 
 
 @dataclass(frozen=True)
+class LaunchParams:
+    """How many processes a stage runs as on one machine (more machines: torchrun by hand, see the README)."""
+
+    stage2_nproc: int = knob(1, "stage 2 processes: >1 runs `stsreg train --stage 2` under torchrun --standalone "
+                             "(one process per GPU; gloo processes on CPU); rank 0 writes every output", ge=1)
+
+
+@dataclass(frozen=True)
 class Params:
     seed: int = knob(42, ge=0)
     fetch: FetchParams = knob(factory=FetchParams)
@@ -355,6 +363,7 @@ class Params:
     baselines: BaselinesParams = knob(factory=BaselinesParams)
     profile: ProfileParams = knob(factory=ProfileParams)
     schedule: ScheduleParams = knob(factory=ScheduleParams)
+    launch: LaunchParams = knob(factory=LaunchParams)
 
 
 _TYPE_WORDS = {bool: "a boolean (true/false)", int: "an integer", float: "a float", str: "a string"}

@@ -6,40 +6,15 @@ data with a tiny model; then overlapping retrains, and a failing retrain that mu
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import FIXTURE_RAW, REPO, fixture_sources, free_port
+from tests.conftest import free_port
+from tests.helpers.project import tiny_project
 
 pytestmark = pytest.mark.slow
-
-
-def tiny_project(root: Path, backbone: str) -> Path:
-    """A copy of the project (pipeline, params, code paths DVC tracks) whose data is the fixture tree."""
-    project = root / "project"
-    project.mkdir()
-    for name in ("dvc.yaml", "src", "pipelines"):
-        (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, project / name)
-    (project / "data").mkdir()
-    (project / "data/sources.json").write_text(json.dumps(fixture_sources()))
-    raw = yaml.safe_load((REPO / "params.yaml").read_text())
-    raw["fetch"].update(mirror=str(FIXTURE_RAW), allow_download=False)
-    raw["prepare"].update(max_rejected_fraction=1.0, nli_train=["snli/dev", "snli/test", "snli_cad/train", "mnli/dev_matched"])
-    raw["model"].update(backbone=backbone, max_length=16)
-    raw["stage1"].update(epochs=1)
-    # the fixture's few NLI rows hold no (premise, entailment, contradiction) triple for the default SimCSE encoder
-    # step (refused with that reason): this test is about servers and deployments, so stage 1 trains the head only
-    raw["stage1"]["encoder"].update(objective="none")
-    raw["stage2"].update(batch_size=4, eval_every=100, checkpoint_every=100)
-    raw["evaluate"].update(max_length=16, n_resamples=50)
-    raw["promote"].update(against_backbone=False)  # a random tiny encoder on the fixture beats nothing significantly
-    (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=project, check=True)
-    return project
 
 
 def test_servers_deploy_trigger_overlap_and_failure(tiny_backbone, tmp_path, monkeypatch):

@@ -99,7 +99,8 @@ def test_training_stages_read_exactly_their_declared_sections(tiny_backbone, tmp
                ckpt_dir=tmp_path / "ck")
     assert seen1 == top(declared("stage1")) == {"seed", "model", "stage1"}
     run_stage2(SectionRecorder(params, seen2), tmp_path / "sts.parquet", tmp_path / "s1", tmp_path / "s2", tmp_path / "ck")
-    assert seen2 == top(declared("stage2")) == {"seed", "stage2"}
+    # `launch` (how many processes) is read by the command that starts the runner (stsreg.launch.cmd_train)
+    assert seen2 | {"launch"} == top(declared("stage2")) == {"seed", "stage2", "launch"}
     assert (tmp_path / "s2/head.safetensors").exists()
 
 
