@@ -69,8 +69,9 @@ bench: install ## benchmarks vs sentence-transformers etc. -> reports/benchmarks
 bench-stage2: install ## full-size stage 2: fp32 vs bf16, random vs length-grouped batches, 2 seeds -> reports/stage2_ab/ (~30 min)
 	python -m benchmarks.stage2_ab
 
-servers: install ## start Prefect server+UI (:4200), MLflow server+UI (:5000) and a worker on 127.0.0.1
-	stsreg servers start
+SERVERS_HOST ?= 127.0.0.1
+servers: install ## start Prefect server+UI (:4200), MLflow server+UI (:5000, artifacts proxied) and a CPU worker (SERVERS_HOST=0.0.0.0: reachable by GPU workers)
+	stsreg servers start --host $(SERVERS_HOST)
 
 servers-stop: ## stop what `make servers` started
 	$(BIN)/stsreg servers stop

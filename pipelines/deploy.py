@@ -13,6 +13,10 @@
 The code is taken from the project folder itself (``flow.from_source(<project>)``): a process worker runs the
 flows in that folder, so the DVC pipeline, params and MLflow store are the project's. The retrain deployment has
 a concurrency limit of 1 (overlapping triggers queue); the flows also hold the project's pipeline lock.
+
+With ``schedule.gpu_pool`` set, a fourth deployment, ``stsreg-stage2-remote/gpu`` (:mod:`pipelines.gpu_stage2`), goes to that
+pool: its flow is imported from the worker's installed package (the worker image or a venv, never a host path) and
+clones the project at the retrain's commit itself.
 """
 
 from __future__ import annotations
@@ -68,4 +72,27 @@ def deploy(project: Path, schedule: ScheduleParams, pool: str | None = None, ima
                       job_variables=job_variables, tags=["stsreg"], print_next_steps=False, ignore_warnings=True,
                       description=(source.description or "").strip().split("\n")[0])
         names.append(f"{flow_name}/{name}")
+    if schedule.gpu_pool:
+        names.append(deploy_gpu_stage2(schedule.gpu_pool, image))
     return names
+
+
+def deploy_gpu_stage2(pool: str, image: str | None = None) -> str:
+    """The stage-2 deployment on ``pool`` (a process pool is created if missing; a docker pool runs ``image`` and
+    requests every GPU of its host)."""
+    from prefect import deploy
+    from prefect.deployments.runner import EntrypointType
+
+    from pipelines.gpu_stage2 import DEPLOYMENT, stage2_remote_flow
+
+    if image is None:
+        ensure_process_pool(pool)
+    # prefect-docker passes container_create_kwargs to docker-py: device_requests = `docker run --gpus all`
+    gpus = {"device_requests": [{"count": -1, "capabilities": [["gpu"]]}]}
+    job_variables = {"image": image, "container_create_kwargs": gpus} if image else {}
+    deployment = stage2_remote_flow.to_deployment(name=DEPLOYMENT.split("/")[1], entrypoint_type=EntrypointType.MODULE_PATH,
+                                                  tags=["stsreg"], job_variables=job_variables,
+                                                  description="stage 2 of a retrain, on a GPU worker")
+    deploy(deployment, work_pool_name=pool, image=image, build=False, push=False, print_next_steps_message=False,
+           ignore_warnings=True)
+    return DEPLOYMENT

@@ -77,23 +77,58 @@ def describe(before: dict, after: dict, ran: list[str], promotion: dict | None) 
     return text
 
 
+@task(name="stage2-on-gpu-pool", task_run_name="stage 2 on pool {pool}")
+def stage2_elsewhere(project_dir: str, pool: str, repo_url: str) -> dict:
+    """Stage 2 on a worker of ``pool`` (:func:`pipelines.gpu_stage2.dispatch_stage2`)."""
+    from pipelines.gpu_stage2 import dispatch_stage2
+
+    out = dispatch_stage2(Path(project_dir), pool, repo_url)
+    get_run_logger().info("stage 2 ran on %s (%s), flow run %s", out["host"], out["clone"], out["flow_run_id"])
+    return out
+
+
+@task(name="dvc-push")
+def dvc_push(project_dir: str) -> bool:
+    """``dvc push`` when the project has a default DVC remote (shared mode); returns whether it pushed."""
+    from pipelines.gpu_stage2 import dvc_remote_url
+
+    if not dvc_remote_url(Path(project_dir)):
+        return False
+    subprocess.run(["dvc", "push"], cwd=project_dir, check=True, capture_output=True, text=True)
+    return True
+
+
 @flow(name="stsreg-retrain")
 def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s: float = 6 * 3600) -> dict:
-    """DVC pipeline up to ``target`` under the pipeline lock, then a report of the registry change."""
+    """DVC pipeline up to ``target`` under the pipeline lock, then a report of the registry change. With
+    ``schedule.gpu_pool`` set, stage 2 runs on that pool's worker and everything else here; with a DVC remote set,
+    the outputs are pushed at the end."""
     from prefect.artifacts import create_markdown_artifact
+
+    from stsreg.config import load_params
 
     project = Path(project_dir).resolve()
     uri = tracking.tracking_uri(project)
+    schedule = load_params(project / "params.yaml").schedule
     started = time.time()
+    remote = None
     with pipeline_lock(project, lock_timeout_s):
         locked = time.time()
         before = registry_state(uri)
-        ran = dvc_repro(str(project), target)
+        ran = []
+        if schedule.gpu_pool and target == "promote":
+            ran = dvc_repro(str(project), "stage1")
+            if subprocess.run(["dvc", "status", "stage2", "--quiet"], cwd=project).returncode:  # stale: train it there
+                remote = stage2_elsewhere(str(project), schedule.gpu_pool, schedule.repo_url)
+                ran.append("stage2")
+        ran += dvc_repro(str(project), target)
+        pushed = dvc_push(str(project))
         after = registry_state(uri)
         released = time.time()
     promotion_file = project / "reports/registry/promotion.json"
     promotion = json.loads(promotion_file.read_text()) if promotion_file.exists() else None
-    report = {"ran": ran, "before": before, "after": after, "new_version": after["latest"] != before["latest"],
+    report = {"ran": ran, "stage2_remote": remote, "pushed": pushed, "before": before, "after": after,
+              "new_version": after["latest"] != before["latest"],
               "promoted": after["champion"] != before["champion"], "summary": describe(before, after, ran, promotion),
               "started": started, "lock_acquired": locked, "lock_released": released}
     out = project / "reports/retrain/last_run.json"

@@ -202,8 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--prefect-port", type=int, default=4200)
     sv.add_argument("--mlflow-port", type=int, default=5000)
     sv.add_argument("--no-worker", action="store_true", help="do not start the process worker")
+    sv.add_argument("--host", default="127.0.0.1", help="listen address; 0.0.0.0 for workers on other machines")
     sv.set_defaults(func=commands.cmd_servers)
-
     dp = sub.add_parser("deploy", help="create the Prefect deployments (weekly retrain, daily champion eval, manual profile)",
                         description="Deploy the flows of pipelines/ops_flow.py from this project folder, with the cron "
                                     "schedules of params.yaml's `schedule` section, to a work pool.")

@@ -139,7 +139,7 @@ def cmd_servers(args: argparse.Namespace) -> int:
     project = Path(args.project)
     if args.action == "start":
         try:
-            urls = servers.start(project, args.prefect_port, args.mlflow_port, worker=not args.no_worker)
+            urls = servers.start(project, args.prefect_port, args.mlflow_port, worker=not args.no_worker, host=args.host)
         except RuntimeError as exc:
             print(f"servers failed to start: {exc}", file=sys.stderr)
             return 1

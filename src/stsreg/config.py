@@ -337,6 +337,9 @@ class ScheduleParams:
     champion_eval_cron: str = knob("0 6 * * *", "evaluation of the champion; empty = no schedule")
     timezone: str = knob("UTC")
     work_pool: str = knob("stsreg-process", "Prefect work pool the deployments run on", pattern=r".+")
+    gpu_pool: str = knob("", "work pool of stage 2 in a scheduled retrain (a GPU machine's worker); empty: stage 2 "
+                         "runs with the rest of the pipeline", pattern=r"[A-Za-z0-9_.-]*")
+    repo_url: str = knob("", "git URL the gpu_pool worker clones the project from (empty: the remote `origin`)")
 
 
 @dataclass(frozen=True)

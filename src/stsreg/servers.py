@@ -107,8 +107,12 @@ def _wait(url: str, pid: int, name: str, log: Path, timeout: float) -> None:
 
 
 def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, worker: bool = True,
-          timeout: float = 180.0) -> dict[str, str]:
-    """Start the servers (and a worker for pool ``stsreg-process``) unless already running; returns their URLs."""
+          timeout: float = 180.0, host: str = "127.0.0.1") -> dict[str, str]:
+    """Start the servers (and a worker for pool ``stsreg-process``) unless already running; returns their URLs.
+
+    ``host``: the address they listen on; ``0.0.0.0`` lets workers on other machines reach them (the URLs then name
+    this machine by its host name). MLflow proxies artifacts, so a worker needs only the two URLs."""
+    import socket
     layout = Layout(project.resolve())
     current = status(layout.project)
     if current.get("running"):
@@ -118,12 +122,14 @@ def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, work
     backend = os.environ.get("STSREG_MLFLOW_BACKEND_URI", f"sqlite:///{layout.project / 'mlflow' / 'mlflow.db'}")
     artifacts = os.environ.get("STSREG_MLFLOW_ARTIFACTS", str(layout.project / "mlflow" / "artifacts"))
     (layout.project / "mlflow").mkdir(exist_ok=True)
-    urls = {"prefect": f"http://127.0.0.1:{prefect_port}", "mlflow": f"http://127.0.0.1:{mlflow_port}"}
+    name = socket.getfqdn() if host in ("0.0.0.0", "::") else host
+    urls = {"prefect": f"http://{name}:{prefect_port}", "mlflow": f"http://{name}:{mlflow_port}"}
     urls["prefect_api"] = urls["prefect"] + "/api"
-    mlflow_pid = _spawn(layout, "mlflow", [_bin("mlflow"), "server", "--host", "127.0.0.1", "--port", str(mlflow_port),
-                                           "--backend-store-uri", backend, "--artifacts-destination", artifacts,
+    mlflow_pid = _spawn(layout, "mlflow", [_bin("mlflow"), "server", "--host", host, "--port", str(mlflow_port),
+                                           "--backend-store-uri", backend, "--serve-artifacts",
+                                           "--artifacts-destination", artifacts,
                                            "--workers", "1"], env)
-    prefect_pid = _spawn(layout, "prefect", [_bin("prefect"), "server", "start", "--host", "127.0.0.1", "--port",
+    prefect_pid = _spawn(layout, "prefect", [_bin("prefect"), "server", "start", "--host", host, "--port",
                                              str(prefect_port), "--analytics-off"], env)
     _wait(urls["prefect_api"] + "/health", prefect_pid, "prefect server", layout.log_file("prefect"), timeout)
     _wait(urls["mlflow"] + "/health", mlflow_pid, "mlflow server", layout.log_file("mlflow"), timeout)

@@ -4,6 +4,7 @@ tree as its data mirror, a tiny backbone."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,12 +14,14 @@ import yaml
 from tests.conftest import FIXTURE_RAW, REPO, fixture_sources
 
 
-def tiny_project(root: Path, backbone: str) -> Path:
-    """A copy of the project (pipeline, params, code paths DVC tracks) whose data is the fixture tree."""
+def tiny_project(root: Path, backbone: str, git: bool = False) -> Path:
+    """A copy of the project (pipeline, params, code paths DVC tracks) whose data is the fixture tree; with ``git``, a
+    git repository with everything committed (what a clone of the real project is), else a DVC project without git."""
     project = root / "project"
-    project.mkdir()
+    project.mkdir(parents=True)
     for name in ("dvc.yaml", "src", "pipelines"):
-        (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, project / name)
+        (shutil.copytree(REPO / name, project / name, ignore=shutil.ignore_patterns("__pycache__"))
+         if (REPO / name).is_dir() else shutil.copy(REPO / name, project / name))
     (project / "data").mkdir()
     (project / "data/sources.json").write_text(json.dumps(fixture_sources()))
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
@@ -33,5 +36,17 @@ def tiny_project(root: Path, backbone: str) -> Path:
     raw["evaluate"].update(max_length=16, n_resamples=50)
     raw["promote"].update(against_backbone=False)  # a random tiny encoder on the fixture beats nothing significantly
     (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=project, check=True)
+    if not git:
+        subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=project, check=True)
+        return project
+    (project / ".gitignore").write_text("__pycache__/\n/mlflow/\n/.stsreg/\n/checkpoints/\n/cache/\n/reports/retrain/\n")
+    env = {**os.environ, **GIT_IDENTITY}
+    for cmd in (["git", "init", "-q", "-b", "main"], ["dvc", "init", "-q"], ["git", "add", "-A"],
+                ["git", "commit", "-q", "-m", "tiny project"]):
+        subprocess.run(cmd, cwd=project, check=True, env=env)
     return project
+
+
+#: Who commits in a test repository (a CI machine may have no git identity).
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "stsreg tests", "GIT_AUTHOR_EMAIL": "tests@stsreg.invalid",
+                "GIT_COMMITTER_NAME": "stsreg tests", "GIT_COMMITTER_EMAIL": "tests@stsreg.invalid"}
