@@ -40,6 +40,7 @@ def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str,
     with tracking.tracked_run(experiment, run_name, logged, tags, uri) as run:
         metrics = run_evaluate(params, Path(model_dir), Path(sts_path), Path(out_dir))
         tracking.log_metrics(run.run_id, metrics, uri=uri)
+        tracking.client(uri).set_tag(run.run_id, "precision", metrics["precision"])
         for name in ("table.md", "metrics.json", "predictions.parquet"):
             tracking.client(uri).log_artifact(run.run_id, str(Path(out_dir) / name), artifact_path="eval")
     atomic.write_text(Path(out_dir) / "mlflow_run.json", json.dumps({"run_id": run.run_id}))

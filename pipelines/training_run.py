@@ -42,6 +42,9 @@ def finish(stage: str, run, summary: dict, out_dir: str, metrics_path: str | Non
     """Log the summary and the model folder to the run; write the headline metrics file."""
     run.flush()
     tracking.log_metrics(run.run_id, summary)
+    used = summary.get("precision") or summary.get("encoder", {}).get("precision")  # stage 1: its encoder step's
+    if used:
+        tracking.client().set_tag(run.run_id, "precision", used)
     tracking.client().log_artifacts(run.run_id, out_dir, artifact_path="model")
     if metrics_path:
         atomic.write_text(metrics_path, json.dumps({k: summary[k] for k in HEADLINE[stage] if k in summary}, indent=2))

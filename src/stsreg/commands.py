@@ -182,6 +182,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"no data summary at {args.metrics}; run `dvc repro` first", file=sys.stderr)
         return 2
     print(run_report(Path(args.metrics), Path(args.models), Path(args.eval_metrics), Path(args.promotion)))
+    from stsreg import tracking
+    from stsreg.timings import format_timings
+
+    timings = format_timings(Path(args.metrics), tracking.tracking_uri())
+    if timings:
+        print("\nTime to a champion (the last run of each step; MLflow run durations):\n" + timings)
     return 0
 
 

@@ -122,6 +122,7 @@ class NliTrainingParams:
     k: float = knob(2.0, "translated_relu / smooth_k2: slope outside the buffer", gt=0)
     margin: float = knob(1.0, "triplet: Euclidean margin (Sentence-BERT)", gt=0)
     temperature: float = knob(0.05, "simcse_*: softmax temperature", gt=0)
+    group_by_length: bool = knob(False, "batches of examples of similar token length (less padding, faster)")
 
 
 @dataclass(frozen=True)

@@ -55,12 +55,25 @@ def git_commit() -> str:
         return "unknown"
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), with ``native bf16`` when it has it: speed figures depend on both."""
+    from stsreg.precision import cpu_flags
+
+    name = platform.processor() or platform.machine()
+    try:
+        name = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{name}, {os.cpu_count()} cores" + (", native bf16" if {"avx512_bf16", "amx_bf16"} & cpu_flags() else "")
+
+
 def environment_tags(device: str) -> dict[str, str]:
     import torch
     import transformers
 
     return {"torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
-            "cuda": str(torch.version.cuda), "device": device, "git_commit": git_commit(), "host_cpu": platform.processor() or platform.machine()}
+            "cuda": str(torch.version.cuda), "device": device, "git_commit": git_commit(), "host_cpu": cpu_name()}
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, str]:
@@ -129,15 +142,17 @@ def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0, uri: str 
 @contextmanager
 def tracked_run(experiment: str, run_name: str, params: dict, tags: dict[str, str], uri: str | None = None):
     """One MLflow run (in the store ``uri``, default :func:`tracking_uri`) around a block: yields a
-    :class:`MetricBuffer` (``.run_id``, ``.uri``), flushes it at the end, and closes the run FINISHED, or FAILED
-    when the block raises (even KeyboardInterrupt)."""
+    :class:`MetricBuffer` (``.run_id``, ``.uri``), flushes it at the end, logs the block's ``wall_seconds`` and
+    closes the run FINISHED, or FAILED when the block raises (even KeyboardInterrupt)."""
     run_id = start_run(experiment, run_name, params, tags, uri)
     buffer = MetricBuffer(run_id, uri=uri)
+    started = time.monotonic()
     try:
         yield buffer
     except BaseException:
         buffer.flush()
         end_run(run_id, "FAILED", uri)
         raise
+    buffer("wall_seconds", time.monotonic() - started, 0)
     buffer.flush()
     end_run(run_id, uri=uri)

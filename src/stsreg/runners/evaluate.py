@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from stsreg import atomic, runtime
+from stsreg import atomic, precision, runtime
 from stsreg.config import Params
 from stsreg.data.catalogue import EVAL_TASKS
 from stsreg.evaluate import PRIMARY_METRIC, eval_pairs, format_table, intervals, score_pairs, task_metrics
@@ -45,6 +45,7 @@ def run_evaluate(params: Params, model_dir: Path, sts_path: Path, out_dir: Path)
     scored = score_pairs(model, eval_pairs(pd.read_parquet(sts_path)), p.batch_size)
     metrics = task_metrics(scored)
     metrics.update(intervals(scored, p.n_resamples, params.seed, p.confidence))
+    metrics["precision"] = precision.describe(model.amp_dtype)  # what the encoder ran in
     keep = ["task", "dataset", "subset", "file", "line", "score", "seen_in_train", "cosine", "prediction"]
     atomic.to_parquet(scored[keep], out_dir / "predictions.parquet")
     atomic.write_text(out_dir / "table.md", format_table(metrics) + "\n")

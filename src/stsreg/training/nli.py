@@ -13,7 +13,9 @@ What each objective trains on (:data:`KINDS`):
   positive.
 
 Training keeps the final weights (no selection: the paper trains one epoch and scores what it gets) and is
-resumable from its checkpoint.
+resumable from its checkpoint. The encoder runs in the model's precision (``model.precision``: bf16 autocast where it
+resolves to it, :mod:`stsreg.precision`), the embeddings, losses, weights and optimizer in fp32, as in stage 2; with
+``group_by_length`` each epoch's batches hold examples of similar token length (less padding).
 """
 
 from __future__ import annotations
@@ -30,12 +32,14 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
+from stsreg import precision, tokens
 from stsreg.config import NliTrainingParams
 from stsreg.data.catalogue import sample_pairs
 from stsreg.errors import InputError
 from stsreg.losses import HEAD_LOSSES, InBatchContrastive, SoftmaxCE, build_head_loss
 from stsreg.model import SiameseRegressor, pair_features
 from stsreg.optim import param_groups
+from stsreg.training.batches import epoch_batches
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +74,11 @@ def training_examples(nli: pd.DataFrame, kind: str, n: int, seed: int) -> pd.Dat
     return examples
 
 
+def example_lengths(tables: dict) -> list[int]:
+    """Tokens of each example's longest text (what its batch pads to), from :func:`tokenized_examples`' tables."""
+    return [max(row) for row in zip(*(tokens.lengths(table) for table in tables.values()))]
+
+
 def tokenized_examples(model: SiameseRegressor, examples: pd.DataFrame) -> tuple[dict, torch.Tensor | None]:
     """Examples -> (a token table per text column, tokenized once: every epoch and a resumed run pad batches from
     them; the (n,) NLI labels 0/1/2, or None for the objectives without labels)."""
@@ -100,7 +109,11 @@ class NliObjective(nn.Module):
         """The loss of rows ``idx``: ``tables`` maps each text column to its token table (tokenized once,
         :meth:`SiameseRegressor.pretokenize`); ``labels``: (n,) NLI labels 0/1/2 of every row (pair objectives)."""
         device = model.device
-        embed = lambda col: model.embed(model.collate(tables[col], idx))  # noqa: E731
+
+        def embed(col: str) -> torch.Tensor:  # the encoder in the model's precision, what follows in fp32
+            with model.autocast():
+                return model.embed(model.collate(tables[col], idx)).float()
+
         if self.kind == "pair":
             u, v = embed("premise"), embed("hypothesis")
             labels = labels[idx].to(device)
@@ -136,6 +149,7 @@ def train_encoder(model: SiameseRegressor, name: str, examples: pd.DataFrame, p:
     objective = NliObjective(name, model.dim, p)
     steps_per_epoch = math.ceil(len(examples) / p.batch_size)
     total = steps_per_epoch * p.epochs
+    amp_name = precision.describe(model.amp_dtype)  # resolved (auto: probed) before training touches the weights
     model.train()
     model.encoder.requires_grad_(True)
     for pname, param in model.encoder.named_parameters():
@@ -155,11 +169,13 @@ def train_encoder(model: SiameseRegressor, name: str, examples: pd.DataFrame, p:
         log.info("resuming %s from step %d of %d", name, step, total)
     params = [q for g in opt.param_groups for q in g["params"]]
     tables, labels = tokenized_examples(model, examples)
+    lengths = example_lengths(tables) if p.group_by_length else None
     bar = tqdm(total=total, initial=step, desc=f"nli {name}", unit="step", disable=None)
     for epoch in range(step // steps_per_epoch, p.epochs):
         order = torch.randperm(len(examples), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+        batches = epoch_batches(order, p.batch_size, lengths, seed + epoch)  # rebuilt alike by a resumed run
         for b in range(step - epoch * steps_per_epoch, steps_per_epoch):
-            loss = objective(model, tables, labels, order[b * p.batch_size:(b + 1) * p.batch_size])
+            loss = objective(model, tables, labels, batches[b])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, p.max_grad_norm)
@@ -179,4 +195,4 @@ def train_encoder(model: SiameseRegressor, name: str, examples: pd.DataFrame, p:
     tail = losses[-max(1, steps_per_epoch // 10):]
     return {"objective": name, "examples": len(examples), "steps": step, "total_steps": total,
             "first_loss": losses[0] if losses else None, "final_loss_mean_last_10pct": sum(tail) / len(tail) if tail else None,
-            "params": dataclasses.asdict(p), "seed": seed}
+            "params": dataclasses.asdict(p), "seed": seed, "precision": amp_name}
