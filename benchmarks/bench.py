@@ -13,7 +13,9 @@ Same machine, same model weights (the configured backbone), same data, same torc
   (stage 1 without its optional encoder step, in (d) too);
 - (d) ``orchestration``: ``stsreg train --stage 1`` work through its Prefect flow + MLflow run vs the same function
   called bare, each in a fresh process (warm embedding cache, existing MLflow store);
-- (e) ``dvc_noop``: ``dvc repro promote`` when nothing is stale.
+- (e) ``dvc_noop``: ``dvc repro promote`` when nothing is stale;
+- (f) ``champion``: ``make run``'s compute (fetch to promote, in a scratch clone) vs the sentence-transformers script
+  it replaces (``benchmarks/st_cosent.py``), each with its 7-task scores (:mod:`benchmarks.champion`; ~35 min on 2 cores).
 
 Writes ``reports/benchmarks.json`` (every sample) and ``reports/benchmarks.md`` (medians, ratios, targets).
 ``--device cuda`` runs (a)-(c) on the GPU, both sides on the same device, into ``reports/benchmarks-cuda.*``; (d) and
@@ -169,6 +171,14 @@ def bench_dvc_noop(repeats: int, target: str = "promote") -> dict:
     return {"unit": "s", "samples": {"dvc_repro": times}, "ratio": median(times)}
 
 
+def _champion(params, params_path: Path) -> dict:
+    from benchmarks.champion import bench_champion
+    from stsreg.config import resolve_mirror
+
+    with tempfile.TemporaryDirectory() as d:
+        return bench_champion(str(resolve_mirror(params.fetch, None, base=params_path.resolve().parent)), Path(d))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--params", default="params.yaml")
@@ -203,6 +213,7 @@ def main(argv=None) -> int:
         "stage1": lambda: bench_stage1(params, Path(a.nli), a.stage1_pairs, a.repeats, a.device),
         "orchestration": lambda: bench_orchestration(Path(a.params), Path(a.nli), Path(a.cache), a.repeats),
         "dvc_noop": lambda: bench_dvc_noop(a.repeats),
+        "champion": lambda: _champion(params, Path(a.params)),
     }
     out = Path(a.out or ("reports/benchmarks" if a.device == "cpu" else "reports/benchmarks-cuda"))
     out.parent.mkdir(parents=True, exist_ok=True)
