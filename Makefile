@@ -18,7 +18,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 
 .DEFAULT_GOAL := help
-.PHONY: help install run repro compare nli-table baselines search claims paper profile bench bench-stage2 servers servers-stop deploy screenshots serve report readme test test-slow lock clean
+.PHONY: help install docs run repro compare nli-table baselines search claims paper profile bench bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -63,8 +63,11 @@ profile: install ## memory / step-time grid per (method, batch, length) and memo
 
 BENCH_REPEATS ?= 3
 BENCH_DEVICE ?= cpu
-bench: install ## benchmarks vs sentence-transformers etc. -> reports/benchmarks.{md,json} (~15 min; after `make run`; BENCH_DEVICE=cuda: reports/benchmarks-cuda.*)
+bench: install ## benchmarks vs sentence-transformers, time to a champion included -> reports/benchmarks.{md,json} (~50 min; after `make run`; BENCH_DEVICE=cuda: reports/benchmarks-cuda.*)
 	python -m benchmarks.bench --repeats $(BENCH_REPEATS) --device $(BENCH_DEVICE)
+
+bench-champion: install ## time to a champion: make run's compute vs the sentence-transformers script, with scores -> reports/benchmarks-champion.{md,json} (~35 min)
+	python -m benchmarks.bench --only champion --repeats 1 --out reports/benchmarks-champion
 
 bench-stage2: install ## full-size stage 2: fp32 vs bf16, random vs length-grouped batches, 2 seeds -> reports/stage2_ab/ (~30 min)
 	python -m benchmarks.stage2_ab
@@ -89,8 +92,11 @@ serve: install ## serve models:/sts-regression@champion on 127.0.0.1:$(SERVE_POR
 report: install ## print the results tables from the metrics files
 	stsreg report
 
-readme: install ## copy the generated report tables into README.md (its <!-- generated: PATH --> blocks)
-	stsreg report --readme README.md
+readme: install ## copy the generated report tables into the docs pages (their <!-- generated: PATH --> blocks)
+	for page in docs/*.md; do stsreg report --readme $$page || exit $$?; done
+
+docs: install ## build the documentation site into site/ (strict: a broken link or page fails)
+	mkdocs build --strict
 
 test: install ## run the default test suite (no slow tests, no network, no GPU)
 	$(BIN)/python -m pytest -q

@@ -94,7 +94,9 @@ def dvc_push(project_dir: str) -> bool:
 
     if not dvc_remote_url(Path(project_dir)):
         return False
-    subprocess.run(["dvc", "push"], cwd=project_dir, check=True, capture_output=True, text=True)
+    proc = subprocess.run(["dvc", "push"], cwd=project_dir, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"`dvc push` failed (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-2000:]}")
     return True
 
 

@@ -1,15 +1,7 @@
 """Command-line entry point: one subcommand per DVC stage (what each does: :mod:`stsreg.commands`).
 
-    stsreg fetch   [--params params.yaml] [--mirror DIR] [--no-download]
-    stsreg prepare [--params params.yaml]
-    stsreg train   --stage 1|2 [--fresh]
-    stsreg evaluate [--model models/stage2] | register | promote
-    stsreg compare | nli-table | baselines | search | claims | profile
-    stsreg serve   [--model-uri models:/sts-regression@champion] [--port 5001]
-    stsreg servers start|stop|status
-    stsreg deploy [--pool NAME] [--image IMAGE]
-    stsreg report [--readme README.md [--check]]
-    stsreg preset NAME   (prints `-S key=value` overrides: dvc exp run $(stsreg preset paper))
+    stsreg --help            # every subcommand; `stsreg <command> --help`: its flags with their defaults
+    stsreg preset NAME       # prints `-S key=value` overrides: dvc exp run $(stsreg preset paper)
 
 Exit codes: 0 ok; 2 bad input (:class:`~stsreg.errors.InputError`: invalid params.yaml, missing, empty or
 corrupted raw files, too many rejected rows, a stage's input missing, no champion to serve), with one message saying
@@ -31,37 +23,42 @@ from stsreg.preflight import check_inputs
 
 log = logging.getLogger("stsreg")
 
+PARAMS_HELP = "the params file (validated whole before anything runs)"
+
 #: Subcommands that are DVC stages: they write pipeline outputs, so they hold the project's pipeline lock.
 STAGE_COMMANDS = ("fetch", "prepare", "train", "evaluate", "register", "promote", "compare", "search", "profile", "claims",
                   "nli-table", "baselines")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="stsreg", description="STS regression pipeline (Translated ReLU / Smooth K2).")
+    parser = argparse.ArgumentParser(prog="stsreg", description="STS regression pipeline (Translated ReLU / Smooth K2).",
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--version", action="version", version=f"stsreg {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    add = sub.add_parser
+    sub.add_parser = lambda *a, **kw: add(*a, formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kw)  # defaults shown
 
     f = sub.add_parser("fetch", help="copy/download raw files into data/raw and verify sha256",
                        description="Copy every file of the sources registry from a mirror folder (or its upstream URL) "
                                    "into data/raw and verify its sha256.")
-    f.add_argument("--params", default="params.yaml")
+    f.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     f.add_argument("--registry", default="data/sources.json", help="sources registry (dataset, file, sha256, url)")
     f.add_argument("--mirror", default=None, help="mirror folder; overrides STSREG_DATA_MIRROR and fetch.mirror")
-    f.add_argument("--out", default="data/raw")
+    f.add_argument("--out", default="data/raw", help="where the raw files go")
     f.add_argument("--no-download", action="store_true", help="never try upstream URLs")
     f.set_defaults(func=commands.cmd_fetch)
 
     p = sub.add_parser("prepare", help="validate raw files into parquet tables, rejects and data metrics",
                        description="Parse every raw format, validate with pandera, write data/prepared/*.parquet, "
                                    "data/rejected/<dataset>.parquet, data/prepared/summary.json and its headline metrics/data.json.")
-    p.add_argument("--params", default="params.yaml")
-    p.add_argument("--raw", default="data/raw")
+    p.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    p.add_argument("--raw", default="data/raw", help="the raw files (fetch's output)")
     p.add_argument("--registry", default="data/sources.json",
                    help="sources registry: every file a dataset needs is checked (present, non-empty, min_rows) first")
-    p.add_argument("--prepared", default="data/prepared")
-    p.add_argument("--rejected", default="data/rejected")
-    p.add_argument("--metrics", default="metrics/data.json")
+    p.add_argument("--prepared", default="data/prepared", help="the prepared tables and summary.json")
+    p.add_argument("--rejected", default="data/rejected", help="rejected rows and duplicates")
+    p.add_argument("--metrics", default="metrics/data.json", help="the headline data metrics")
     p.set_defaults(func=commands.cmd_prepare)
 
     t = sub.add_parser("train", help="run training stage 1 (head on NLI) or 2 (fine-tune on STS) as a Prefect flow",
@@ -69,52 +66,52 @@ def build_parser() -> argparse.ArgumentParser:
                                    "head trains on cached NLI embeddings. Stage 2: everything fine-tuned on STS-B + SICK-R "
                                    "train, best STS-B dev checkpoint kept, resumable; under torchrun (or launch.stage2_nproc "
                                    "> 1) as DDP, rank 0 writing the same outputs and MLflow run as one process.")
-    t.add_argument("--stage", choices=["1", "2"], required=True)
-    t.add_argument("--params", default="params.yaml")
-    t.add_argument("--nli", default="data/prepared/nli_train.parquet")
-    t.add_argument("--sts", default="data/prepared/sts.parquet")
-    t.add_argument("--stage1-dir", default="models/stage1")
-    t.add_argument("--stage2-dir", default="models/stage2")
+    t.add_argument("--stage", choices=["1", "2"], required=True, help="1: NLI (encoder step, head); 2: STS fine-tuning")
+    t.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    t.add_argument("--nli", default="data/prepared/nli_train.parquet", help="stage 1: the NLI training table")
+    t.add_argument("--sts", default="data/prepared/sts.parquet", help="stage 2: the STS table (train and dev rows)")
+    t.add_argument("--stage1-dir", default="models/stage1", help="stage 1's model (stage 2 starts from it)")
+    t.add_argument("--stage2-dir", default="models/stage2", help="stage 2's model")
     t.add_argument("--cache", default="cache/embeddings", help="stage-1 embedding cache")
     t.add_argument("--checkpoints", default="checkpoints/stage2", help="stage-2 resumable checkpoints")
     t.add_argument("--fresh", action="store_true", help="stage 2: delete --checkpoints and train from step 0 (a checkpoint "
                    "of other code, settings or data is never resumed anyway)")
-    t.add_argument("--metrics", default=None, help="headline metrics file (default metrics/stage<N>.json; '' = none)")
+    t.add_argument("--metrics", default=None, help="headline metrics file (none given: metrics/stage<N>.json; '' = none)")
     t.add_argument("--curves", default="reports/stage2", help="stage 2: folder for dev_curve.csv and loss_curve.csv ('' = none)")
     t.set_defaults(func=launch.cmd_train)
 
     e = sub.add_parser("evaluate", help="7-task STS evaluation with bootstrap intervals (Prefect flow, MLflow run)",
                        description="SentEval 'all' protocol on STS12-16, STS-B test, SICK-R test (+ subsets, STS-B dev, "
-                                   "Pearson, head Spearman, unseen view), 95%% bootstrap intervals. Writes "
+                                   "Pearson, head Spearman, unseen view), 95% bootstrap intervals. Writes "
                                    "reports/eval/{metrics.json,predictions.parquet,table.md}.")
-    e.add_argument("--params", default="params.yaml")
+    e.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     e.add_argument("--model", default="models/stage2", help="saved model folder, or a backbone name/path (untouched)")
-    e.add_argument("--sts", default="data/prepared/sts.parquet")
-    e.add_argument("--out", default="reports/eval")
+    e.add_argument("--sts", default="data/prepared/sts.parquet", help="the STS table (test rows scored)")
+    e.add_argument("--out", default="reports/eval", help="metrics.json, predictions.parquet, table.md")
     e.add_argument("--headline", default="metrics/eval.json", help="the headline metrics file ('' = none)")
     e.set_defaults(func=commands.cmd_evaluate)
 
     g = sub.add_parser("register", help="log the model as an MLflow pyfunc and register it as `challenger`",
                        description="Log models/stage2 as a pyfunc (sentence1, sentence2 -> cosine, score) in the "
                                    "evaluation's MLflow run; register a version of sts-regression, alias challenger.")
-    g.add_argument("--params", default="params.yaml")
-    g.add_argument("--model", default="models/stage2")
-    g.add_argument("--eval-dir", default="reports/eval")
-    g.add_argument("--out", default="reports/registry/challenger.json")
+    g.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    g.add_argument("--model", default="models/stage2", help="the model folder to register")
+    g.add_argument("--eval-dir", default="reports/eval", help="its evaluation (metrics and MLflow run)")
+    g.add_argument("--out", default="reports/registry/challenger.json", help="the registered version")
     g.set_defaults(func=commands.cmd_register)
 
     pr = sub.add_parser("promote", help="move alias `champion` to the challenger if it wins the gate",
-                        description="Promote when avg7 gains >= promote.margin and the paired bootstrap p < "
-                                    "promote.alpha; the first version is promoted. The decision is tagged on the version.")
-    pr.add_argument("--params", default="params.yaml")
-    pr.add_argument("--out", default="reports/registry/promotion.json")
+                        description="Promote when avg7 gains >= promote.margin and the paired bootstrap p < promote.alpha; "
+                                    "with no champion yet, against the untouched backbone. The decision is tagged on the version.")
+    pr.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    pr.add_argument("--out", default="reports/registry/promotion.json", help="the decision and its reason")
     pr.add_argument("--headline", default="metrics/promote.json", help="the decision's headline numbers ('' = none)")
     pr.set_defaults(func=commands.cmd_promote)
 
     cm = sub.add_parser("compare", help="base vs +Contrast vs CoSENT vs cosine MSE vs +Ours vs Translated ReLU vs MSE (resumable)",
                         description="Train and evaluate every compare.methods x compare.seeds on the same data; write "
                                     "reports/compare/{results.md,results.csv,paired.csv,avg7.png} and metrics/compare.json.")
-    cm.add_argument("--params", default="params.yaml")
+    cm.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     cm.set_defaults(func=commands.cmd_compare)
 
     nt = sub.add_parser("nli-table", help="the NLI-only objective table (the paper's Table 1 analogue; resumable)",
@@ -123,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "and unsupervised SimCSE, plus the untouched backbone), score each on the 7 tasks; "
                                     "write reports/nli_table/{results.md,results.csv,paired.csv,avg7.png} and "
                                     "metrics/nli_table.json.")
-    nt.add_argument("--params", default="params.yaml")
+    nt.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     nt.set_defaults(func=commands.cmd_nli_table)
 
     bl = sub.add_parser("baselines", help="the comparative study's systems on STS-B (word vectors to cross-encoders; "
@@ -134,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "STS-B test (Pearson, Spearman, MSE on label / 5) and the 7 tasks; measure a "
                                     "cross-encoder's retrieval cost; write reports/baselines/{results.md,results.csv,"
                                     "stsb.png} and metrics/baselines.json.")
-    bl.add_argument("--params", default="params.yaml")
+    bl.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     bl.set_defaults(func=commands.cmd_baselines)
 
     sr = sub.add_parser("search", help="Optuna search over stage 2 scored on STS-B dev only (resumable)",
@@ -143,18 +140,18 @@ def build_parser() -> argparse.ArgumentParser:
                                     "step 0 (test rows are never read); a median pruner stops weak trials. Writes "
                                     "reports/search/{results.md,trials.csv,best.json,dev_by_trial.png,study.db} and "
                                     "metrics/search.json; one MLflow run per trial under a parent run.")
-    sr.add_argument("--params", default="params.yaml")
+    sr.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     sr.set_defaults(func=commands.cmd_search)
 
     cl = sub.add_parser("claims", help="the paper's claims with our numbers, intervals and verdicts -> reports/claims.md",
                         description="Read reports/compare/{results,paired}.csv and metrics/profile.json (nothing is "
                                     "trained) and write reports/claims.md: each claim, the paired difference per seed "
                                     "with its 95% CI and p, and a verdict.")
-    cl.add_argument("--params", default="params.yaml")
-    cl.add_argument("--compare", default="reports/compare")
-    cl.add_argument("--profile-metrics", default="metrics/profile.json")
+    cl.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    cl.add_argument("--compare", default="reports/compare", help="the comparison's outputs")
+    cl.add_argument("--profile-metrics", default="metrics/profile.json", help="the profile's memory ratio")
     cl.add_argument("--nli-table", default="reports/nli_table", help="the NLI-only table's outputs (claims 1 and 2)")
-    cl.add_argument("--out", default="reports/claims.md")
+    cl.add_argument("--out", default="reports/claims.md", help="the claims table")
     cl.set_defaults(func=commands.cmd_claims)
 
     ps = sub.add_parser("preset", help="print a named preset as `dvc exp run -S` overrides (e.g. the authors' settings)",
@@ -166,8 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "models/paper --out reports/paper`.")
     from stsreg.config import PRESETS
 
-    ps.add_argument("name", choices=sorted(PRESETS))
-    ps.add_argument("--params", default="params.yaml")
+    ps.add_argument("name", choices=sorted(PRESETS), help="the preset")
+    ps.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     ps.add_argument("--write", metavar="FILE", help="write the whole params file with the preset applied instead")
     ps.set_defaults(func=commands.cmd_preset)
 
@@ -177,18 +174,18 @@ def build_parser() -> argparse.ArgumentParser:
                                     "configurations predicted over profile.memory_budget_mb or profile.max_step_s are "
                                     "predicted by a cost model instead. Writes reports/profile/{table.md,profile.csv,"
                                     "memory_vs_length.png} and metrics/profile.json (memory_ratio).")
-    pf.add_argument("--params", default="params.yaml")
-    pf.add_argument("--out", default="reports/profile")
-    pf.add_argument("--metrics", default="metrics/profile.json")
+    pf.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    pf.add_argument("--out", default="reports/profile", help="tables and plot")
+    pf.add_argument("--metrics", default="metrics/profile.json", help="memory_ratio")
     pf.set_defaults(func=commands.cmd_profile)
 
     se = sub.add_parser("serve", help="serve a registered model (MLflow scoring protocol) behind a request guard",
                         description="MLflow's scoring app (POST /invocations, GET /ping) for --model-uri, behind a guard "
                                     "that answers oversized bodies with 413 and deeply nested JSON with 400 before "
                                     "MLflow parses them. The registry is MLFLOW_TRACKING_URI or the project's mlflow/.")
-    se.add_argument("--model-uri", default="models:/sts-regression@champion")
-    se.add_argument("--host", default="127.0.0.1")
-    se.add_argument("--port", type=int, default=5001)
+    se.add_argument("--model-uri", default="models:/sts-regression@champion", help="registered model to serve")
+    se.add_argument("--host", default="127.0.0.1", help="listen address")
+    se.add_argument("--port", type=int, default=5001, help="listen port")
     se.add_argument("--max-body-mb", type=float, default=32.0, help="largest request body accepted (MB)")
     se.add_argument("--max-depth", type=int, default=32, help="deepest JSON nesting accepted")
     se.set_defaults(func=commands.cmd_serve)
@@ -197,18 +194,18 @@ def build_parser() -> argparse.ArgumentParser:
                         description="start: Prefect server + UI, MLflow tracking server + UI (both on 127.0.0.1, state "
                                     "under the project) and a process worker for pool stsreg-process; prints the URLs. "
                                     "While they run, stsreg commands log to them. stop: stops all three.")
-    sv.add_argument("action", choices=["start", "stop", "status"])
+    sv.add_argument("action", choices=["start", "stop", "status"], help="what to do")
     sv.add_argument("--project", default=".", help="project folder (state goes to <project>/.stsreg and <project>/mlflow)")
-    sv.add_argument("--prefect-port", type=int, default=4200)
-    sv.add_argument("--mlflow-port", type=int, default=5000)
+    sv.add_argument("--prefect-port", type=int, default=4200, help="Prefect server and UI")
+    sv.add_argument("--mlflow-port", type=int, default=5000, help="MLflow server and UI")
     sv.add_argument("--no-worker", action="store_true", help="do not start the process worker")
     sv.add_argument("--host", default="127.0.0.1", help="listen address; 0.0.0.0 for workers on other machines")
     sv.set_defaults(func=commands.cmd_servers)
     dp = sub.add_parser("deploy", help="create the Prefect deployments (weekly retrain, daily champion eval, manual profile)",
                         description="Deploy the flows of pipelines/ops_flow.py from this project folder, with the cron "
                                     "schedules of params.yaml's `schedule` section, to a work pool.")
-    dp.add_argument("--params", default="params.yaml")
-    dp.add_argument("--project", default=".")
+    dp.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    dp.add_argument("--project", default=".", help="the project folder the deployments run in")
     dp.add_argument("--pool", default=None, help="work pool (default: schedule.work_pool; created if it is a new process pool)")
     dp.add_argument("--image", default=None, help="docker pool: the job image (e.g. stsreg-worker:latest)")
     dp.set_defaults(func=commands.cmd_deploy)
@@ -216,8 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="print the results tables from the metrics files")
     r.add_argument("--metrics", default="data/prepared/summary.json", help="the prepare stage's full data summary")
     r.add_argument("--models", default="models", help="folder with stage1/ and stage2/ outputs")
-    r.add_argument("--eval-metrics", default="reports/eval/metrics.json")
-    r.add_argument("--promotion", default="reports/registry/promotion.json")
+    r.add_argument("--eval-metrics", default="reports/eval/metrics.json", help="the evaluation's metrics")
+    r.add_argument("--promotion", default="reports/registry/promotion.json", help="the last gate decision")
     r.add_argument("--readme", metavar="FILE", help="instead: rewrite FILE's generated blocks from their report files")
     r.add_argument("--check", action="store_true", help="with --readme: write nothing; exit 3 if a block is out of date")
     r.set_defaults(func=commands.cmd_report)

@@ -1,4 +1,5 @@
-"""The README's generated blocks: the tables it shows are the committed report files, verbatim."""
+"""The docs' generated blocks: the tables they show are the committed report files, verbatim; the site builds
+strictly (no broken link, no page left out of it)."""
 
 import pytest
 
@@ -7,16 +8,30 @@ from stsreg.errors import InputError
 from stsreg.readme import blocks, sync
 from tests.conftest import REPO
 
-#: Reports the README shows whole; each must sit in a generated block, so a rerun that changes it fails this test
-#: until `stsreg report --readme README.md` copies it in.
+#: Reports the docs show whole; each must sit in a generated block, so a rerun that changes it fails this test
+#: until `make readme` copies it in.
 EMBEDDED = {"reports/compare/results.md", "reports/claims.md", "reports/nli_table/results.md",
             "reports/baselines/results.md", "reports/same_settings/results.md", "reports/search/results.md"}
 
 
-def test_readme_tables_are_the_committed_reports():
-    readme = REPO / "README.md"
-    assert {path for path, _, _ in blocks(readme.read_text(encoding="utf-8"))} >= EMBEDDED
-    assert sync(readme, check=True) == [], "run `stsreg report --readme README.md` after a stage rewrote a report"
+def test_docs_tables_are_the_committed_reports():
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    shown = {str((page.parent / path).resolve().relative_to(REPO)) for page in pages
+             for path, _, _ in blocks(page.read_text(encoding="utf-8"), page.name)}
+    assert shown >= EMBEDDED
+    for page in pages:
+        assert sync(page, check=True) == [], f"run `make readme` after a stage rewrote a report shown in {page.name}"
+
+
+def test_the_docs_site_builds_strictly(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run = subprocess.run([str(Path(sys.executable).with_name("mkdocs")), "build", "--strict", "--site-dir",
+                          str(tmp_path / "site")], cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (tmp_path / "site/comparison/index.html").is_file()
 
 
 def _doc(tmp_path, body):

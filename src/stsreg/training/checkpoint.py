@@ -45,7 +45,7 @@ class Checkpointer:
             return None
         ckpt = torch.load(self.path, map_location="cpu", weights_only=False)
         if ckpt["fingerprint"] != self.fingerprint:
-            why = key_mismatch(ckpt.get("key_parts", {}), self.key_parts) or "an older key format"
+            why = key_mismatch(ckpt["key_parts"], self.key_parts) if "key_parts" in ckpt else "an older key (no parts)"
             if rank == 0:
                 print(f"starting from step 0: checkpoint {self.path} was made with other {why}")
             return None

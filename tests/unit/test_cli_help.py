@@ -1,0 +1,35 @@
+"""The CLI follows argparse's conventions: `--version`, and every subcommand's help renders, every flag has help,
+and each flag with a default shows it."""
+
+import argparse
+import contextlib
+import io
+
+import pytest
+
+from stsreg import __version__
+from stsreg.cli import build_parser, main
+
+SUBCOMMANDS = sorted(build_parser()._subparsers._group_actions[0].choices)
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"stsreg {__version__}"
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_each_subcommand_help_renders_with_every_flag_explained_and_its_default(name, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # no wrapping inside a default
+    sub = build_parser()._subparsers._group_actions[0].choices[name]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        sub.parse_args(["--help"])
+    text = " ".join(out.getvalue().split())
+    for action in sub._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        assert action.help, f"stsreg {name} {action.option_strings or action.dest}: no help"
+        if action.option_strings and action.default not in (None, False, argparse.SUPPRESS):
+            assert f"(default: {action.default})" in text, f"stsreg {name} {action.option_strings}: default not shown"
