@@ -230,8 +230,9 @@ def main(argv=None) -> int:
         r = results["benchmarks"][name]
         print(f"bench: {name} ratio {r.get('ratio', float('nan')):.3f} ({time.perf_counter() - t0:.0f} s)", flush=True)
         out.with_suffix(".json").write_text(json.dumps(results, indent=2))  # partial results survive a crash
-    out.with_suffix(".md").write_text(format_report(results) + "\n")
-    print(format_report(results))
+    report = format_report(results, str(out.with_suffix(".json")))
+    out.with_suffix(".md").write_text(report + "\n")
+    print(report)
     return 0
 
 

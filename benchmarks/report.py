@@ -62,7 +62,7 @@ def machine(device: str = "cpu") -> dict:
             "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M")}
 
 
-def format_report(results: dict) -> str:
+def format_report(results: dict, samples: str = "reports/benchmarks.json") -> str:
     """``reports/benchmarks.md``: one row per benchmark (medians, ratio, target, met or missed by how much, date)."""
     m = results["machine"]
     on = f"{m['gpu']} (native bf16: {m.get('gpu_native_bf16')}; host {m['cpu']}, " if m.get("gpu") else f"{m['cpu']} ("
@@ -99,5 +99,5 @@ def format_report(results: dict) -> str:
         from benchmarks.champion import format_champion
 
         lines += format_champion(champ)
-    lines += ["", "Every sample is in `reports/benchmarks.json`."]
+    lines += ["", f"Every sample is in `{samples}`."]
     return "\n".join(lines)
