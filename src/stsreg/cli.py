@@ -12,6 +12,7 @@ takes ``--params`` validates the whole file and checks its inputs (:mod:`stsreg.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
 from pathlib import Path
@@ -35,9 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--version", action="version", version=f"stsreg {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add = sub.add_parser
-    sub.add_parser = lambda *a, **kw: add(*a, formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kw)  # defaults shown
+    # every subcommand's help shows each flag's default
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=functools.partial(
+        argparse.ArgumentParser, formatter_class=argparse.ArgumentDefaultsHelpFormatter))
 
     f = sub.add_parser("fetch", help="copy/download raw files into data/raw and verify sha256",
                        description="Copy every file of the sources registry from a mirror folder (or its upstream URL) "

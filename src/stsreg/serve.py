@@ -135,21 +135,21 @@ def resolve(model_uri: str, tracking_uri: str) -> str:
     return f"runs:/{version.run_id}/model"
 
 
-def build_app(model_uri: str, tracking_uri: str, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
               max_depth: int = DEFAULT_MAX_DEPTH):
-    """MLflow's scoring app for ``model_uri`` (``models:/name@alias`` resolved in ``tracking_uri``), guarded."""
+    """MLflow's scoring app for ``artifact_uri`` (what :func:`resolve` returns; fetched from ``tracking_uri``), guarded."""
     import mlflow.artifacts
     import mlflow.pyfunc
     from mlflow.pyfunc import scoring_server
 
-    local = mlflow.artifacts.download_artifacts(artifact_uri=resolve(model_uri, tracking_uri), tracking_uri=tracking_uri)
+    local = mlflow.artifacts.download_artifacts(artifact_uri=artifact_uri, tracking_uri=tracking_uri)
     return RequestGuard(scoring_server.init(mlflow.pyfunc.load_model(local)), max_body_bytes, max_depth)
 
 
-def serve(model_uri: str, tracking_uri: str, host: str = "127.0.0.1", port: int = 5001,
+def serve(artifact_uri: str, tracking_uri: str, host: str = "127.0.0.1", port: int = 5001,
           max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
-    """Serve until interrupted (uvicorn, one process)."""
+    """Serve ``artifact_uri`` (what :func:`resolve` returns) until interrupted (uvicorn, one process)."""
     import uvicorn
 
-    app = build_app(model_uri, tracking_uri, max_body_bytes, max_depth)
+    app = build_app(artifact_uri, tracking_uri, max_body_bytes, max_depth)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -18,9 +18,9 @@ def latest_runs(uri: str, experiment: str = "stsreg") -> dict:
     """``{run name: the latest FINISHED run}`` of :data:`RUNS` in ``uri`` (absent names skipped; {} without a store)."""
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         return {}
-    from mlflow.tracking import MlflowClient
+    from stsreg import tracking
 
-    client = MlflowClient(tracking_uri=uri)
+    client = tracking.client(uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         return {}
