@@ -9,30 +9,21 @@ an entry (``fetch.extra_nli``) are checked against the sha256 given in params wh
 hold at least one non-blank line.
 
     changed = check_inputs(parts, Path("data/raw"), registry)   # raises InputError listing every problem
+
+The registry is read by :func:`stsreg.data.sources.load_registry`, the one reader fetch uses too.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
+from typing import Iterable
 
+from stsreg.config import ExtraNLISource
 from stsreg.data.catalogue import Part
+from stsreg.data.sources import Source, extra_sources, load_registry
 from stsreg.errors import InputError
 from stsreg.hashing import sha256_file
-
-
-def registry_entries(registry: str | os.PathLike) -> dict[str, dict]:
-    """``{file: entry}`` of a sources registry (``data/sources.json`` format); a missing registry is an error."""
-    path = Path(registry)
-    if not path.is_file():
-        raise InputError(f"{path}: the sources registry is missing; prepare checks every raw file against it "
-                         "(restore it with `git checkout data/sources.json`, or pass --registry PATH)")
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-        return {e["file"]: e for e in entries}
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise InputError(f"{path}: unreadable sources registry: {exc}") from None
 
 
 def count_rows(path: Path) -> int:
@@ -54,45 +45,47 @@ def not_text(path: Path, probe: int = 8192) -> str:
     return ""
 
 
-def _changed(path: Path, entry: dict) -> str:
-    """How ``path`` differs from its registry ``entry`` (size first: no hashing needed), or empty if it does not."""
-    size, want_size = path.stat().st_size, entry.get("bytes")
-    if want_size is not None and size != int(want_size):
-        return f"{size} bytes, registered {want_size}; sha256 {sha256_file(path)}, registered {entry['sha256']}"
-    if entry.get("sha256") and (got := sha256_file(path)) != entry["sha256"]:
-        return f"sha256 {got}, registered {entry['sha256']}"
+def _changed(path: Path, source: Source) -> str:
+    """How ``path`` differs from its registry entry (size first: no hashing needed), or empty if it does not."""
+    size = path.stat().st_size
+    if source.bytes is not None and size != source.bytes:
+        return f"{size} bytes, registered {source.bytes}; sha256 {sha256_file(path)}, registered {source.sha256}"
+    if source.sha256 and (got := sha256_file(path)) != source.sha256:
+        return f"sha256 {got}, registered {source.sha256}"
     return ""
 
 
-def check_inputs(parts: list[Part], raw_root: Path, registry: str | os.PathLike,
-                 allow_local_edits: bool = False, extra_sha256: dict[str, str] | None = None) -> list[str]:
-    """Raise one :class:`InputError` naming each missing, empty, changed or too short file (and its dataset/split).
+def check_inputs(parts: list[Part], raw_root: Path, registry: str | os.PathLike, allow_local_edits: bool = False,
+                 extra: Iterable[ExtraNLISource] = ()) -> list[str]:
+    """Raise one :class:`InputError` naming each missing, empty, binary, changed or too short file (and its
+    dataset/split), checked against ``registry`` and the ``extra`` NLI files of params (``fetch.extra_nli``).
 
-    ``extra_sha256``: ``{file: sha256}`` for files the registry does not list (``fetch.extra_nli``).
     Returns the changed files (``file: how``) when ``allow_local_edits`` accepts them; otherwise an empty list."""
-    entries = {**{f: {"sha256": h} for f, h in (extra_sha256 or {}).items() if h}, **registry_entries(registry)}
+    sources = {s.file: s for s in load_registry(registry) + extra_sources(extra)}
     problems, changed = [], []
     for part in parts:
         for rel in part.files:
             path = raw_root / rel
             where = f"{path} [{part.dataset}/{part.split}]"
-            entry = entries.get(rel, {})
+            source = sources.get(rel, Source(dataset=part.dataset, file=rel, sha256=""))
             if not path.is_file():
                 problems.append(f"  - {where}: missing")
-            elif path.stat().st_size == 0:
+                continue
+            if path.stat().st_size == 0:
                 problems.append(f"  - {where}: empty (0 bytes)")
-            elif why := not_text(path):
+                continue
+            if why := not_text(path):
                 problems.append(f"  - {where}: {why}")
                 continue
-            elif how := _changed(path, entry):
+            if how := _changed(path, source):
                 if allow_local_edits:
                     changed.append(f"{rel}: {how}")
                 else:
                     problems.append(f"  - {where}: changed since fetch: {how}")
-            if path.is_file() and path.stat().st_size and (need := int(entry.get("min_rows") or 1)) > 1:
-                if (rows := count_rows(path)) < need:
-                    problems.append(f"  - {where}: {rows} non-blank lines, fewer than min_rows {need} declared in "
-                                    f"{registry} (truncated?)")
+            need = source.min_rows or 1
+            if need > 1 and (rows := count_rows(path)) < need:
+                problems.append(f"  - {where}: {rows} non-blank lines, fewer than min_rows {need} declared in "
+                                f"{registry} (truncated?)")
     if problems:
         raise InputError(f"{len(problems)} raw file problem(s), nothing was prepared:\n" + "\n".join(problems)
                          + "\nHow to fix: rerun `stsreg fetch` (it restores and verifies every registered file), or "

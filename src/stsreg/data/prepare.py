@@ -188,8 +188,7 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
     p = params.prepare
     parts = sts_parts() + nli_parts(params.fetch.extra_nli)
     _check_nli_train(p.nli_train, all_nli_entries(params.fetch.extra_nli))
-    changed = check_inputs(parts, raw_root, registry, p.allow_local_edits,
-                           {e.file: e.sha256 for e in params.fetch.extra_nli})
+    changed = check_inputs(parts, raw_root, registry, p.allow_local_edits, params.fetch.extra_nli)
     kept: dict[str, list[pd.DataFrame]] = {"sts": [], "nli": []}
     rejects: dict[str, list[pd.DataFrame]] = defaultdict(list)
     duplicates: list[pd.DataFrame] = []

@@ -54,10 +54,16 @@ class FetchError(InputError):
 
 
 def load_registry(path: str | os.PathLike) -> list[Source]:
-    """Read the committed sources registry (a JSON list of :class:`Source` fields)."""
-    with open(path, encoding="utf-8") as fh:
-        entries = json.load(fh)
-    sources = [Source(**e) for e in entries]
+    """Read the committed sources registry (a JSON list of :class:`Source` fields); a missing or unreadable registry
+    is an :class:`InputError`."""
+    if not Path(path).is_file():
+        raise InputError(f"{path}: the sources registry is missing; fetch and prepare check every raw file against it "
+                         "(restore it with `git checkout data/sources.json`, or pass --registry PATH)")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            sources = [Source(**e) for e in json.load(fh)]
+    except (OSError, ValueError, TypeError) as exc:
+        raise InputError(f"{path}: unreadable sources registry: {exc}") from None
     files = [s.file for s in sources]
     if len(files) != len(set(files)):
         raise InputError(f"{path}: duplicate `file` entries in the sources registry")
