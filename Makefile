@@ -107,5 +107,5 @@ test-slow: install ## run the slow tests only
 lock: $(VENV)/bin/python ## re-resolve requirements.lock from pyproject.toml
 	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --extra bench --python-version 3.11 $(FIND_LINKS) -o requirements.lock
 
-clean: ## remove pipeline outputs (keeps .venv and the DVC cache)
-	rm -rf data/raw data/prepared data/rejected metrics reports/eval reports/registry
+clean: ## remove the product pipeline's DVC outputs (keeps committed metrics/reports, .venv, mlflow/ and the DVC cache; `dvc checkout` restores)
+	git clean -fdXq data models reports/eval reports/registry

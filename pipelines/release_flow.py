@@ -19,7 +19,7 @@ from pathlib import Path
 
 from prefect import flow, task
 
-from stsreg import atomic, registry, runtime, tracking
+from stsreg import atomic, model_card, registry, runtime, tracking
 from stsreg.config import load_params
 from stsreg.hashing import fingerprint, sha256_file
 from stsreg.runners.evaluate import headline as eval_headline, run_evaluate
@@ -63,13 +63,19 @@ def params_hash(params_path: str) -> str:
 
 @task(name="register")
 def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: list[str], out_path: str) -> dict:
+    """Log and register ``model_dir`` with its model card; the version to ``out_path``, the card beside it
+    (``model_card.md``)."""
     run_id = json.loads((Path(eval_dir) / "mlflow_run.json").read_text())["run_id"]
     metrics = json.loads((Path(eval_dir) / "metrics.json").read_text())
+    commit = tracking.git_commit()
+    card = model_card.render(load_params(params_path), Path(model_dir), metrics,
+                             (Path(eval_dir) / "table.md").read_text(encoding="utf-8"), commit)
+    atomic.write_text(Path(out_path).with_name("model_card.md"), card)
     tags = {f"data_sha256.{Path(p).name}": sha256_file(p) for p in data_paths}
-    tags.update({"params_hash": params_hash(params_path), "git_commit": tracking.git_commit(),
+    tags.update({"params_hash": params_hash(params_path), "git_commit": commit,
                  "avg7_spearman": f"{metrics['avg7_spearman']:.2f}", "avg7_unseen_spearman": f"{metrics['avg7_unseen_spearman']:.2f}",
                  "stsb_dev_spearman": f"{metrics.get('stsb_dev_spearman', float('nan')):.2f}"})
-    mv = registry.log_and_register(run_id, Path(model_dir), Path(eval_dir) / "predictions.parquet", tags)
+    mv = registry.log_and_register(run_id, Path(model_dir), Path(eval_dir) / "predictions.parquet", tags, card=card)
     out = {"name": mv.name, "version": int(mv.version), "run_id": run_id, "alias": "challenger", "tags": tags}
     atomic.write_text(out_path, json.dumps(out, indent=2))
     return out

@@ -94,11 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("register", help="log the model as an MLflow pyfunc and register it as `challenger`",
                        description="Log models/stage2 as a pyfunc (sentence1, sentence2 -> cosine, score) in the "
-                                   "evaluation's MLflow run; register a version of sts-regression, alias challenger.")
+                                   "evaluation's MLflow run with its model card; register a version of sts-regression, alias challenger.")
     g.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     g.add_argument("--model", default="models/stage2", help="the model folder to register")
     g.add_argument("--eval-dir", default="reports/eval", help="its evaluation (metrics and MLflow run)")
-    g.add_argument("--out", default="reports/registry/challenger.json", help="the registered version")
+    g.add_argument("--out", default="reports/registry/challenger.json", help="the registered version (model_card.md beside it)")
     g.set_defaults(func=commands.cmd_register)
 
     pr = sub.add_parser("promote", help="move alias `champion` to the challenger if it wins the gate",

@@ -8,7 +8,6 @@ cosine), which the gate needs to test the challenger against the champion on the
 
 from __future__ import annotations
 
-import functools
 import logging
 import tempfile
 from pathlib import Path
@@ -34,9 +33,16 @@ def _requirements() -> list[str]:
             ("torch", "transformers", "tokenizers", "safetensors", "pandas", "numpy", "scipy", "mlflow", "tqdm")]
 
 
+def _add_card(saved: Path, card: str) -> None:
+    """The model card as README.md at the pyfunc's root and beside its weights (the sentence-transformers folder)."""
+    for folder in [saved, *(p.parent for p in (saved / "artifacts").glob("*/modules.json"))]:
+        (folder / "README.md").write_text(card, encoding="utf-8")
+
+
 def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict[str, str], name: str = MODEL_NAME,
-                     uri: str | None = None):
+                     uri: str | None = None, card: str | None = None):
     """Log ``model_dir`` as a pyfunc in run ``run_id`` with ``predictions``; register a version, alias ``challenger``.
+    ``card``: the model card (:mod:`stsreg.model_card`), README.md of the logged model and the version's description.
 
     Everything goes through an explicit client of ``uri`` (default :func:`stsreg.tracking.tracking_uri`). The pyfunc
     becomes the run's ``model`` artifact: saved straight into a local artifact store (the weights are copied once),
@@ -51,15 +57,20 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
     from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
 
     c = tracking.client(uri)
-    save = functools.partial(mlflow.pyfunc.save_model, python_model=SentencePairModel(), artifacts={"model": str(model_dir)},
-                             signature=SIGNATURE, pip_requirements=_requirements(), input_example=EXAMPLE,
-                             code_paths=[str(Path(stsreg.__file__).parent)])
+
+    def save(path: Path) -> None:
+        mlflow.pyfunc.save_model(str(path), python_model=SentencePairModel(), artifacts={"model": str(model_dir)},
+                                 signature=SIGNATURE, pip_requirements=_requirements(), input_example=EXAMPLE,
+                                 code_paths=[str(Path(stsreg.__file__).parent)])
+        if card:
+            _add_card(path, card)
+
     store = get_artifact_repository(c.get_run(run_id).info.artifact_uri)
     if isinstance(store, LocalArtifactRepository):  # the embedded store: write the pyfunc in place, copying the weights once
-        save(str(Path(store.artifact_dir) / "model"))
+        save(Path(store.artifact_dir) / "model")
     else:  # a remote store (a tracking server): save beside, then upload
         with tempfile.TemporaryDirectory() as tmp:
-            save(str(Path(tmp) / "model"))
+            save(Path(tmp) / "model")
             c.log_artifacts(run_id, str(Path(tmp) / "model"), artifact_path="model")
     c.log_artifact(run_id, str(predictions), artifact_path=Path(PREDICTIONS).parent.as_posix())
     from mlflow.exceptions import MlflowException
@@ -69,7 +80,8 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
     except MlflowException as exc:
         if exc.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
-    mv = c.create_model_version(name, source=f"runs:/{run_id}/model", run_id=run_id, tags=tags)
+    mv = c.create_model_version(name, source=f"runs:/{run_id}/model", run_id=run_id, tags=tags,
+                                description=card.split("---", 2)[-1].strip() if card else None)
     c.set_registered_model_alias(name, "challenger", mv.version)
     log.info("registered %s version %s as challenger", name, mv.version)
     return mv

@@ -288,3 +288,22 @@ def test_abuse_mixed_requests_from_threads_get_no_5xx_and_correct_answers(server
         else:
             assert status == payloads[name][2], (name, status)
     assert requests.get(server + "/ping", timeout=10).status_code == 200  # still up
+
+
+def test_the_registered_model_carries_its_model_card(registry):
+    """README.md in sentence-transformers' card style: written beside the version file, at the logged pyfunc's root,
+    beside its weights, and as the version's description; its numbers are the evaluation's."""
+    import mlflow
+
+    work, uri, decisions, c = registry
+    ev, reg = decisions[2]["eval"], decisions[2]["register"]
+    card = (work / "model_card.md").read_text()
+    assert card.startswith("---\nbase_model: ") and "library_name: sentence-transformers" in card
+    assert f"avg7 {ev['avg7_spearman']:.2f} Spearman [{ev['avg7_spearman_low']:.2f}, {ev['avg7_spearman_high']:.2f}]" in card
+    assert (work / "eval2/table.md").read_text().strip() in card
+    assert "## Usage" in card and "## Training" in card and "## Intended use and limitations" in card
+    local = mlflow.artifacts.download_artifacts(f"runs:/{reg['run_id']}/model", tracking_uri=uri, dst_path=str(work / "dl"))
+    weights = [p.parent for p in (work / "dl/model/artifacts").glob("*/modules.json")]
+    assert len(weights) == 1 and (weights[0] / "README.md").read_text() == card
+    assert (work / "dl/model/README.md").read_text() == card and local.endswith("model")
+    assert "## Evaluation" in c.get_model_version(NAME, str(reg["version"])).description
