@@ -76,3 +76,22 @@ def test_modules_and_functions_stay_small():
                     if node.end_lineno - node.lineno + 1 > 60:
                         too_long.append(f"{rel}: {node.name} {node.end_lineno - node.lineno + 1} lines")
     assert not too_long, too_long
+
+
+def test_the_experiments_package_stands_apart_and_needs_no_path_edits():
+    """Only the experiments import ``stsreg.experiments``; no module of the library or the flows edits ``sys.path``
+    (the explorations are importable as ``stsreg.experiments.explore.<name>``), and no script is left under reports/."""
+    from stsreg import codehash
+
+    experiments = REPO / "src/stsreg/experiments"
+    importers, path_edits = [], []
+    for folder in ("src", "pipelines"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            imported = codehash._imports(path)
+            if experiments not in path.parents and any(m.startswith("stsreg.experiments") for m in imported):
+                importers.append(str(path.relative_to(REPO)))
+            if re.search(r"\bsys\.path\b", path.read_text(encoding="utf-8")):
+                path_edits.append(str(path.relative_to(REPO)))
+    assert not importers and not path_edits, (importers, path_edits)
+    assert not sorted((REPO / "reports").rglob("*.py"))
+    assert {p.stem for p in (experiments / "explore").glob("*.py")} >= {"cos_scale", "soup", "subset_breakdown"}

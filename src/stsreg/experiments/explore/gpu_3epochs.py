@@ -1,6 +1,6 @@
 """Stage-2 exploration on a GPU: many (loss, settings, seed) runs in parallel processes on one card.
 
-usage: python explore.py JOBS.json OUT_DIR --workers 6 --budget 420, from a project root holding
+usage: python -m stsreg.experiments.explore.gpu_3epochs JOBS.json OUT_DIR --workers 6 --budget 420, from a project root holding
 ``.dev/stage1`` (models/stage1 with its weights stored in fp16), ``.dev/sts.parquet`` and ``.dev/nli_train.parquet``
 (copies of data/prepared/), on a machine without the ``datasets`` package (sentences are tokenized in memory).
 Each job: {"name", "seed", "stage2": {overrides}, "eval": bool, "nli": {"objective", "max_pairs", "epochs"} | null}.
@@ -13,14 +13,12 @@ import json
 import multiprocessing as mp
 import os
 import shutil
-import sys
 import tarfile
 import time
 import traceback
 from pathlib import Path
 
 ROOT = Path.cwd()
-sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 
 def run_job(job: dict, work_root: str) -> dict:

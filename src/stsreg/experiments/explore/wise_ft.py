@@ -5,16 +5,13 @@ training scores it). Fine-tuned weights mixed with their start often generalise 
 distribution (WiSE-FT, Wortsman et al., CVPR 2022); a mix the dev-only rule could pick would need a dev figure above
 alpha = 1. Writes ``reports/explore/soup/wise_ft.md``. No test row is read.
 
-    python reports/explore/soup/wise_ft.py
+    python -m stsreg.experiments.explore.wise_ft
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from soup.run import ALPHAS, OUT, dev_along  # noqa: E402
+from stsreg.experiments.explore.soup import ALPHAS, OUT, dev_along
 
 
 def main() -> int:

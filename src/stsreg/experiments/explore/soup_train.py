@@ -1,13 +1,11 @@
-"""Train the soup's ingredients and keep their models (see run.py): one compare-like ``ours_cos`` row per (map, seed)."""
+"""Train the soup's ingredients and keep their models (see soup.py): one compare-like ``ours_cos`` row per (map, seed)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from cos_scale.run import STS, name_of, row_params, stage1_of  # noqa: E402
+from stsreg.experiments.explore.cos_scale import STS, name_of, row_params, stage1_of
 
 MODELS = Path("checkpoints/explore_soup")  # gitignored: ~88 MB per model
 

@@ -7,7 +7,7 @@ when the models share a start). This script asks whether some mix ``(1 - alpha) 
 STS-B dev than either ingredient: if so, the dev-only rule picks it, and its test views (reporting only) say whether
 it keeps the narrower band's lead over CoSENT.
 
-Per seed: ``train.py`` trains both ingredients as compare-like ``ours_cos`` rows (the comparison's stage-1 model of
+Per seed: ``soup_train.py`` trains both ingredients as compare-like ``ours_cos`` rows (the comparison's stage-1 model of
 the seed, 1 epoch, the best STS-B dev checkpoint after step 0) and keeps the models under ``checkpoints/``. Here:
 
 1. STS-B dev Spearman at ``alpha`` = 0, 0.1, ..., 1 (alpha = 0 and 1 must equal the ingredients' training figures);
@@ -19,8 +19,8 @@ the seed, 1 epoch, the best STS-B dev checkpoint after step 0) and keeps the mod
 Writes ``reports/explore/soup/`` (``dev_curve.json``, ``<mix>-<seed>/`` evaluations, ``results.md``,
 ``alpha.png``). Commands:
 
-    python reports/explore/soup/train.py --seeds 42 43 44
-    python reports/explore/soup/run.py --seeds 42 43 44
+    python -m stsreg.experiments.explore.soup_train --seeds 42 43 44
+    python -m stsreg.experiments.explore.soup --seeds 42 43 44
 """
 
 from __future__ import annotations
@@ -28,14 +28,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from cos_scale.run import COLUMNS, REFERENCES, STS, predictions, run_dir  # noqa: E402
-from soup.train import MODELS, model_dir  # noqa: E402
+from stsreg.experiments.explore.cos_scale import COLUMNS, REFERENCES, STS, predictions, run_dir
+from stsreg.experiments.explore.soup_train import MODELS, model_dir
 
 OUT = Path("reports/explore/soup")
 MAPS = ((5.0, 0.0), (7.5, -2.5))  # alpha = 0 and alpha = 1

@@ -7,7 +7,7 @@ It reads the finished rows of ``reports/compare/runs/<method>-<seed>/metrics.jso
 ``<task>_<subset>_spearman``) and writes ``reports/explore/subset_breakdown.md``. Test numbers only describe what was trained:
 nothing here feeds a choice.
 
-    python reports/explore/subset_breakdown.py --reference ours_cos
+    python -m stsreg.experiments.explore.subset_breakdown --reference ours_cos
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ its kept STS-B dev; only if it is higher do seeds 43 and 44 run. Each run is a c
 stage-1 model of the seed, 1 epoch, the best STS-B dev checkpoint after step 0); its 7-task evaluation and paired
 bootstraps against ``ours_cos`` and ``cosent`` are reporting only.
 
-    python reports/explore/fitted_map/run.py --seeds 42
+    python -m stsreg.experiments.explore.fitted_map --seeds 42
 """
 
 from __future__ import annotations
@@ -20,18 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from stsreg.losses import AffineCosine  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from cos_scale.run import (COLUMNS, REFERENCES, STS, figures, predictions, row_params,  # noqa: E402
-                           run_dir, stage1_of)
+from stsreg.experiments.explore.cos_scale import (COLUMNS, REFERENCES, STS, figures, predictions, row_params, run_dir,
+                                                  stage1_of)
+from stsreg.losses import AffineCosine
 
 OUT = Path("reports/explore/fitted_map")
 #: the fitted slope is floored here (a batch whose cosines do not follow the labels would otherwise ask for a flat

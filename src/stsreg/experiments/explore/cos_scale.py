@@ -12,10 +12,10 @@ Each variant is one ``compare`` row with ``stage2.cos_a`` / ``cos_b`` changed an
 ``results.md``: dev (the only figure a choice may read) beside the test views and paired bootstraps against the
 comparison's ``ours_cos`` and ``cosent`` rows of the same seed (reporting only).
 
-    python reports/explore/cos_scale/run.py --seeds 42 43 44 --maps 10,-5 7.5,-2.5
-    python reports/explore/cos_scale/run.py --seeds 42 --maps 20,-15 7.5,0
-    python reports/explore/cos_scale/run.py --report-only --seeds 42 43 44 --maps 10,-5 7.5,-2.5 20,-15 7.5,0
-    python reports/explore/cos_scale/run.py --production 7.5,-2.5
+    python -m stsreg.experiments.explore.cos_scale --seeds 42 43 44 --maps 10,-5 7.5,-2.5
+    python -m stsreg.experiments.explore.cos_scale --seeds 42 --maps 20,-15 7.5,0
+    python -m stsreg.experiments.explore.cos_scale --report-only --seeds 42 43 44 --maps 10,-5 7.5,-2.5 20,-15 7.5,0
+    python -m stsreg.experiments.explore.cos_scale --production 7.5,-2.5
 
 A finished (map, seed) is skipped on a rerun, so adding seeds trains only the new runs.
 
