@@ -115,9 +115,29 @@ def test_evaluator_reproduces_the_reference_row_of_the_untouched_backbone(prepar
     # elsewhere 78.8749x; both are the reference's 78.87 to within 0.01
     assert abs(m["avg7_spearman"] - 78.87) < 0.01
     assert m["avg7_spearman"] == pytest.approx(sum(m[f"{t}_spearman"] for t in expected) / 7)
-    expected["avg7"] = 78.87
     assert round(m["avg7_unseen_spearman"], 2) == 78.66 and round(m["stsb_dev_spearman"], 2) == 86.72
-    # bf16 (what `auto` picks on CPUs with native bf16) stays within 0.1 on every task (the speed issue's criterion)
+
+
+def _native_bf16_cpu() -> bool:
+    import torch
+
+    from stsreg.precision import native_bf16
+
+    return native_bf16(torch.device("cpu"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _native_bf16_cpu(), reason="bf16 is what `auto` picks only where the CPU has it natively; "
+                    "emulated, the full evaluation outlasts the test's timeout")
+def test_bf16_evaluation_stays_within_0_1_of_the_reference_row(prepared):
+    """bf16 (what ``model.precision: auto`` picks on CPUs with native bf16) within 0.1 of the fp32 reference row on
+    every task and avg7 (the speed issue's criterion)."""
+    from stsreg.evaluate import eval_pairs, score_pairs, task_metrics
+    from stsreg.runners.evaluate import load_for_eval
+
+    pairs = eval_pairs(pd.read_parquet(prepared / "prepared/sts.parquet"))
     b = task_metrics(score_pairs(load_for_eval("default", max_length=256, precision="bf16"), pairs, show_progress=False))
-    drift = {t: abs(b[f"{t}_spearman"] - m[f"{t}_spearman"]) for t in expected}
+    reference = {"sts12": 72.37, "sts13": 80.60, "sts14": 75.60, "sts15": 85.39, "sts16": 78.99, "stsb": 82.03,
+                 "sickr": 77.15, "avg7": 78.87}
+    drift = {t: abs(b[f"{t}_spearman"] - v) for t, v in reference.items()}
     assert max(drift.values()) < 0.1, drift
