@@ -24,7 +24,7 @@ COPY src ./src
 COPY pipelines ./pipelines
 RUN python -m pip install --no-cache-dir uv==0.13.9 \
     && bash scripts/install.sh --python "$(command -v python)" --keep-torch \
-    && python -c "import torch, stsreg.runners, stsreg.training; print(torch.__version__, torch.version.cuda)"
+    && python -c "import torch, stsreg.product.runners, stsreg.product.training; print(torch.__version__, torch.version.cuda)"
 
 RUN useradd --create-home --uid 1000 stsreg && mkdir -p /work && chown stsreg:stsreg /work
 USER stsreg

@@ -6,7 +6,7 @@ Same machine, same model weights (the configured backbone), same data, same torc
 - (a) ``encode``: sentences/s of :meth:`SiameseRegressor.encode` (at ``model.precision``, and in fp32) vs
   ``SentenceTransformer.encode`` on the STS-B test sentences (evaluation length and batch), plus every side's
   Spearman (equal accuracy is part of the claim);
-- (b) ``train`` / ``train_grouped``: steady-state stage-2 pairs/s (random batches / ``stage2.group_by_length``) of :func:`stsreg.training.stage2.fine_tune` (the stage-2 loss, at ``model.precision``) vs
+- (b) ``train`` / ``train_grouped``: steady-state stage-2 pairs/s (random batches / ``stage2.group_by_length``) of :func:`stsreg.product.training.stage2_training.fine_tune` (the stage-2 loss, at ``model.precision``) vs
   ``SentenceTransformerTrainer`` with ``CoSENTLoss``, same pairs, batch size and max length; timed from each side's
   per-step callback after the warm-up steps, so data loading, evaluation and saving are outside both;
 - (c) ``stage1``: stage-1 wall time with a cold embedding cache vs one encoder pass over the same NLI sentences
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.report import TARGETS, format_report, machine, median, same_machine, sync
+from benchmarks.bench_report import TARGETS, format_report, machine, median, same_machine, sync
 from benchmarks.train_speed import resolved_precision, bench_train
 
 #: benchmarks that mean the same on a GPU; the others measure host-side costs (Prefect, MLflow, DVC)
@@ -49,9 +49,9 @@ def bench_encode(backbone: str, sts: pd.DataFrame, max_length: int, batch_size: 
                  precision: str = "auto", device: str = "cpu") -> dict:
     from sentence_transformers import SentenceTransformer
 
-    from stsreg.data.catalogue import stsb_split
-    from stsreg.evaluate import spearman
-    from stsreg.model import SiameseRegressor, resolve_backbone
+    from stsreg.product.data.catalogue import stsb_split
+    from stsreg.product.sts_eval import spearman
+    from stsreg.product.model import SiameseRegressor, resolve_backbone
 
     test = stsb_split(sts, "test")
     sentences = list(test.sentence1) + list(test.sentence2)
@@ -87,10 +87,10 @@ def bench_encode(backbone: str, sts: pd.DataFrame, max_length: int, batch_size: 
 # -- (c) stage 1 vs one encoder pass --------------------------------------------------------------------
 def bench_stage1(params, nli_path: Path, n_pairs: int, repeats: int, device: str = "cpu") -> dict:
     """Stage 1 picks its device itself (a visible GPU when there is one): ``main`` hides GPUs for ``--device cpu``."""
-    from stsreg.model import SiameseRegressor
-    from stsreg.config import with_overrides
-    from stsreg.data.catalogue import sample_pairs
-    from stsreg.runners.stage1 import run_stage1
+    from stsreg.product.model import SiameseRegressor
+    from stsreg.infra.config import with_overrides
+    from stsreg.product.data.catalogue import sample_pairs
+    from stsreg.product.runners.stage1_runner import run_stage1
 
     # the head-only stage 1 (what the <= 1.2x target is about): the optional encoder step is a training run of its
     # own (~10 min on 2 cores), not the cost of caching embeddings for the head
@@ -116,12 +116,12 @@ def bench_stage1(params, nli_path: Path, n_pairs: int, repeats: int, device: str
 # -- (d) Prefect + MLflow overhead ------------------------------------------------------------------------
 _BARE = """
 import sys; from pathlib import Path
-from stsreg.config import load_params; from stsreg.runners.stage1 import run_stage1
+from stsreg.infra.config import load_params; from stsreg.product.runners.stage1_runner import run_stage1
 run_stage1(load_params(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))
 """
 _FLOW = """
 import sys
-from pipelines.stage1_flow import stage1_flow
+from pipelines.product.stage1_flow import stage1_flow
 stage1_flow(params_path=sys.argv[1], nli_path=sys.argv[2], out_dir=sys.argv[3], cache_dir=sys.argv[4])
 """
 
@@ -173,7 +173,7 @@ def bench_dvc_noop(repeats: int, target: str = "promote") -> dict:
 
 def _champion(params, params_path: Path) -> dict:
     from benchmarks.champion import bench_champion
-    from stsreg.config import resolve_mirror
+    from stsreg.infra.config import resolve_mirror
 
     with tempfile.TemporaryDirectory() as d:
         return bench_champion(str(resolve_mirror(params.fetch, None, base=params_path.resolve().parent)), Path(d))
@@ -195,7 +195,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.device == "cpu":  # before torch initialises CUDA: stage 1 and sentence-transformers would pick a GPU themselves
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    from stsreg.config import load_params
+    from stsreg.infra.config import load_params
 
     params = load_params(a.params)
     sts = pd.read_parquet(a.sts)

@@ -38,7 +38,7 @@ def _timed(cmd: list[str], cwd: Path, env: dict, log: Path) -> float:
 
 def bench_champion(mirror: str, work: Path) -> dict:
     """Both sides, one after the other; seconds, scores, and the pipeline's per-step table."""
-    from stsreg.timings import format_timings
+    from stsreg.product.timings import format_timings
 
     env = _env(mirror)
     clone = work / "clone"

@@ -22,7 +22,7 @@ def profile_training(params_path: str, sts_path: str, pairs: int, precision: str
     from torch.profiler import ProfilerActivity, profile
 
     from benchmarks.train_speed import short_dev, train_pairs, train_stsreg
-    from stsreg.config import load_params
+    from stsreg.infra.config import load_params
 
     params = load_params(params_path)
     sts = pd.read_parquet(sts_path)

@@ -14,7 +14,7 @@ from datasets import Dataset
 from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 from sentence_transformers.losses import CoSENTLoss
 
-from stsreg.model import resolve_backbone
+from stsreg.product.model import resolve_backbone
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 ap.add_argument("--sts", default="data/prepared/sts.parquet")

@@ -23,9 +23,9 @@ DEFAULT_RUNS = ("fp32:random:42", "bf16:random:42", "bf16:grouped:42", "bf16:ran
 
 
 def run_one(params, spec: str, sts: Path, init: Path) -> dict:
-    from stsreg.model import SiameseRegressor
-    from stsreg.runners.evaluate import run_evaluate
-    from stsreg.runners.stage2 import run_stage2
+    from stsreg.product.model import SiameseRegressor
+    from stsreg.product.runners.eval_runner import run_evaluate
+    from stsreg.product.runners.stage2_runner import run_stage2
 
     mode, batching, seed = spec.split(":")
     p = dataclasses.replace(params, seed=int(seed),
@@ -79,8 +79,8 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", nargs="+", default=list(DEFAULT_RUNS), help="precision:random|grouped:seed")
     ap.add_argument("--out", default="reports/stage2_ab")
     a = ap.parse_args(argv)
-    from benchmarks.report import machine
-    from stsreg.config import load_params
+    from benchmarks.bench_report import machine
+    from stsreg.infra.config import load_params
 
     params = load_params(a.params)
     out = Path(a.out)

@@ -10,19 +10,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.report import median, sync
+from benchmarks.bench_report import median, sync
 
 
 def train_pairs(sts: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
     """``n`` STS-B + SICK-R training pairs drawn with ``seed`` (the same rows for both sides of the bench)."""
-    from stsreg.data.catalogue import sample_pairs, sts_training_pairs
+    from stsreg.product.data.catalogue import sample_pairs, sts_training_pairs
 
     return sample_pairs(sts_training_pairs(sts), n, seed)
 
 
 def short_dev(sts: pd.DataFrame) -> pd.DataFrame:
     """16 STS-B dev rows: ``fine_tune`` needs a dev table, the bench never evaluates it (eval_every is huge)."""
-    from stsreg.data.catalogue import stsb_split
+    from stsreg.product.data.catalogue import stsb_split
 
     return stsb_split(sts, "dev").head(16)
 
@@ -35,7 +35,7 @@ def _steady_rate(stamps: list[float], batch_size: int, warmup: int) -> float:
 
 
 def resolved_precision(model) -> str:
-    from stsreg import precision
+    from stsreg.product import precision
 
     return precision.describe(model.amp_dtype)
 
@@ -44,9 +44,9 @@ def train_stsreg(backbone: str, pairs: pd.DataFrame, dev: pd.DataFrame, stage2, 
                   warmup: int, group_by_length: bool, precision: str, device: str) -> float:
     import torch
 
-    from stsreg.model import SiameseRegressor
-    from stsreg.objective import Objective
-    from stsreg.training.stage2 import fine_tune
+    from stsreg.product.model import SiameseRegressor
+    from stsreg.product.objective import Objective
+    from stsreg.product.training.stage2_training import fine_tune
 
     stamps: list[float] = []
     model = SiameseRegressor.from_pretrained(backbone, max_length=max_length, precision=precision)
@@ -63,7 +63,7 @@ def _train_st(backbone: str, pairs: pd.DataFrame, batch_size: int, max_length: i
     from sentence_transformers.losses import CoSENTLoss
     from transformers import TrainerCallback
 
-    from stsreg.model import resolve_backbone
+    from stsreg.product.model import resolve_backbone
 
     stamps: list[float] = []
 
@@ -88,7 +88,7 @@ def _train_st(backbone: str, pairs: pd.DataFrame, batch_size: int, max_length: i
 
 def bench_train(backbone: str, sts: pd.DataFrame, n_pairs: int, stage2, max_length: int, repeats: int,
                 group_by_length: bool = False, precision: str = "auto", warmup: int = 5, device: str = "cpu") -> dict:
-    """``stage2``: :class:`stsreg.config.Stage2Params` (its loss and batch size; one epoch, no dev evaluation).
+    """``stage2``: :class:`stsreg.infra.config.Stage2Params` (its loss and batch size; one epoch, no dev evaluation).
     Both sides train on ``device``; on CUDA each step's timestamp waits for the GPU (one sync per step, both sides)."""
     batch_size = stage2.batch_size
     pairs = train_pairs(sts, n_pairs, 0)

@@ -125,7 +125,7 @@ def tiny_eval_table(per_task: int = 60, seed: int = 0):
     two subsets per task, synthetic tiny-vocab pairs, and every third pair marked as seen in training."""
     import pandas as pd
 
-    from stsreg.data.catalogue import EVAL_TASKS
+    from stsreg.product.data.catalogue import EVAL_TASKS
 
     parts = []
     for i, (dataset, split) in enumerate([(t, "test") for t in EVAL_TASKS] + [("stsb", "dev")]):

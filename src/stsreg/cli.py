@@ -3,10 +3,10 @@
     stsreg --help            # every subcommand; `stsreg <command> --help`: its flags with their defaults
     stsreg preset NAME       # prints `-S key=value` overrides: dvc exp run $(stsreg preset paper)
 
-Exit codes: 0 ok; 2 bad input (:class:`~stsreg.errors.InputError`: invalid params.yaml, missing, empty or
+Exit codes: 0 ok; 2 bad input (:class:`~stsreg.infra.errors.InputError`: invalid params.yaml, missing, empty or
 corrupted raw files, too many rejected rows, a stage's input missing, no champion to serve), with one message saying
 what and where; 3 ``report --check``: out of date; 1 for anything else (a bug), with its traceback. Every command that
-takes ``--params`` validates the whole file and checks its inputs (:mod:`stsreg.preflight`) before it touches an output.
+takes ``--params`` validates the whole file and checks its inputs (:mod:`stsreg.infra.preflight`) before it touches an output.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import logging
 import sys
 from pathlib import Path
 
-from stsreg import __version__, commands, launch
-from stsreg.config import load_params
-from stsreg.errors import InputError
-from stsreg.preflight import check_inputs
+from stsreg import __version__, commands
+from stsreg.product import launch
+from stsreg.infra.config import load_params
+from stsreg.infra.errors import InputError
+from stsreg.infra.preflight import check_inputs
 
 log = logging.getLogger("stsreg")
 
@@ -162,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "--params params-paper.yaml --stage2-dir models/paper --checkpoints "
                                     "checkpoints/paper` and `stsreg evaluate --params params-paper.yaml --model "
                                     "models/paper --out reports/paper`.")
-    from stsreg.config import PRESETS
+    from stsreg.infra.config import PRESETS
 
     ps.add_argument("name", choices=sorted(PRESETS), help="the preset")
     ps.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
@@ -203,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1", help="listen address; 0.0.0.0 for workers on other machines")
     sv.set_defaults(func=commands.cmd_servers)
     dp = sub.add_parser("deploy", help="create the Prefect deployments (weekly retrain, daily champion eval, manual profile)",
-                        description="Deploy the flows of pipelines/ops_flow.py from this project folder, with the cron "
+                        description="Deploy the flows of pipelines/product/ops_flow.py from this project folder, with the cron "
                                     "schedules of params.yaml's `schedule` section, to a work pool.")
     dp.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     dp.add_argument("--project", default=".", help="the project folder the deployments run in")
@@ -225,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command not in ("servers",):
-        from stsreg.servers import use_running
+        from stsreg.infra.local_servers import use_running
 
         use_running(Path("."))  # local servers up -> log to them; down -> embedded defaults
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -236,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         check_inputs(args)  # a stage run out of order stops here, before a flow starts a Prefect server
         if args.command not in STAGE_COMMANDS:
             return args.func(args)
-        from stsreg.locking import pipeline_lock
+        from stsreg.infra.locking import pipeline_lock
         with pipeline_lock(Path("."), announce=True):  # a second run started beside this one waits
             return args.func(args)
     except InputError as exc:

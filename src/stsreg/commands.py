@@ -10,11 +10,11 @@ import json
 import sys
 from pathlib import Path
 
-from stsreg.config import load_params
+from stsreg.infra.config import load_params
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    from stsreg.data.sources import fetch_stage
+    from stsreg.product.data.sources import fetch_stage
 
     summary = fetch_stage(load_params(args.params), Path(args.params).resolve().parent, args.registry,
                           Path(args.out), args.mirror, args.no_download)
@@ -23,7 +23,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from stsreg.data.prepare import prepare
+    from stsreg.product.data.prepare import prepare
 
     params = load_params(args.params)
     metrics = prepare(Path(args.raw), Path(args.prepared), Path(args.rejected), Path(args.metrics), params,
@@ -35,8 +35,8 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from pipelines.release_flow import evaluate_flow
-    from stsreg.evaluate import format_table
+    from pipelines.product.release_flow import evaluate_flow
+    from stsreg.product.sts_eval import format_table
 
     metrics = evaluate_flow(params_path=args.params, model_dir=args.model, sts_path=args.sts, out_dir=args.out,
                             headline_path=args.headline or None)
@@ -45,7 +45,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_register(args: argparse.Namespace) -> int:
-    from pipelines.release_flow import register_flow
+    from pipelines.product.release_flow import register_flow
 
     out = register_flow(params_path=args.params, model_dir=args.model, eval_dir=args.eval_dir, out_path=args.out)
     print(f"registered {out['name']} version {out['version']} (alias challenger), avg7 {out['tags']['avg7_spearman']}")
@@ -53,7 +53,7 @@ def cmd_register(args: argparse.Namespace) -> int:
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
-    from pipelines.release_flow import promote_flow
+    from pipelines.product.release_flow import promote_flow
 
     out = promote_flow(params_path=args.params, out_path=args.out, headline_path=args.headline or None)
     print(f"promotion: {'PROMOTED' if out['promoted'] else 'kept champion'} — {out['reason']}")
@@ -61,42 +61,42 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 
 def cmd_nli_table(args: argparse.Namespace) -> int:
-    from pipelines.nli_table_flow import nli_table_flow
+    from pipelines.experiments.nli_table_flow import nli_table_flow
 
     nli_table_flow(params_path=args.params)
     return 0
 
 
 def cmd_baselines(args: argparse.Namespace) -> int:
-    from pipelines.baselines_flow import baselines_flow
+    from pipelines.experiments.baselines_flow import baselines_flow
 
     baselines_flow(params_path=args.params)
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from pipelines.compare_flow import compare_flow
+    from pipelines.experiments.compare_flow import compare_flow
 
     compare_flow(params_path=args.params)
     return 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from pipelines.search_flow import search_flow
+    from pipelines.experiments.search_flow import search_flow
 
     search_flow(params_path=args.params)
     return 0
 
 
 def cmd_claims(args: argparse.Namespace) -> int:
-    from stsreg import claims
+    from stsreg.experiments import claims
 
     print(claims.write(Path(args.compare), Path(args.profile_metrics), Path(args.out), nli_dir=Path(args.nli_table)))
     return 0
 
 
 def cmd_preset(args: argparse.Namespace) -> int:
-    from stsreg.config import PRESETS, with_overrides
+    from stsreg.infra.config import PRESETS, with_overrides
 
     overrides = PRESETS[args.name]
     params = with_overrides(load_params(args.params), overrides)  # the preset must validate against this params.yaml
@@ -105,7 +105,7 @@ def cmd_preset(args: argparse.Namespace) -> int:
 
         import yaml
 
-        from stsreg import atomic
+        from stsreg.infra import atomic
 
         atomic.write_text(args.write, yaml.safe_dump(json.loads(json.dumps(dataclasses.asdict(params))), sort_keys=False))
         print(f"wrote {args.write}: {args.params} with the {args.name} preset applied")
@@ -116,14 +116,15 @@ def cmd_preset(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from pipelines.profile_flow import profile_flow
+    from pipelines.experiments.profile_flow import profile_flow
 
     profile_flow(params_path=args.params, out_dir=args.out, metrics_path=args.metrics)
     return 0
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from stsreg import serve, tracking
+    from stsreg.product import serve
+    from stsreg.infra import tracking
 
     uri = tracking.tracking_uri()
     source = serve.resolve(args.model_uri, uri)  # a missing store, server or alias stops here, in one line
@@ -134,12 +135,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_servers(args: argparse.Namespace) -> int:
-    from stsreg import servers
+    from stsreg.infra import local_servers
 
     project = Path(args.project)
     if args.action == "start":
         try:
-            urls = servers.start(project, args.prefect_port, args.mlflow_port, worker=not args.no_worker, host=args.host)
+            urls = local_servers.start(project, args.prefect_port, args.mlflow_port, worker=not args.no_worker, host=args.host)
         except RuntimeError as exc:
             print(f"servers failed to start: {exc}", file=sys.stderr)
             return 1
@@ -148,10 +149,10 @@ def cmd_servers(args: argparse.Namespace) -> int:
               f"stsreg commands now use these servers; logs in {servers.Layout(project.resolve()).state / 'logs'}; "
               f"`stsreg servers stop` stops them")
     elif args.action == "stop":
-        stopped = servers.stop(project)
+        stopped = local_servers.stop(project)
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
     else:
-        st = servers.status(project)
+        st = local_servers.status(project)
         print(json.dumps(st, indent=2))
         return 0 if st.get("running") else 3
     return 0
@@ -160,7 +161,7 @@ def cmd_servers(args: argparse.Namespace) -> int:
 def cmd_deploy(args: argparse.Namespace) -> int:
     import os
 
-    from pipelines.deploy import deploy
+    from pipelines.product.deploy import deploy
 
     if "PREFECT_API_URL" not in os.environ:
         print("no Prefect server: run `stsreg servers start` first (or set PREFECT_API_URL)", file=sys.stderr)
@@ -174,7 +175,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from stsreg.report import run_report
+    from stsreg.product.run_report import run_report
 
     if args.readme:
         return _sync_readme(Path(args.readme), args.check)
@@ -182,8 +183,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"no data summary at {args.metrics}; run `dvc repro` first", file=sys.stderr)
         return 2
     print(run_report(Path(args.metrics), Path(args.models), Path(args.eval_metrics), Path(args.promotion)))
-    from stsreg import tracking
-    from stsreg.timings import format_timings
+    from stsreg.infra import tracking
+    from stsreg.product.timings import format_timings
 
     timings = format_timings(Path(args.metrics), tracking.tracking_uri())
     if timings:
@@ -193,7 +194,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _sync_readme(markdown: Path, check: bool) -> int:
     """``stsreg report --readme FILE [--check]``: the generated blocks of FILE against their report files."""
-    from stsreg.readme import sync
+    from stsreg.infra.doc_blocks import sync
 
     stale = sync(markdown, check=check)
     verb = "out of date" if check else "rewritten"

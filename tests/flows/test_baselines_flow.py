@@ -13,9 +13,9 @@ from tests.helpers.nli import grouped_nli
 
 def test_baselines_flow_writes_table_runs_and_resumes(harness, tiny_backbone, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow/mlflow.db")
-    import pipelines.baselines_flow as flow
-    from stsreg import tracking
-    from stsreg.baselines import experiment, retrieval
+    import pipelines.experiments.baselines_flow as flow
+    from stsreg.infra import tracking
+    from stsreg.experiments.baselines import experiment, retrieval
 
     systems = ["word2vec_pretrained", "word2vec_cbow", "gru", "sbert", "cross_mlp"]
     raw = yaml.safe_load((REPO / "params.yaml").read_text())

@@ -13,8 +13,8 @@ from tests.helpers.nli import grouped_nli
 def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow/mlflow.db")
     monkeypatch.chdir(tmp_path)  # the stage-1 embedding cache goes to ./cache
-    from pipelines.compare_flow import compare_flow
-    from stsreg import tracking
+    from pipelines.experiments.compare_flow import compare_flow
+    from stsreg.infra import tracking
 
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["model"].update(backbone=tiny_backbone, max_length=16)

@@ -3,7 +3,7 @@
 import json
 
 
-from pipelines.data_flow import data_flow, prepare_task
+from pipelines.product.data_flow import data_flow, prepare_task
 from tests.conftest import FIXTURE_RAW, fixture_registry, fixture_sources
 
 

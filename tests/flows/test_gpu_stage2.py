@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from pipelines.gpu_stage2 import preflight
-from stsreg.errors import InputError
+from pipelines.product.gpu_stage2 import preflight
+from stsreg.infra.errors import InputError
 from tests.helpers.project import tiny_project
 
 
@@ -47,11 +47,11 @@ def test_a_local_mlflow_store_or_an_unreachable_server_is_refused(project, monke
 
 
 def test_no_deployment_or_a_wrong_pool_is_refused(harness):
-    from pipelines.gpu_stage2 import _prefect_checks
+    from pipelines.product.gpu_stage2 import _prefect_checks
 
     with pytest.raises(InputError, match="no deployment stsreg-stage2-remote/gpu at .*: run `stsreg deploy`"):
         _prefect_checks("stsreg-gpu")
-    from pipelines.deploy import deploy_gpu_stage2
+    from pipelines.product.deploy import deploy_gpu_stage2
 
     deploy_gpu_stage2("stsreg-gpu-test")
     with pytest.raises(InputError, match="runs on pool 'stsreg-gpu-test', params.yaml says schedule.gpu_pool: 'gpu2'"):

@@ -13,8 +13,9 @@ from tests.helpers.nli import grouped_nli
 
 def test_nli_table_flow_writes_table_tests_and_resumes(harness, tiny_backbone, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow/mlflow.db")
-    import pipelines.nli_table_flow as flow
-    from stsreg import nli_table, tracking
+    import pipelines.experiments.nli_table_flow as flow
+    from stsreg.experiments import nli_table
+    from stsreg.infra import tracking
 
     objectives = ["base", "softmax", "smooth_k2", "triplet", "simcse_unsup"]
     raw = yaml.safe_load((REPO / "params.yaml").read_text())

@@ -6,15 +6,15 @@ import json
 
 import pandas as pd
 
-from stsreg.config import load_params
+from stsreg.infra.config import load_params
 from tests.conftest import REPO, replace_params
 from tests.helpers.params import Recorder, declared
 
 
 def test_profile_flow_measures_predicts_writes_and_resumes(harness, tiny_backbone, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow/mlflow.db")
-    import pipelines.profile_flow as pf
-    from stsreg import tracking
+    import pipelines.experiments.profile_flow as pf
+    from stsreg.infra import tracking
 
     params = replace_params(load_params(REPO / "params.yaml"), model={"backbone": tiny_backbone}, profile={
         "device": "cpu", "methods": ("regression_full", "contrastive"), "batch_sizes": (2, 4), "lengths": (8, 16),

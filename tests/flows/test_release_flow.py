@@ -17,8 +17,8 @@ import requests
 import torch
 import yaml
 
-from stsreg.config import Stage2Params
-from stsreg.model import SiameseRegressor
+from stsreg.infra.config import Stage2Params
+from stsreg.product.model import SiameseRegressor
 from tests.helpers.training import fine_tune_params as fine_tune
 from tests.conftest import REPO, free_port, tiny_eval_table, tiny_sts
 
@@ -28,8 +28,8 @@ NAME = "sts-regression"
 @pytest.fixture(scope="module")
 def registry(harness, tiny_backbone, tmp_path_factory):
     """Runs the three releases once for the module; yields (workdir, tracking uri, decisions)."""
-    from pipelines.release_flow import evaluate_flow, promote_flow, register_flow
-    from stsreg import tracking
+    from pipelines.product.release_flow import evaluate_flow, promote_flow, register_flow
+    from stsreg.infra import tracking
 
     work = tmp_path_factory.mktemp("release")
     uri = f"sqlite:///{work}/mlflow/mlflow.db"
@@ -75,11 +75,11 @@ def test_evaluation_run_holds_metrics_and_predictions(registry):
     assert {"sts12_spearman", "sickr_spearman", "avg7_unseen_spearman", "stsb_dev_spearman"} <= set(run.data.metrics)
     assert {a.path for a in c.list_artifacts(ev["run_id"], "eval")} >= {"eval/predictions.parquet", "eval/table.md"}
     # the headline file (what `dvc metrics show` prints): exactly the declared keys, equal to the full metrics
-    from stsreg import evaluate
-    from stsreg.runners.evaluate import HEADLINE
+    from stsreg.product import sts_eval
+    from stsreg.product.runners.eval_runner import HEADLINE
 
     headline = json.loads((work / "eval1.json").read_text())
-    assert evaluate.PRIMARY_METRIC == "avg7_spearman" and list(headline) == list(HEADLINE)
+    assert sts_eval.PRIMARY_METRIC == "avg7_spearman" and list(headline) == list(HEADLINE)
     assert all(headline[k] == ev[k] for k in headline)
     promotion = json.loads((work / "prom1.head.json").read_text())
     decision = decisions[1]["promote"]
@@ -111,7 +111,7 @@ def test_versions_aliases_tags_and_gate_decisions(registry):
 def test_champion_eval_flow_evaluates_the_champion_and_tags_its_version(registry):
     """The scheduled champion evaluation: downloads ``@champion`` from the registry, runs the release flow's evaluate
     task in experiment ``stsreg-champion`` and tags the version; same model and data, so the same avg7."""
-    from pipelines.ops_flow import champion_eval_flow
+    from pipelines.product.ops_flow import champion_eval_flow
 
     work, _, decisions, c = registry
     out = champion_eval_flow(project_dir=str(work), params_path="params.yaml", sts_path="sts.parquet")

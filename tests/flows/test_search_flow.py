@@ -11,7 +11,7 @@ from tests.conftest import REPO, tiny_eval_table, tiny_sts
 
 
 def _setup(tmp_path, tiny_backbone, sts: pd.DataFrame, name: str, trials: int = 3) -> dict:
-    from stsreg.model import SiameseRegressor
+    from stsreg.product.model import SiameseRegressor
 
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["model"].update(backbone=tiny_backbone, max_length=16)
@@ -42,8 +42,8 @@ def test_search_flow_reports_resumes_and_tracks_trials(harness, tiny_backbone, t
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow/mlflow.db")
     import optuna
 
-    from pipelines.search_flow import run_study, search_flow
-    from stsreg import tracking
+    from pipelines.experiments.search_flow import run_study, search_flow
+    from stsreg.infra import tracking
 
     kw = _setup(tmp_path, tiny_backbone, _table(), "a")
     summary = search_flow(**kw)
@@ -82,8 +82,8 @@ def test_search_flow_reports_resumes_and_tracks_trials(harness, tiny_backbone, t
     assert sum(t.user_attrs.get("enqueued", False) for t in study.trials) == 1
 
     # a trial left RUNNING (its process was killed) is marked failed and its settings run again
-    from stsreg import search
-    from stsreg.config import load_params
+    from stsreg.experiments import search
+    from stsreg.infra.config import load_params
 
     study.enqueue_trial({"loss": "cosine_mse", "epochs": 1, "lr": 1e-3, "warmup_ratio": 0.1, "labels": "raw",
                          "group_by_length": False})
@@ -103,7 +103,7 @@ def test_test_rows_cannot_influence_the_search(harness, tiny_backbone, tmp_path,
     """Same study on two tables that differ only in their test rows (labels reversed, sentences swapped):
     every trial's dev curve is identical, so no test figure can steer a choice."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow/mlflow.db")
-    from pipelines.search_flow import search_flow
+    from pipelines.experiments.search_flow import search_flow
 
     table = _table()
     poisoned = table.copy()
@@ -123,8 +123,8 @@ def test_a_continued_study_draws_new_start_up_points(tmp_path):
     one's start-up draws (it did when every invocation seeded TPE with the same number)."""
     import dataclasses
 
-    from pipelines.search_flow import _open_study
-    from stsreg.config import Params
+    from pipelines.experiments.search_flow import _open_study
+    from stsreg.infra.config import Params
 
     s = dataclasses.replace(Params().search, enqueue=())
 

@@ -13,9 +13,9 @@ from tests.helpers.nli import grouped_nli
 
 def test_stage1_then_stage2_tracked_in_mlflow(harness, tiny_backbone, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow/mlflow.db")
-    from pipelines.stage1_flow import stage1_flow
-    from pipelines.stage2_flow import stage2_flow
-    from stsreg import tracking
+    from pipelines.product.stage1_flow import stage1_flow
+    from pipelines.product.stage2_flow import stage2_flow
+    from stsreg.infra import tracking
 
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["model"].update(backbone=tiny_backbone, max_length=16)

@@ -4,7 +4,7 @@ import dataclasses
 
 import yaml
 
-from stsreg.config import Params, param_keys
+from stsreg.infra.config import Params, param_keys
 from tests.conftest import REPO
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import torch
 
-from stsreg.config import Stage2Params
-from stsreg.model import SiameseRegressor
-from stsreg.runtime import init_distributed, set_seed, world
+from stsreg.infra.config import Stage2Params
+from stsreg.product.model import SiameseRegressor
+from stsreg.infra.runtime import init_distributed, set_seed, world
 from tests.helpers.training import fine_tune_params as fine_tune
 from tests.conftest import tiny_sts
 

@@ -22,16 +22,16 @@ def test_servers_deploy_trigger_overlap_and_failure(tiny_backbone, tmp_path, mon
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from pipelines.deploy import deploy
-    from stsreg import servers
-    from stsreg.config import ScheduleParams
+    from pipelines.product.deploy import deploy
+    from stsreg.infra import local_servers
+    from stsreg.infra.config import ScheduleParams
 
     project = tiny_project(tmp_path, tiny_backbone)
     # the worker inherits this environment: a developer's data mirror would override the fixture's fetch.mirror
     monkeypatch.delenv("STSREG_DATA_MIRROR", raising=False)
-    urls = servers.start(project, free_port(), free_port(), timeout=240)
+    urls = local_servers.start(project, free_port(), free_port(), timeout=240)
     try:
-        assert servers.status(project)["running"] and servers.status(project)["worker"]
+        assert local_servers.status(project)["running"] and local_servers.status(project)["worker"]
         assert (project / ".stsreg/prefect").is_dir() and (project / "mlflow").is_dir()  # state under the project
         mlflow = MlflowClient(tracking_uri=urls["mlflow"])
         with temporary_settings(updates={PREFECT_API_URL: urls["prefect_api"]}):
@@ -87,6 +87,6 @@ def test_servers_deploy_trigger_overlap_and_failure(tiny_backbone, tmp_path, mon
             assert check.state.is_completed(), check.state
             assert "last_eval.avg7_spearman" in mlflow.get_model_version("sts-regression", "1").tags
     finally:
-        stopped = servers.stop(project)
-    assert stopped == ["worker", "prefect", "mlflow"] and not servers.status(project)["running"]
+        stopped = local_servers.stop(project)
+    assert stopped == ["worker", "prefect", "mlflow"] and not local_servers.status(project)["running"]
 

@@ -107,8 +107,8 @@ REFERENCE_ROW = {"sts12": 72.37, "sts13": 80.60, "sts14": 75.60, "sts15": 85.39,
 def test_evaluator_reproduces_the_reference_row_of_the_untouched_backbone(prepared):
     """SPEC: all-MiniLM-L6-v2, mean pooling, max length 256 -> 72.37 / 80.60 / 75.60 / 85.39 / 78.99 / 82.03 /
     77.15, avg7 78.87, avg7 unseen 78.66, STS-B dev 86.72 (the MTEB figures agree to the hundredth)."""
-    from stsreg.evaluate import eval_pairs, score_pairs, task_metrics
-    from stsreg.runners.evaluate import load_for_eval
+    from stsreg.product.sts_eval import eval_pairs, score_pairs, task_metrics
+    from stsreg.product.runners.eval_runner import load_for_eval
 
     pairs = eval_pairs(pd.read_parquet(prepared / "prepared/sts.parquet"))
     # the reference row is fp32 arithmetic: reproduced exactly there
@@ -125,7 +125,7 @@ def test_evaluator_reproduces_the_reference_row_of_the_untouched_backbone(prepar
 def _native_bf16_cpu() -> bool:
     import torch
 
-    from stsreg.precision import native_bf16
+    from stsreg.product.precision import native_bf16
 
     return native_bf16(torch.device("cpu"))
 
@@ -136,8 +136,8 @@ def _native_bf16_cpu() -> bool:
 def test_bf16_evaluation_stays_within_0_1_of_the_reference_row(prepared):
     """bf16 (what ``model.precision: auto`` picks on CPUs with native bf16) within 0.1 of the fp32 reference row on
     every task and avg7 (the speed issue's criterion)."""
-    from stsreg.evaluate import eval_pairs, score_pairs, task_metrics
-    from stsreg.runners.evaluate import load_for_eval
+    from stsreg.product.sts_eval import eval_pairs, score_pairs, task_metrics
+    from stsreg.product.runners.eval_runner import load_for_eval
 
     pairs = eval_pairs(pd.read_parquet(prepared / "prepared/sts.parquet"))
     b = task_metrics(score_pairs(load_for_eval("default", max_length=256, precision="bf16"), pairs, show_progress=False))

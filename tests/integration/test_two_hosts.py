@@ -60,12 +60,12 @@ def test_stage2_runs_on_the_gpu_pool_in_a_second_clone_and_the_champion_is_promo
     from prefect.settings import PREFECT_API_URL, temporary_settings
     from prefect.utilities.asyncutils import run_coro_as_sync
 
-    from pipelines.deploy import deploy
-    from stsreg import servers
-    from stsreg.config import load_params
+    from pipelines.product.deploy import deploy
+    from stsreg.infra import local_servers
+    from stsreg.infra.config import load_params
 
     origin, cpu, gpu, remote = hosts
-    urls = servers.start(cpu, free_port(), free_port(), timeout=240)
+    urls = local_servers.start(cpu, free_port(), free_port(), timeout=240)
     gpu_worker = subprocess.Popen(["prefect", "worker", "start", "--pool", GPU_POOL, "--type", "process"], cwd=gpu,
                                   env={**os.environ, "PREFECT_API_URL": urls["prefect_api"], "STSREG_WORKDIR": str(gpu)},
                                   stdout=open(gpu / "worker.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
@@ -103,7 +103,7 @@ def test_stage2_runs_on_the_gpu_pool_in_a_second_clone_and_the_champion_is_promo
         assert subprocess.run(["dvc", "status", "promote", "--quiet"], cwd=cpu).returncode == 0
     finally:
         _stop(gpu_worker)
-        servers.stop(cpu)
+        local_servers.stop(cpu)
     # the same stage 2 on one host, from the same inputs: the same weights
     local = subprocess.run(["stsreg", "train", "--stage", "2", "--stage2-dir", "single-host/stage2", "--checkpoints",
                             "single-host/ckpt", "--metrics", "", "--curves", ""], cwd=cpu, capture_output=True,

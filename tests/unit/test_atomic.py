@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from stsreg import atomic
-from stsreg.locking import HELD_ENV, lock_path, pipeline_lock
+from stsreg.infra import atomic
+from stsreg.infra.locking import HELD_ENV, lock_path, pipeline_lock
 from tests.conftest import FIXTURE_RAW, fixture_registry
 
 

@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 import stsreg.cli
-from stsreg.config import Params
-from stsreg.data import readers
-from stsreg.data.catalogue import nli_parts, sts_parts
-from stsreg.data.precheck import check_inputs
-from stsreg.errors import InputError
+from stsreg.infra.config import Params
+from stsreg.product.data import readers
+from stsreg.product.data.catalogue import nli_parts, sts_parts
+from stsreg.product.data.precheck import check_inputs
+from stsreg.infra.errors import InputError
 from tests.conftest import FIXTURE_RAW, REPO, fixture_registry, fixture_sources
 
 ANLI_HEADER = "context,statement,reason,gold_label,uid\n"
@@ -151,7 +151,7 @@ def test_bad_params_exit_2_before_any_output_for_every_stage(tmp_path, capsys, e
 
 
 def test_numeric_strings_yaml_leaves_as_text_are_floats_but_nothing_else_is_coerced():
-    from stsreg.config import parse_params
+    from stsreg.infra.config import parse_params
 
     assert parse_params({"stage2": {"lr": "1e-5"}}).stage2.lr == 1e-5  # YAML 1.1 reads 1e-5 as a string
     assert parse_params({"stage2": {"x0": 1}}).stage2.x0 == 1.0
@@ -163,12 +163,12 @@ def test_numeric_strings_yaml_leaves_as_text_are_floats_but_nothing_else_is_coer
 
 
 def test_a_bug_is_a_traceback_not_exit_2(tmp_path, monkeypatch, own_project):
-    import stsreg.data.prepare
+    import stsreg.product.data.prepare
 
     def broken(*args, **kwargs):
         raise KeyError("a bug")
 
-    monkeypatch.setattr(stsreg.data.prepare, "prepare", broken)
+    monkeypatch.setattr(stsreg.product.data.prepare, "prepare", broken)
     params = tmp_path / "params.yaml"
     params.write_text("{}\n")
     with pytest.raises(KeyError, match="a bug"):
@@ -177,7 +177,7 @@ def test_a_bug_is_a_traceback_not_exit_2(tmp_path, monkeypatch, own_project):
 
 def test_prepare_outputs_are_swapped_in_whole(tmp_path):
     """A second prepare replaces the folders in one rename each; no temporary folder is left behind."""
-    from stsreg.data.prepare import prepare
+    from stsreg.product.data.prepare import prepare
     from tests.conftest import replace_params
 
     params = replace_params(Params(), prepare={"max_rejected_fraction": 1.0, "nli_train": ("snli/dev",)})

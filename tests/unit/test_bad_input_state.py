@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 import stsreg.cli
-from stsreg.config import Params
-from stsreg.data.prepare import prepare
+from stsreg.infra.config import Params
+from stsreg.product.data.prepare import prepare
 from tests.conftest import FIXTURE_RAW, REPO, fixture_registry, replace_params
 
 ALL_NLI = ("snli/dev", "mnli/dev_matched", "anli/dev_r1")
@@ -54,7 +54,7 @@ def test_a_bare_yaml_11_boolean_is_refused_in_any_field_quoting_what_was_written
 
 
 def test_quoted_words_and_yaml_12_booleans_are_taken_as_written(tmp_path):
-    from stsreg.config import load_params
+    from stsreg.infra.config import load_params
 
     path = tmp_path / "params.yaml"
     path.write_text("prepare:\n  leakage:\n    remove_from_training: True\nschedule:\n  timezone: 'no'\n")
@@ -101,7 +101,7 @@ def test_local_edits_are_prepared_only_when_opted_in_and_then_listed(raw_tree, t
 
 
 def test_training_runs_tag_the_locally_edited_files(tmp_path):
-    from pipelines.training_run import run_tags
+    from pipelines.product.training_run import run_tags
 
     table = tmp_path / "prepared/sts.parquet"
     table.parent.mkdir()

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import torch
 
-from stsreg.baselines import experiment, metrics, recurrent, wordvec
-from stsreg.baselines.fit import FitConfig, fit
+from stsreg.experiments.baselines import experiment, metrics, recurrent, wordvec
+from stsreg.experiments.baselines.fit import FitConfig, fit
 from tests.conftest import tiny_sts
 
 
@@ -164,7 +164,7 @@ def test_fit_keeps_the_best_dev_evaluation_after_step_0_and_learns(tmp_path):
     assert (s["kept_step"], s["kept_dev_spearman"]) == (best["step"], best["dev_spearman"])
     assert s["kept_dev_spearman"] > s["start_dev_spearman"] + 20  # the topic structure is learnable
     # the model holds the kept weights: re-scoring dev gives the kept figure
-    from stsreg.baselines.fit import dev_metrics
+    from stsreg.experiments.baselines.fit import dev_metrics
 
     assert dev_metrics(model, tiny_sts(30, seed=2), 64)[0] == pytest.approx(s["kept_dev_spearman"])
 
@@ -181,7 +181,7 @@ def test_fit_resumes_after_a_crash_to_the_same_weights(tmp_path):
 
 
 def test_length_grouped_epochs_cover_every_pair_once_and_resume_to_the_same_weights(tmp_path):
-    from stsreg.baselines.fit import resumable_steps
+    from stsreg.experiments.baselines.fit import resumable_steps
 
     seen: list[list[int]] = []
     lengths = [i % 7 for i in range(45)]
@@ -205,7 +205,7 @@ def test_length_grouped_epochs_cover_every_pair_once_and_resume_to_the_same_weig
 
 # -- transformer systems -------------------------------------------------------------------------------------------
 def test_transformer_systems_score_in_bf16_close_to_fp32_and_train_fp32_weights(tiny_backbone, tmp_path):
-    from stsreg.baselines.encoders import CrossEncoder, TransformerBiEncoder, set_precision
+    from stsreg.experiments.baselines.encoders import CrossEncoder, TransformerBiEncoder, set_precision
 
     s1, s2 = ["a man plays", "a dog runs in the park", "the cat"], ["the dog runs", "a man plays", "a cat sits"]
     for build in (lambda: TransformerBiEncoder(tiny_backbone, "mean", max_length=16),
@@ -232,7 +232,7 @@ def test_transformer_systems_score_in_bf16_close_to_fp32_and_train_fp32_weights(
 
 
 def test_token_lengths_of_bi_and_cross_encoders(tiny_backbone):
-    from stsreg.baselines.encoders import CrossEncoder, TransformerBiEncoder
+    from stsreg.experiments.baselines.encoders import CrossEncoder, TransformerBiEncoder
 
     s1, s2 = ["a man plays", "a dog"], ["the dog", "a man plays in the park"]
     # [CLS] ... [SEP]: the longer side; a pair read together: [CLS] s1 [SEP] s2 [SEP]
@@ -242,7 +242,7 @@ def test_token_lengths_of_bi_and_cross_encoders(tiny_backbone):
 
 
 def test_lora_trains_only_adapters_and_the_projection(tiny_backbone):
-    from stsreg.baselines.encoders import TransformerBiEncoder
+    from stsreg.experiments.baselines.encoders import TransformerBiEncoder
 
     full = TransformerBiEncoder(tiny_backbone, "mean", "gelu", 12, 16)
     lora = TransformerBiEncoder(tiny_backbone, "mean", "gelu", 12, 16, lora={"r": 2, "alpha": 4})
@@ -254,7 +254,7 @@ def test_lora_trains_only_adapters_and_the_projection(tiny_backbone):
 
 
 def test_cross_encoder_reads_the_pair_together_and_scores_0_to_1(tiny_backbone):
-    from stsreg.baselines.encoders import CrossEncoder
+    from stsreg.experiments.baselines.encoders import CrossEncoder
 
     torch.manual_seed(0)
     for head in ("linear", "mlp"):
@@ -266,7 +266,7 @@ def test_cross_encoder_reads_the_pair_together_and_scores_0_to_1(tiny_backbone):
 
 
 def test_cls_projection_is_d_by_d(tiny_backbone):
-    from stsreg.baselines.encoders import TransformerBiEncoder
+    from stsreg.experiments.baselines.encoders import TransformerBiEncoder
 
     model = TransformerBiEncoder(tiny_backbone, "cls", "linear", max_length=16)
     assert model.projection.weight.shape == (32, 32)
@@ -274,7 +274,7 @@ def test_cls_projection_is_d_by_d(tiny_backbone):
 
 # -- the experiment ------------------------------------------------------------------------------------------------
 def test_catalogue_matches_the_params_choices():
-    from stsreg.config import BASELINE_SYSTEMS
+    from stsreg.infra.config import BASELINE_SYSTEMS
 
     assert tuple(experiment.SYSTEMS) == BASELINE_SYSTEMS
 
@@ -282,7 +282,7 @@ def test_catalogue_matches_the_params_choices():
 def test_every_setting_is_read_by_a_system_and_a_system_sees_only_its_own():
     import dataclasses
 
-    from stsreg.config import BaselinesParams, ModelParams, Params
+    from stsreg.infra.config import BaselinesParams, ModelParams, Params
 
     fields = {f.name for f in dataclasses.fields(BaselinesParams)}
     read = {k for s in experiment.SYSTEMS.values() for k in s.reads}
@@ -325,7 +325,7 @@ def test_pearson_interval_and_mse_on_label_over_5():
     low, high = metrics.pearson_ci(gold, pred, 500, 0, 0.95)
     point = np.corrcoef(gold, pred)[0, 1] * 100
     assert low < point < high and high - low < 5
-    from stsreg.config import Params
+    from stsreg.infra.config import Params
     from tests.conftest import tiny_eval_table
 
     scored = tiny_eval_table(30).assign(task=lambda d: d.dataset.where(d.split == "test", "stsb_dev"),
@@ -335,7 +335,7 @@ def test_pearson_interval_and_mse_on_label_over_5():
 
 
 def test_word2vec_row_without_a_file_is_unavailable(tmp_path):
-    from stsreg.config import Params
+    from stsreg.infra.config import Params
 
     with pytest.raises(experiment.Unavailable, match="not available offline"):
         experiment.build("word2vec_pretrained", Params(), pd.DataFrame(), pd.DataFrame(), tmp_path)

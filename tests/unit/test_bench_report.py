@@ -1,9 +1,9 @@
 """The benchmark reports: ratios against targets with the date each row was measured, the CPU's bf16 flags, and the
 stage-2 A/B table grouped by precision and batching."""
 
-from benchmarks.report import format_report
+from benchmarks.bench_report import format_report
 from benchmarks.stage2_ab import format_report as ab_report
-from stsreg.config import Params
+from stsreg.infra.config import Params
 
 MACHINE = {"cpu": "Some CPU", "cpu_flags": ["avx512_bf16", "avx512f"], "native_bf16": True, "torch_threads": 2,
            "cores": 2, "torch": "2.13.0", "python": "3.11", "date": "2026-01-02 03:04"}
@@ -36,7 +36,7 @@ def test_stage2_ab_report_means_per_precision_and_batching():
 
 
 def test_rows_are_kept_only_from_the_same_machine_and_gpu_reports_name_the_gpu():
-    from benchmarks.report import same_machine
+    from benchmarks.bench_report import same_machine
 
     # the same CPU name with and without avx512_bf16 is two machines: their rows must not share a table
     assert same_machine(MACHINE, {**MACHINE, "date": "later"})

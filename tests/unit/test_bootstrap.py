@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from stsreg.bootstrap import _spearman_rows, paired_test, spearman_ci
+from stsreg.product.bootstrap_ci import _spearman_rows, paired_test, spearman_ci
 
 
 def _data(n=800, seed=0):
@@ -53,7 +53,7 @@ def test_paired_test_rejects_unpaired_input():
 
 
 def test_interval_of_a_task_with_under_three_pairs_is_nan():
-    from stsreg.bootstrap import spearman_ci
+    from stsreg.product.bootstrap_ci import spearman_ci
 
     low, high = spearman_ci([(np.array([1.0, 2.0]), np.array([0.1, 0.3]))], n_resamples=50)
     assert np.isnan(low) and np.isnan(high)

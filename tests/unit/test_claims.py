@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from stsreg import claims
+from stsreg.experiments import claims
 
 
 @pytest.mark.parametrize("ps, expected", [([0.01, 0.02, 0.001], "supported"), ([0.01, 0.2, 0.001], "inconclusive"),

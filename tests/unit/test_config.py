@@ -8,8 +8,8 @@ import yaml
 
 import stsreg.cli
 import stsreg.commands
-from stsreg.config import Params, load_params, param_keys
-from stsreg.errors import ParamsError
+from stsreg.infra.config import Params, load_params, param_keys
+from stsreg.infra.errors import ParamsError
 from tests.conftest import FIXTURE_RAW, REPO
 from tests.helpers.params import Recorder, declared
 
@@ -37,7 +37,7 @@ def test_unknown_key_is_an_error(tmp_path):
 
 
 def test_dvc_yaml_declares_exactly_what_each_stage_reads(tmp_path, monkeypatch, own_project):
-    from stsreg.config import with_overrides
+    from stsreg.infra.config import with_overrides
 
     # the fixture's broken rows would stop prepare at the reject cap before it reads the leakage settings
     real = with_overrides(load_params(REPO / "params.yaml"), {"prepare.max_rejected_fraction": 1.0})
@@ -80,8 +80,8 @@ class SectionRecorder:
 def test_training_stages_read_exactly_their_declared_sections(tiny_backbone, tmp_path):
     import pandas as pd
 
-    from stsreg.runners.stage1 import run_stage1
-    from stsreg.runners.stage2 import run_stage2
+    from stsreg.product.runners.stage1_runner import run_stage1
+    from stsreg.product.runners.stage2_runner import run_stage2
     from tests.conftest import tiny_sts
     from tests.helpers.nli import grouped_nli
 
@@ -99,13 +99,13 @@ def test_training_stages_read_exactly_their_declared_sections(tiny_backbone, tmp
                ckpt_dir=tmp_path / "ck")
     assert seen1 == top(declared("stage1")) == {"seed", "model", "stage1"}
     run_stage2(SectionRecorder(params, seen2), tmp_path / "sts.parquet", tmp_path / "s1", tmp_path / "s2", tmp_path / "ck")
-    # `launch` (how many processes) is read by the command that starts the runner (stsreg.launch.cmd_train)
-    assert seen2 | {"launch"} == top(declared("stage2")) == {"seed", "stage2", "launch"}
+    # `launch` (how many processes) is read by the command that starts the runner (stsreg.product.launch.cmd_train)
+    assert seen2 | {"launch"} == top(declared("stage2")) == {"seed", "model", "stage2", "launch"}
     assert (tmp_path / "s2/head.safetensors").exists()
 
 
 def test_evaluate_stage_reads_exactly_its_declared_params(tiny_backbone, tmp_path):
-    from stsreg.runners.evaluate import run_evaluate
+    from stsreg.product.runners.eval_runner import run_evaluate
     from tests.conftest import tiny_eval_table
 
     real = load_params(REPO / "params.yaml")
@@ -118,7 +118,7 @@ def test_evaluate_stage_reads_exactly_its_declared_params(tiny_backbone, tmp_pat
 
 
 def test_presets_validate_and_print_as_dvc_overrides(capsys):
-    from stsreg.config import PRESETS, with_overrides
+    from stsreg.infra.config import PRESETS, with_overrides
 
     params = load_params(REPO / "params.yaml")
     paper = with_overrides(params, PRESETS["paper"])
@@ -139,7 +139,7 @@ def test_presets_validate_and_print_as_dvc_overrides(capsys):
 
 
 def test_preset_writes_a_params_file_that_loads(tmp_path):
-    from stsreg.config import PRESETS, with_overrides
+    from stsreg.infra.config import PRESETS, with_overrides
 
     out = tmp_path / "params-paper.yaml"
     assert stsreg.cli.main(["preset", "paper", "--params", str(REPO / "params.yaml"), "--write", str(out)]) == 0
@@ -147,7 +147,7 @@ def test_preset_writes_a_params_file_that_loads(tmp_path):
 
 
 def test_search_stage_reads_only_the_stage2_settings_trials_do_not_search():
-    from stsreg import search
+    from stsreg.experiments import search
 
     stage = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["search"]
     fixed = {p.removeprefix("stage2.") for p in stage["params"] if p.startswith("stage2.")}

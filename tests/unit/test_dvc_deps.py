@@ -4,7 +4,7 @@ import os
 
 import yaml
 
-from stsreg import codehash
+from stsreg.infra import codehash
 from tests.conftest import REPO
 
 STAGES = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
@@ -29,29 +29,29 @@ def test_dvc_deps_equal_each_stages_import_closure():
 
 def test_closures_stay_narrow_so_a_change_reruns_only_what_it_can_change():
     # the stage-2 objective and loop: not in the deps of stage 1, the evaluation, the NLI table or the baselines
-    for module in ("src/stsreg/objective.py", "src/stsreg/training/stage2.py"):
+    for module in ("src/stsreg/product/objective.py", "src/stsreg/product/training/stage2_training.py"):
         assert {s for s in STAGES if module in _code_deps(s)} == {"stage2", "compare", "search"}, module
     # the evaluation stages run no training code; the baselines do not run the comparison's
     for stage in ("evaluate", "register", "promote"):
-        assert not {d for d in _code_deps(stage) if "training/" in d or d.endswith(("losses.py", "runners/stage2.py"))}
-    assert "src/stsreg/compare.py" not in _code_deps("baselines") | _code_deps("nli_table")
+        assert not {d for d in _code_deps(stage) if "training/" in d or d.endswith(("losses.py", "stage2_runner.py"))}
+    assert "src/stsreg/experiments/compare.py" not in _code_deps("baselines") | _code_deps("nli_table")
 
 
 def test_the_closure_follows_imports_inside_functions():
-    # the CLI and flows import lazily: cli -> (inside _cmd_prepare) stsreg.data.prepare -> readers
+    # the CLI and flows import lazily: cli -> (inside _cmd_prepare) stsreg.product.data.prepare -> readers
     names = {os.path.relpath(p, REPO) for p in codehash.import_closure(["stsreg.cli"])}
-    assert {"src/stsreg/data/readers.py", "pipelines/compare_flow.py", "src/stsreg/errors.py"} <= names
+    assert {"src/stsreg/product/data/readers.py", "pipelines/experiments/compare_flow.py", "src/stsreg/infra/errors.py"} <= names
 
 
 def test_code_hash_can_leave_a_module_out():
-    full = codehash.code_hash(["stsreg.search"])
-    assert codehash.code_hash(["stsreg.search"], exclude=["stsreg.config"]) not in (full, codehash.code_hash(["stsreg.search"], exclude=["stsreg.training.stage2"]))
-    assert codehash.code_hash(["stsreg.search"], exclude=["stsreg.not_a_module"]) == full
+    full = codehash.code_hash(["stsreg.experiments.search"])
+    assert codehash.code_hash(["stsreg.experiments.search"], exclude=["stsreg.infra.config"]) not in (full, codehash.code_hash(["stsreg.experiments.search"], exclude=["stsreg.product.training.stage2_training"]))
+    assert codehash.code_hash(["stsreg.experiments.search"], exclude=["stsreg.not_a_module"]) == full
 
 
 def test_compare_runs_are_keyed_by_their_code(monkeypatch):
-    from stsreg import compare
-    from stsreg.config import Params
+    from stsreg.experiments import compare
+    from stsreg.infra.config import Params
 
     before = compare.run_fingerprint(Params(), "ours", 42, "sts", "nli")
     assert compare.run_fingerprint(Params(), "ours", 42, "sts", "nli") == before
@@ -59,7 +59,7 @@ def test_compare_runs_are_keyed_by_their_code(monkeypatch):
     monkeypatch.setattr(compare, "code_hash", lambda roots, exclude=(): seen.setdefault("exclude", exclude) and "edited")
     assert compare.run_fingerprint(Params(), "ours", 42, "sts", "nli") != before
     # config.py (defaults, validation) is not part of it: the resolved values are, so a new params section reruns nothing
-    assert seen["exclude"] == ("stsreg.config",)
+    assert seen["exclude"] == ("stsreg.infra.config",)
 
 
 def test_code_hash_changes_with_a_module_of_the_closure(tmp_path, monkeypatch):
@@ -79,8 +79,8 @@ def test_code_hash_changes_with_a_module_of_the_closure(tmp_path, monkeypatch):
 def test_with_an_encoder_step_every_trained_comparison_row_starts_from_stage_1():
     import dataclasses
 
-    from stsreg import compare
-    from stsreg.config import Params, Stage1EncoderParams
+    from stsreg.experiments import compare
+    from stsreg.infra.config import Params, Stage1EncoderParams
 
     plain = Params()
     stepped = dataclasses.replace(plain, stage1=dataclasses.replace(plain.stage1, encoder=Stage1EncoderParams(objective="simcse_sup")))
@@ -89,3 +89,22 @@ def test_with_an_encoder_step_every_trained_comparison_row_starts_from_stage_1()
     # the rows that then start from the stage-1 encoder are keyed by stage 1 and the NLI data too
     assert compare.run_fingerprint(plain, "cosent", 42, "sts", "nli") == compare.run_fingerprint(plain, "cosent", 42, "sts", "other")
     assert compare.run_fingerprint(stepped, "cosent", 42, "sts", "nli") != compare.run_fingerprint(stepped, "cosent", 42, "sts", "other")
+
+
+def test_code_keys_do_not_depend_on_where_modules_live(tmp_path):
+    """A move rewrites imports (``from stsreg import atomic`` -> ``from stsreg.infra import atomic``): the run keys of
+    resumable experiments must not change with it, while any change to what the code does must change them."""
+    flat, deep = tmp_path / "flat.py", tmp_path / "wing" / "moved.py"
+    flat.write_text("from stsreg import atomic\nfrom stsreg.config import Params  # its old home\n\n"
+                    "def f(p: Params):\n    return atomic.write(p)\n")
+    deep.parent.mkdir()
+    deep.write_text("from stsreg.infra import atomic\nfrom stsreg.infra.config import (\n    Params,\n)\n\n\n"
+                    "def f(p: Params):\n    return atomic.write(p)  # reformatted, commented\n")
+    assert codehash.source_key(flat) == codehash.source_key(deep)
+    deep.write_text(deep.read_text().replace("atomic.write(p)", "atomic.write(p, 1)"))
+    assert codehash.source_key(flat) != codehash.source_key(deep)
+    # a third-party import keeps its module: `mean` from numpy is not `mean` from statistics
+    numpy_mean, stats_mean = tmp_path / "a.py", tmp_path / "b.py"
+    numpy_mean.write_text("from numpy import mean\n")
+    stats_mean.write_text("from statistics import mean\n")
+    assert codehash.source_key(numpy_mean) != codehash.source_key(stats_mean)

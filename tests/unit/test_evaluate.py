@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from scipy.stats import pearsonr, spearmanr
 
-from stsreg.data.catalogue import EVAL_TASKS
-from stsreg.evaluate import eval_pairs, format_table, intervals, score_pairs, task_metrics
-from stsreg.model import SiameseRegressor
+from stsreg.product.data.catalogue import EVAL_TASKS
+from stsreg.product.sts_eval import eval_pairs, format_table, intervals, score_pairs, task_metrics
+from stsreg.product.model import SiameseRegressor
 from tests.conftest import tiny_eval_table
 
 
@@ -57,8 +57,8 @@ def test_missing_task_is_an_error(scored):
 
 def test_the_metric_key_set_is_pinned(scored):
     """Exactly these keys, no more (a new metric is a deliberate change of this list); the primary one first."""
-    from stsreg.evaluate import PRIMARY_METRIC
-    from stsreg.runners.evaluate import HEADLINE
+    from stsreg.product.sts_eval import PRIMARY_METRIC
+    from stsreg.product.runners.eval_runner import HEADLINE
 
     m = task_metrics(scored)
     m.update(intervals(scored, 50, 0, 0.95))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from stsreg.cli import main
-from stsreg.data.sources import FetchError, Source, fetch_all, load_registry
+from stsreg.product.data.sources import FetchError, Source, fetch_all, load_registry
 
 
 def sha(data: bytes) -> str:

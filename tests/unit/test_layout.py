@@ -58,7 +58,7 @@ def test_dvc_metrics_files_are_headlines():
 
 
 #: Declarative code that reads best whole: the params schema and the raw-file parsers, and the CLI's argument table.
-_LONG_MODULES = {"src/stsreg/config.py", "src/stsreg/data/readers.py"}
+_LONG_MODULES = {"src/stsreg/infra/config.py", "src/stsreg/product/data/readers.py"}
 _LONG_FUNCTIONS = {("src/stsreg/cli.py", "build_parser")}
 
 
@@ -78,20 +78,54 @@ def test_modules_and_functions_stay_small():
     assert not too_long, too_long
 
 
-def test_the_experiments_package_stands_apart_and_needs_no_path_edits():
-    """Only the experiments import ``stsreg.experiments``; no module of the library or the flows edits ``sys.path``
-    (the explorations are importable as ``stsreg.experiments.explore.<name>``), and no script is left under reports/."""
-    from stsreg import codehash
+#: The wings of the tree and what each may import (besides itself): infrastructure nothing of the project, the
+#: product infrastructure, the experiments both. The CLI (``cli.py``, ``commands.py``) dispatches to every wing.
+WINGS = {
+    "infra": (("src/stsreg/infra",), ("stsreg.infra",)),
+    "product": (("src/stsreg/product", "pipelines/product"), ("stsreg.infra", "stsreg.product", "pipelines.product")),
+    "experiments": (("src/stsreg/experiments", "pipelines/experiments"),
+                    ("stsreg.infra", "stsreg.product", "pipelines.product", "stsreg.experiments", "pipelines.experiments")),
+}
 
-    experiments = REPO / "src/stsreg/experiments"
-    importers, path_edits = [], []
+
+def _project_py_files():
     for folder in ("src", "pipelines"):
-        for path in sorted((REPO / folder).rglob("*.py")):
-            imported = codehash._imports(path)
-            if experiments not in path.parents and any(m.startswith("stsreg.experiments") for m in imported):
-                importers.append(str(path.relative_to(REPO)))
-            if re.search(r"\bsys\.path\b", path.read_text(encoding="utf-8")):
-                path_edits.append(str(path.relative_to(REPO)))
-    assert not importers and not path_edits, (importers, path_edits)
+        yield from sorted((REPO / folder).rglob("*.py"))
+
+
+def test_each_wing_imports_only_what_it_may():
+    """No product module imports the experiments and infrastructure imports neither wing: the product pipeline
+    (data -> stage 1 -> stage 2 -> evaluation -> release) ships and runs without the paper's experiments."""
+    from stsreg.infra import codehash
+
+    wrong = []
+    for wing, (folders, allowed) in WINGS.items():
+        for folder in folders:
+            assert (REPO / folder).is_dir(), folder
+            for path in sorted((REPO / folder).rglob("*.py")):
+                bad = sorted({m for m in codehash._imports(path)
+                              if not m.startswith(allowed) and m not in ("stsreg", "pipelines")})  # a root: docstring only
+                if bad:
+                    wrong.append(f"{path.relative_to(REPO)} ({wing}) imports {bad}")
+    assert not wrong, wrong
+    top = {p.name for p in (REPO / "src/stsreg").glob("*.py")}
+    assert top == {"__init__.py", "cli.py", "commands.py"}, top  # every other module lives in a wing
+    assert {p.name for p in (REPO / "pipelines").glob("*.py")} == {"__init__.py"}
+
+
+def test_no_two_modules_share_a_name():
+    names: dict[str, list[str]] = {}
+    for path in [*_project_py_files(), *sorted((REPO / "benchmarks").glob("*.py"))]:
+        if path.name != "__init__.py":
+            names.setdefault(path.stem, []).append(str(path.relative_to(REPO)))
+    assert not {n: p for n, p in names.items() if len(p) > 1}
+
+
+def test_no_module_edits_sys_path_and_no_script_lives_under_reports():
+    """The explorations are importable as ``stsreg.experiments.explore.<name>``: nothing edits ``sys.path``."""
+    path_edits = [str(p.relative_to(REPO)) for p in _project_py_files()
+                  if re.search(r"\bsys\.path\b", p.read_text(encoding="utf-8"))]
+    assert not path_edits, path_edits
     assert not sorted((REPO / "reports").rglob("*.py"))
-    assert {p.stem for p in (experiments / "explore").glob("*.py")} >= {"cos_scale", "soup", "subset_breakdown"}
+    explore = REPO / "src/stsreg/experiments/explore"
+    assert {p.stem for p in explore.glob("*.py")} >= {"cos_scale", "soup", "subset_breakdown"}

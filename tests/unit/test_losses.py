@@ -5,8 +5,17 @@ import math
 import pytest
 import torch
 
-from stsreg.losses import (L1, MSE, CoSENT, CosineMSE, InBatchContrastive, SmoothK2, SoftmaxCE, TranslatedReLU,
-                           build_head_loss)
+from stsreg.product.losses import (
+    L1,
+    MSE,
+    CoSENT,
+    CosineMSE,
+    InBatchContrastive,
+    SmoothK2,
+    SoftmaxCE,
+    TranslatedReLU,
+    build_head_loss,
+)
 
 
 def grad_of(loss, pred, label):
@@ -100,7 +109,7 @@ def test_softmax_ce_shapes_and_value():
 
 
 def test_stage2_objective_reads_what_its_kind_needs():
-    from stsreg.objective import Objective
+    from stsreg.product.objective import Objective
 
     torch.manual_seed(0)
     u, v = torch.randn(4, 8), torch.randn(4, 8)
@@ -119,7 +128,7 @@ def test_stage2_objective_reads_what_its_kind_needs():
 def test_smooth_k2_on_cosine_value_and_gradient_by_hand():
     """pair 1: cos = 1/sqrt2, pred = 5 cos = 3.5355, label 2 -> x = 1.5355, outside x0 = 0.5: L = 2 (1.0355)^2;
     pair 2: cos = 0, pred 0, label 0.3 -> inside the buffer: L = 0, no gradient. Mean over the batch."""
-    from stsreg.losses import AffineCosine
+    from stsreg.product.losses import AffineCosine
 
     u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
     v = torch.tensor([[1.0, 1.0], [0.0, 1.0]], requires_grad=True)
@@ -135,7 +144,7 @@ def test_smooth_k2_on_cosine_value_and_gradient_by_hand():
 
 
 def test_translated_relu_on_cosine_has_constant_slope_outside_the_buffer():
-    from stsreg.losses import AffineCosine
+    from stsreg.product.losses import AffineCosine
 
     u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
     v = torch.tensor([[1.0, 1.0], [0.0, 1.0]], requires_grad=True)
@@ -148,7 +157,7 @@ def test_translated_relu_on_cosine_has_constant_slope_outside_the_buffer():
 
 def test_cosine_buffer_label_range_maps_cosine_onto_the_label_scale():
     """STS-B 0-5 with a=5, b=0: cos 1 -> 5, cos 0 -> 0. SICK-R 1-5 with a=2, b=3: cos -1 -> 1, cos 1 -> 5."""
-    from stsreg.losses import AffineCosine
+    from stsreg.product.losses import AffineCosine
 
     u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
     sts = AffineCosine(SmoothK2(x0=0.0, k=1.0), a=5.0, b=0.0)
@@ -159,7 +168,7 @@ def test_cosine_buffer_label_range_maps_cosine_onto_the_label_scale():
 
 
 def test_joint_is_head_loss_plus_lambda_times_cosine_loss_by_hand():
-    from stsreg.objective import Objective
+    from stsreg.product.objective import Objective
 
     u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
     v = torch.tensor([[1.0, 1.0], [0.0, 1.0]], requires_grad=True)
@@ -180,8 +189,8 @@ def test_joint_is_head_loss_plus_lambda_times_cosine_loss_by_hand():
 
 
 def test_cosent_plus_cosine_buffer_is_cosent_plus_lambda_times_the_buffered_loss_by_hand():
-    from stsreg.losses import AffineCosine
-    from stsreg.objective import Objective
+    from stsreg.product.losses import AffineCosine
+    from stsreg.product.objective import Objective
 
     u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
     labels = torch.tensor([0.3, 2.0])                    # the order disagrees with cos = [1/sqrt2, 0]: CoSENT pays
@@ -208,8 +217,10 @@ def test_cosent_plus_cosine_buffer_is_cosent_plus_lambda_times_the_buffered_loss
 
 
 def test_objective_names_agree_with_the_params_choices():
-    from stsreg import compare, config, losses, objective
-    from stsreg.profiling import measure
+    from stsreg.experiments import compare
+    from stsreg.infra import config
+    from stsreg.product import losses, objective
+    from stsreg.experiments.profiling import measure
 
     assert set(objective.STAGE2_LOSSES) == set(config.STAGE2_LOSSES)
     assert set(losses.HEAD_LOSSES) == set(config.HEAD_LOSSES)
@@ -217,7 +228,7 @@ def test_objective_names_agree_with_the_params_choices():
 
 
 def test_served_score_map_follows_what_the_objective_trains():
-    from stsreg.objective import Objective
+    from stsreg.product.objective import Objective
 
     assert Objective("smooth_k2").score_map is None  # the head is what head losses train
     assert Objective("smooth_k2_cos", cos_a=4.0, cos_b=1.0).score_map == [4.0, 1.0]

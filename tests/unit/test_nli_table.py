@@ -1,5 +1,5 @@
 """The NLI objectives (value and gradient on hand-computed cases), their data and their resumable loop
-(stsreg.training.nli), and the NLI table built on them."""
+(stsreg.product.training.nli), and the NLI table built on them."""
 
 import math
 
@@ -7,18 +7,18 @@ import pandas as pd
 import pytest
 import torch
 
-from stsreg import nli_table
-from stsreg.training import nli as nli_training
-from stsreg.config import NliTableParams
-from stsreg.errors import InputError
-from stsreg.model import SiameseRegressor
+from stsreg.experiments import nli_table
+from stsreg.product.training import nli as nli_training
+from stsreg.infra.config import NliTableParams
+from stsreg.infra.errors import InputError
+from stsreg.product.model import SiameseRegressor
 from tests.helpers.nli import grouped_nli
 
 P = NliTableParams()
 
 
 def test_every_params_objective_has_a_kind_and_the_params_list_them_all():
-    from stsreg import config
+    from stsreg.infra import config
 
     assert tuple(nli_training.KINDS) == config.NLI_OBJECTIVES
     assert set(nli_table.PAPER_TABLE1) <= set(nli_training.KINDS) and nli_table.REFERENCE in nli_table.PAPER_TABLE1

@@ -1,13 +1,15 @@
 """Reduced precision: the mode resolves as documented, the auto probe refuses drifting embeddings, bf16 encoding
 stays close to fp32, and bf16 training keeps fp32 weights and still learns."""
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from stsreg import precision
-from stsreg.config import Stage2Params
-from stsreg.model import SiameseRegressor
+from stsreg.product import precision
+from stsreg.infra.config import Stage2Params
+from stsreg.product.model import SiameseRegressor
 from tests.helpers.training import fine_tune_params as fine_tune
 from tests.conftest import tiny_sts
 
@@ -65,4 +67,10 @@ def test_bf16_training_keeps_fp32_weights_and_learns(tiny_backbone, tmp_path):
     assert all(t.dtype == torch.float32 for t in model.state_dict().values() if t.is_floating_point())
     curve = dict((int(s), v) for s, v in summary["dev_curve"])
     assert summary["best_dev_spearman"] > curve[0] + 5
-    assert SiameseRegressor.load(tmp_path / "out").config.precision == "bf16"  # the saved model keeps its mode
+    # precision is a setting of the run (params.yaml's model.precision, passed by the runner), not of the weights:
+    # the saved folder does not record it, and a folder that did (saved before) cannot contradict the caller
+    card = tmp_path / "out" / "stsreg_model.json"
+    assert "precision" not in json.loads(card.read_text())
+    card.write_text(json.dumps({**json.loads(card.read_text()), "precision": "bf16"}))
+    assert SiameseRegressor.load(tmp_path / "out", precision="fp32").amp_dtype is None
+    assert SiameseRegressor.load(tmp_path / "out", precision="bf16").amp_dtype is torch.bfloat16

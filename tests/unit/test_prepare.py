@@ -6,9 +6,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from stsreg.config import ExtraNLISource, Params
-from stsreg.data.prepare import PrepareError, prepare
-from stsreg.errors import InputError
+from stsreg.infra.config import ExtraNLISource, Params
+from stsreg.product.data.prepare import PrepareError, prepare
+from stsreg.infra.errors import InputError
 from tests.conftest import fixture_registry, replace_params
 
 ALL_NLI = ("snli/dev", "snli/test", "mnli/dev_matched", "xnli/dev", "xnli/test", "anli/dev_r1", "anli/dev_r2",

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from stsreg.profiling.costmodel import CostModel, fit_cost_model
-from stsreg.profiling.grid import GridSpec, run_grid, summarize
-from stsreg.profiling.measure import measure_in_subprocess
+from stsreg.experiments.profiling.costmodel import CostModel, fit_cost_model
+from stsreg.experiments.profiling.grid import GridSpec, run_grid, summarize
+from stsreg.experiments.profiling.measure import measure_in_subprocess
 
 
 def test_memory_model_recovers_known_coefficients_and_reports_loo_error():

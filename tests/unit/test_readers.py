@@ -2,8 +2,8 @@
 
 from tests.conftest import FIXTURE_RAW as R
 
-from stsreg.data import readers
-from stsreg.errors import InputError
+from stsreg.product.data import readers
+from stsreg.infra.errors import InputError
 
 
 def test_stsb_quoting_off_7_or_9_fields_and_truncated_row():

@@ -4,8 +4,8 @@ strictly (no broken link, no page left out of it)."""
 import pytest
 
 from stsreg.cli import main
-from stsreg.errors import InputError
-from stsreg.readme import blocks, sync
+from stsreg.infra.errors import InputError
+from stsreg.infra.doc_blocks import blocks, sync
 from tests.conftest import REPO
 
 #: Reports the docs show whole; each must sit in a generated block, so a rerun that changes it fails this test

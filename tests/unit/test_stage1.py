@@ -2,9 +2,9 @@
 
 import torch
 
-from stsreg.config import Stage1Params
-from stsreg.model import SiameseRegressor
-from stsreg.training.stage1 import train_head
+from stsreg.infra.config import Stage1Params
+from stsreg.product.model import SiameseRegressor
+from stsreg.product.training.stage1_training import train_head
 from tests.helpers.nli import tiny_nli
 
 
@@ -34,9 +34,9 @@ def test_one_encoder_pass_cache_and_learning(tiny_backbone, tmp_path):
 def test_the_optional_encoder_step_trains_the_encoder_on_nli_then_the_head(tiny_backbone, tmp_path):
     import dataclasses
 
-    from stsreg.config import Params, Stage1EncoderParams
-    from stsreg.model import weights_fingerprint
-    from stsreg.runners.stage1 import run_stage1
+    from stsreg.infra.config import Params, Stage1EncoderParams
+    from stsreg.product.model import weights_fingerprint
+    from stsreg.product.runners.stage1_runner import run_stage1
     from tests.helpers.nli import grouped_nli
 
     grouped_nli(8).to_parquet(tmp_path / "nli.parquet")   # 24 pairs, 8 (premise, entailment, contradiction) triples

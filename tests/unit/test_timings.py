@@ -3,8 +3,8 @@ leave (the prepare summary, the MLflow runs of the project's store)."""
 
 import json
 
-from stsreg import tracking
-from stsreg.timings import format_timings
+from stsreg.infra import tracking
+from stsreg.product.timings import format_timings
 
 
 def test_each_step_reports_its_wall_time_precision_and_machine(tmp_path):

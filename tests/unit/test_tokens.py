@@ -1,12 +1,12 @@
-"""Token tables (stsreg.tokens): cached ids equal fresh ones, the cache is hit by the same input only, and a model
+"""Token tables (stsreg.product.tokens): cached ids equal fresh ones, the cache is hit by the same input only, and a model
 encodes and pads identically with and without the cache."""
 
 from __future__ import annotations
 
 import torch
 
-from stsreg import tokens
-from stsreg.model import SiameseRegressor
+from stsreg.product import tokens
+from stsreg.product.model import SiameseRegressor
 from tests.conftest import tiny_sts
 
 

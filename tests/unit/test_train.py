@@ -10,9 +10,9 @@ import time
 import pytest
 import torch
 
-from stsreg.config import Stage2Params
-from stsreg.model import SiameseRegressor
-from stsreg.optim import param_groups
+from stsreg.infra.config import Stage2Params
+from stsreg.product.model import SiameseRegressor
+from stsreg.product.optim import param_groups
 from tests.helpers.training import fine_tune_params as fine_tune
 from tests.conftest import REPO, tiny_sts
 from tests.helpers.weights import weights
@@ -42,7 +42,7 @@ def test_fine_tune_improves_dev_and_keeps_best(tiny_backbone, tmp_path):
     assert summary["best_dev_spearman"] == max(curve.values()) > curve[0]
     assert json.loads((tmp_path / "out/training_summary.json").read_text())["best_step"] == summary["best_step"]
     reloaded = SiameseRegressor.load(tmp_path / "out")
-    from stsreg.evaluate import spearman_cosine
+    from stsreg.product.sts_eval import spearman_cosine
     dev = tiny_sts(60, seed=1)
     assert spearman_cosine(reloaded, dev.sentence1, dev.sentence2, dev.score) == pytest.approx(summary["best_dev_spearman"], abs=1e-4)
 
@@ -51,7 +51,7 @@ def test_fine_tune_improves_dev_and_keeps_best(tiny_backbone, tmp_path):
 def test_keep_trained_never_hands_back_the_start_and_best_keeps_the_guard(tiny_backbone, tmp_path, keep):
     """A learning rate that wrecks the encoder: the guard (keep=best) hands back the start, keep=trained the best
     checkpoint after step 0 (what the method trained, as the comparison reports it); both numbers are reported."""
-    from stsreg.evaluate import spearman_cosine
+    from stsreg.product.sts_eval import spearman_cosine
 
     torch.manual_seed(0)
     train, dev = tiny_sts(200), tiny_sts(60, seed=1)
@@ -125,7 +125,7 @@ def test_kill_9_then_resume_matches_uninterrupted(tiny_backbone, tmp_path):
 def test_length_grouped_batches_keep_every_pair_and_pad_less():
     import random
 
-    from stsreg.training.batches import length_grouped
+    from stsreg.product.training.batches import length_grouped
 
     rng = random.Random(0)
     lengths = [rng.randint(5, 120) for _ in range(1000)]
@@ -142,7 +142,7 @@ def test_length_grouped_batches_keep_every_pair_and_pad_less():
 
 @pytest.mark.parametrize("loss, head_trains", [("smooth_k2_cos", False), ("joint_smooth_k2", True)])
 def test_cosine_buffer_objectives_train_the_encoder(tiny_backbone, tmp_path, loss, head_trains):
-    from stsreg.evaluate import spearman_cosine
+    from stsreg.product.sts_eval import spearman_cosine
 
     torch.manual_seed(0)
     model = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16)
@@ -164,7 +164,7 @@ def test_cosine_buffer_objectives_train_the_encoder(tiny_backbone, tmp_path, los
 
 
 def test_label_modes_truncate_is_not_rounding():
-    from stsreg.training.batches import adjust_labels
+    from stsreg.product.training.batches import adjust_labels
 
     y = torch.tensor([0.0, 0.4, 2.5, 3.8, 4.999, 5.0])
     assert adjust_labels(y, "raw").tolist() == y.tolist()
@@ -182,7 +182,7 @@ def test_a_head_trained_model_serves_its_head(tiny_backbone):
 
 def test_train_fresh_discards_only_stage2_checkpoints_and_never_under_torchrun(tmp_path, monkeypatch):
     from stsreg.cli import build_parser
-    from stsreg.launch import _discard_checkpoints, cmd_train
+    from stsreg.product.launch import _discard_checkpoints, cmd_train
 
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
@@ -216,12 +216,12 @@ def test_a_change_to_the_loops_code_restarts_from_step_0_and_says_why(tiny_backb
         assert proc.returncode == 0, proc.stderr[-2000:]
         return proc.stdout + proc.stderr
 
-    where = subprocess.run([sys.executable, "-c", "import stsreg.losses; print(stsreg.losses.__file__)"], env=env,
+    where = subprocess.run([sys.executable, "-c", "import stsreg.product.losses; print(stsreg.product.losses.__file__)"], env=env,
                            capture_output=True, text=True, check=True).stdout.strip()
-    assert where == str(code / "stsreg/losses.py")  # the runs below use the copy
+    assert where == str(code / "stsreg/product/losses.py")  # the runs below use the copy
     assert "resuming" not in run()
     assert "resuming stage 2 from step 12" in run()  # the finished run's checkpoint, same code: nothing to redo
-    losses = code / "stsreg/losses.py"
+    losses = code / "stsreg/product/losses.py"
     text = losses.read_text()
     signature = next(line for line in text.splitlines() if line.startswith("def _buffer("))
     losses.write_text(text.replace(signature, signature + "\n    pred = pred + 0  # a fix to the loss", 1))

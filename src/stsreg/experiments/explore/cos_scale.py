@@ -69,16 +69,16 @@ def predictions(run: Path) -> pd.DataFrame:
 def row_params(params, seed: int, **stage2):
     """The settings of the comparison's ``ours_cos`` row of ``seed`` (its 1-epoch budget), ``stage2`` fields replaced
     (e.g. ``cos_a=7.5, cos_b=-2.5``)."""
-    from stsreg.compare import stage2_for
+    from stsreg.experiments.compare import stage2_for
 
     p = dataclasses.replace(params, seed=seed)
     return dataclasses.replace(p, stage2=dataclasses.replace(stage2_for(p, "ours_cos"), **stage2))
 
 
 def train_and_evaluate(params, seed: int, a: float, b: float) -> Path:
-    from stsreg.model import SiameseRegressor
-    from stsreg.runners.evaluate import run_evaluate
-    from stsreg.runners.stage2 import run_stage2
+    from stsreg.product.model import SiameseRegressor
+    from stsreg.product.runners.eval_runner import run_evaluate
+    from stsreg.product.runners.stage2_runner import run_stage2
 
     out = run_dir(name_of(a, b), seed)
     if (out / "metrics.json").exists():
@@ -106,7 +106,7 @@ def figures(run: Path) -> dict:
 def summarise(params, names: list[str], seeds: list[int]) -> str:
     """Mean and per-seed tables and paired tests; a (map, seed) not trained is left out, and the mean table says
     over how many seeds each row is."""
-    from stsreg.evaluate import paired_on_predictions
+    from stsreg.product.sts_eval import paired_on_predictions
 
     rows = {name: {s: figures(run_dir(name, s)) for s in seeds if (run_dir(name, s) / "metrics.json").exists()}
             for name in [*REFERENCES, *names]}
@@ -139,9 +139,9 @@ def summarise(params, names: list[str], seeds: list[int]) -> str:
 
 def production(params, a: float, b: float) -> str:
     """Production stage 2 with the map (a, b) against the committed ``models/stage2``; returns the report's text."""
-    from stsreg.evaluate import paired_on_predictions
-    from stsreg.runners.evaluate import run_evaluate
-    from stsreg.runners.stage2 import run_stage2
+    from stsreg.product.sts_eval import paired_on_predictions
+    from stsreg.product.runners.eval_runner import run_evaluate
+    from stsreg.product.runners.stage2_runner import run_stage2
 
     committed = json.loads(Path("models/stage2/training_summary.json").read_text())["config"]
     if (committed["seed"] != params.seed
@@ -182,7 +182,7 @@ def production(params, a: float, b: float) -> str:
 
 
 def main(argv=None) -> int:
-    from stsreg.config import load_params
+    from stsreg.infra.config import load_params
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])

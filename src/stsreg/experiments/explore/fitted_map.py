@@ -28,7 +28,7 @@ from torch import nn
 
 from stsreg.experiments.explore.cos_scale import (COLUMNS, REFERENCES, STS, figures, predictions, row_params, run_dir,
                                                   stage1_of)
-from stsreg.losses import AffineCosine
+from stsreg.product.losses import AffineCosine
 
 OUT = Path("reports/explore/fitted_map")
 #: the fitted slope is floored here (a batch whose cosines do not follow the labels would otherwise ask for a flat
@@ -59,13 +59,13 @@ class BatchFittedCosine(AffineCosine):
 
 
 def train_and_evaluate(params, seed: int) -> Path:
-    from stsreg import runtime
-    from stsreg.data.catalogue import sample_pairs
-    from stsreg.model import SiameseRegressor
-    from stsreg.objective import Objective
-    from stsreg.runners.evaluate import run_evaluate
-    from stsreg.runners.stage2 import stage2_data
-    from stsreg.training.stage2 import fine_tune
+    from stsreg.infra import runtime
+    from stsreg.product.data.catalogue import sample_pairs
+    from stsreg.product.model import SiameseRegressor
+    from stsreg.product.objective import Objective
+    from stsreg.product.runners.eval_runner import run_evaluate
+    from stsreg.product.runners.stage2_runner import stage2_data
+    from stsreg.product.training.stage2_training import fine_tune
 
     out = OUT / f"fitted-{seed}"
     if (out / "metrics.json").exists():
@@ -93,7 +93,7 @@ def train_and_evaluate(params, seed: int) -> Path:
 
 
 def report(params, seeds: list[int]) -> str:
-    from stsreg.evaluate import paired_on_predictions
+    from stsreg.product.sts_eval import paired_on_predictions
 
     rows, tests = [], []
     for seed in seeds:
@@ -116,7 +116,7 @@ def report(params, seeds: list[int]) -> str:
 
 
 def main(argv=None) -> int:
-    from stsreg.config import load_params
+    from stsreg.infra.config import load_params
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[42])

@@ -25,12 +25,12 @@ def run_job(job: dict, work_root: str) -> dict:
     import torch
     torch.set_num_threads(2)
     import pandas as pd
-    from stsreg import runtime
+    from stsreg.infra import runtime
     runtime.cache_dir = lambda name: None  # no datasets package on the device: tokenize in memory
-    from stsreg.config import load_params
-    from stsreg.model import SiameseRegressor
-    from stsreg.runners.stage2 import run_stage2
-    from stsreg.runners.evaluate import run_evaluate
+    from stsreg.infra.config import load_params
+    from stsreg.product.model import SiameseRegressor
+    from stsreg.product.runners.stage2_runner import run_stage2
+    from stsreg.product.runners.eval_runner import run_evaluate
 
     t0 = time.time()
     work = Path(work_root) / job["name"]
@@ -41,10 +41,10 @@ def run_job(job: dict, work_root: str) -> dict:
                                  model=dataclasses.replace(params.model, precision=job.get("precision", "fp32")),
                                  stage2=dataclasses.replace(params.stage2, **job.get("stage2", {})))
     runtime.set_seed(job["seed"])
-    model = SiameseRegressor.load(ROOT / ".dev/stage1").float()
+    model = SiameseRegressor.load(ROOT / ".dev/stage1", precision=params.model.precision).float()
     out = {"job": job}
     if job.get("nli"):
-        from stsreg import nli_table
+        from stsreg.experiments import nli_table
         n = job["nli"]
         p = dataclasses.replace(params.nli_table, max_pairs=n.get("max_pairs", 0), epochs=n.get("epochs", 1),
                                 **{k: v for k, v in n.items() if k in ("lr", "temperature", "batch_size")})

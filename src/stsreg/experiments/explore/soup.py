@@ -47,8 +47,8 @@ def mix_name(alpha: float) -> str:
 
 def load(seed: int):
     """The two ingredients of ``seed``, ready to score STS-B dev as training scored it."""
-    from stsreg import runtime
-    from stsreg.model import SiameseRegressor
+    from stsreg.infra import runtime
+    from stsreg.product.model import SiameseRegressor
 
     models = []
     for a, b in MAPS:
@@ -67,8 +67,8 @@ def mix(target, s0: dict, s1: dict, alpha: float) -> None:
 def dev_along(start, end, label: str = "") -> dict[float, float]:
     """STS-B dev Spearman x100 of cosine of ``(1 - alpha) * W(start) + alpha * W(end)`` at each alpha of
     :data:`ALPHAS` (``start``'s weights are overwritten). No test row is read."""
-    from stsreg.data.catalogue import stsb_split
-    from stsreg.evaluate import spearman_cosine
+    from stsreg.product.data.catalogue import stsb_split
+    from stsreg.product.sts_eval import spearman_cosine
 
     dev = stsb_split(pd.read_parquet(STS, filters=[("split", "==", "dev")]), "dev")
     s0 = {k: v.clone() for k, v in start.state_dict().items()}
@@ -98,7 +98,7 @@ def best_alpha(curve: dict[float, float]) -> float:
 
 def evaluate_mix(params, seed: int, alpha: float) -> Path:
     """The 7-task evaluation of the mix ``alpha`` of ``seed`` -> ``OUT/mix<alpha>-<seed>/``."""
-    from stsreg.runners.evaluate import run_evaluate
+    from stsreg.product.runners.eval_runner import run_evaluate
 
     out = OUT / f"{mix_name(alpha)}-{seed}"
     if (out / "metrics.json").exists():
@@ -148,8 +148,8 @@ def plot(curves: dict[int, dict[float, float]], tests: dict[int, dict[float, dic
 
 
 def main(argv=None) -> int:
-    from stsreg.config import load_params
-    from stsreg.evaluate import paired_on_predictions
+    from stsreg.infra.config import load_params
+    from stsreg.product.sts_eval import paired_on_predictions
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])

@@ -17,8 +17,8 @@ def model_dir(a: float, b: float, seed: int) -> Path:
 def train(params, seed: int, a: float, b: float) -> Path:
     """The comparison's ``ours_cos`` row of ``seed`` with the map (a, b): its stage-1 start, 1 epoch, the best STS-B
     dev checkpoint after step 0; resumes from its checkpoint folder after a kill."""
-    from stsreg.model import SiameseRegressor
-    from stsreg.runners.stage2 import run_stage2
+    from stsreg.product.model import SiameseRegressor
+    from stsreg.product.runners.stage2_runner import run_stage2
 
     out = model_dir(a, b, seed)
     if (out / "training_summary.json").exists():
@@ -29,7 +29,7 @@ def train(params, seed: int, a: float, b: float) -> Path:
 
 
 def main(argv=None) -> int:
-    from stsreg.config import load_params
+    from stsreg.infra.config import load_params
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])

@@ -10,8 +10,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from stsreg.config import load_params
-from stsreg.runners.evaluate import run_evaluate
+from stsreg.infra.config import load_params
+from stsreg.product.runners.eval_runner import run_evaluate
 
 OUT, RUNS = Path("reports/explore/stage1_start"), Path("reports/compare/runs")
 KEYS = ("stsb_dev", "sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "avg7", "avg7_unseen")

@@ -15,8 +15,8 @@ from stsreg.experiments.explore.soup import ALPHAS, OUT, dev_along
 
 
 def main() -> int:
-    from stsreg import runtime
-    from stsreg.model import SiameseRegressor
+    from stsreg.infra import runtime
+    from stsreg.product.model import SiameseRegressor
 
     start, end = (SiameseRegressor.load(d).to(runtime.resolve_device()).eval() for d in ("models/stage1", "models/stage2"))
     scores = dev_along(start, end)

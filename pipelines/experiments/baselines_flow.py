@@ -1,0 +1,170 @@
+"""Baselines flow: every system of :mod:`stsreg.experiments.baselines` (word vectors, recurrent encoders, transformer bi- and
+cross-encoders, LoRA), the retrieval cost of a cross-encoder, then the table and plot.
+
+MLflow (experiment ``stsreg-baselines``): one parent run ``baselines`` per runs folder, one child run per system
+(params, the dev curve and training loss, metrics, predictions), the report logged to the parent. A finished system
+is skipped on a rerun while its settings, data and code are unchanged; a system killed mid-training resumes from its
+checkpoint.
+
+    stsreg baselines                    # or: dvc repro baselines / make baselines
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from prefect import flow, task
+
+from stsreg.infra import atomic, runtime, tracking
+from stsreg.experiments import run_folders
+from stsreg.experiments.baselines import experiment, baselines_table, retrieval
+from stsreg.infra.codehash import code_hash
+from stsreg.infra.config import Params, load_params
+from stsreg.infra.hashing import fingerprint, sha256_file
+
+EXPERIMENT = "stsreg-baselines"
+#: The code one system's run executes; config.py is left out (the resolved values are in the key).
+ROW_CODE = ("stsreg.experiments.baselines.experiment",)
+
+
+def system_fingerprint(params: Params, name: str, sts_sha: str, nli_sha: str) -> str:
+    """The settings the system reads, seed, data and code: a rerun reuses a finished system only if all are
+    unchanged (a setting that only other systems read does not rerun it)."""
+    parts = {"system": name, "seed": params.seed, "settings": experiment.settings(params, name),
+             "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha,
+             "code": code_hash(ROW_CODE, exclude=("stsreg.infra.config",))}
+    if experiment.SYSTEMS[name].uses_nli:
+        parts["nli"] = nli_sha
+    return fingerprint(parts)
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+@task(name="baselines-parent")
+def baselines_parent(params_path: str, runs_dir: str) -> str:
+    """The parent MLflow run of this runs folder (created once, reused by a rerun so every system stays under it)."""
+    marker = Path(runs_dir) / "_parent.json"
+    run_id = _read_json(marker).get("mlflow_run_id")
+    if run_id:
+        try:
+            tracking.client().get_run(run_id)
+            return run_id
+        except Exception:  # the tracking store was reset: start a new parent
+            pass
+    params = load_params(params_path)
+    run_id = tracking.start_run(EXPERIMENT, "baselines", {"baselines": dataclasses.asdict(params.baselines),
+                                                          "seed": params.seed},
+                                tracking.environment_tags(runtime.device_name()))
+    atomic.write_json(marker, {"mlflow_run_id": run_id})
+    return run_id
+
+
+@task(name="baselines-system", task_run_name="{name}")
+def baselines_system(params_path: str, name: str, sts_path: str, nli_path: str, runs_dir: str, parent: str) -> dict:
+    params = load_params(params_path)
+    work = Path(runs_dir) / name
+    key = system_fingerprint(params, name, sha256_file(sts_path), sha256_file(nli_path))
+    if run_folders.prepare(work, key):
+        return _read_json(work / "metrics.json") or {"unavailable": _read_json(work / "run.json").get("unavailable")}
+    tags = {**tracking.environment_tags(runtime.device_name()), "system": name, "mlflow.parentRunId": parent,
+            "fingerprint": key}
+    logged = {"system": name, "seed": params.seed, "baselines": experiment.settings(params, name)}
+    with tracking.tracked_run(EXPERIMENT, name, logged, tags) as run:
+        try:
+            metrics = experiment.run_system(params, name, pd.read_parquet(sts_path), pd.read_parquet(nli_path), work, run)
+        except experiment.Unavailable as why:
+            tracking.client().set_tag(run.run_id, "unavailable", str(why))
+            run_folders.mark_done(work, key, run.run_id, unavailable=str(why))
+            return {"unavailable": str(why)}
+        atomic.write_json(work / "metrics.json", metrics)
+        tracking.log_metrics(run.run_id, metrics)
+        for fname in ("predictions.parquet", "fit_summary.json"):
+            tracking.client().log_artifact(run.run_id, str(work / fname), artifact_path="baselines")
+    run_folders.mark_done(work, key, run.run_id)
+    return metrics
+
+
+@task(name="baselines-retrieval")
+def baselines_retrieval(params_path: str, sts_path: str, runs_dir: str) -> dict:
+    """Pairs/s of a bi-encoder and a cross-encoder scoring one query against ``retrieval_candidates`` sentences
+    (distinct sentences of the STS tables, sampled with the seed); measured once per backbone / size / code."""
+    params = load_params(params_path)
+    p = params.baselines
+    out = Path(runs_dir) / "_retrieval.json"
+    key = fingerprint({"backbone": p.backbone, "n": p.retrieval_candidates, "max_length": p.max_length,
+                       "precision": params.model.precision, "seed": params.seed, "sts": sha256_file(sts_path),
+                       "code": code_hash(ROW_CODE, exclude=("stsreg.infra.config",))})
+    cached = _read_json(out)
+    if cached.get("key") == key:
+        return cached
+    sts = pd.read_parquet(sts_path)
+    sentences = sorted(set(sts.sentence1) | set(sts.sentence2))
+    rng = np.random.default_rng(params.seed)
+    pick = rng.choice(len(sentences), size=min(p.retrieval_candidates, len(sentences)), replace=False)
+    query = sts[(sts.dataset == "stsb") & (sts.split == "test")].sentence1.iloc[0]
+    result = {**retrieval.retrieval_cost(p.backbone, [sentences[i] for i in pick], query, p.max_length,
+                                          precision=params.model.precision),
+              "query": query, "key": key}
+    atomic.write_json(out, result)
+    return result
+
+
+@task(name="baselines-report")
+def baselines_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: str, compare_results: str,
+                     parent: str) -> dict:
+    params = load_params(params_path)
+    runs, unavailable = [], {}
+    for name in params.baselines.systems:
+        work = Path(runs_dir) / name
+        meta = _read_json(work / "run.json")
+        if meta.get("unavailable"):
+            unavailable[name] = meta["unavailable"]
+        else:
+            runs.append({"system": name, **_read_json(work / "fit_summary.json"), **_read_json(work / "metrics.json")})
+    table = baselines_table.rows_table(pd.DataFrame(runs)) if runs else pd.DataFrame()
+    out = Path(out_dir)
+    atomic.to_csv(table, out / "results.csv")
+    ref = pd.read_csv(compare_results) if Path(compare_results).exists() else None
+    retrieval = _read_json(Path(runs_dir) / "_retrieval.json") or None
+    md = baselines_table.format_table(table, unavailable, ref, retrieval, params.baselines.backbone, params.seed)
+    atomic.write_text(out / "results.md", md + "\n")
+    if not table.empty:
+        baselines_table.plot(table, out / "stsb.png")
+    # the headline: STS-B test Spearman per system (avg7 and the intervals are in results.csv)
+    summary = {f"{r.system}_stsb_spearman": float(r.stsb_spearman) for r in table.itertuples()}
+    atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
+    tracking.log_metrics(parent, summary)
+    if retrieval:
+        tracking.log_metrics(parent, {k: v for k, v in retrieval.items() if k.endswith(("per_s", "seconds"))})
+    for name in ("results.md", "results.csv", "stsb.png"):
+        if (out / name).exists():
+            tracking.client().log_artifact(parent, str(out / name), artifact_path="baselines")
+    tracking.end_run(parent)
+    print(md)
+    return summary
+
+
+@flow(name="stsreg-baselines")
+def baselines_flow(params_path: str = "params.yaml", sts_path: str = "data/prepared/sts.parquet",
+                   nli_path: str = "data/prepared/nli_train.parquet", runs_dir: str = "reports/baselines/runs",
+                   out_dir: str = "reports/baselines", metrics_path: str = "metrics/baselines.json",
+                   compare_results: str = "reports/compare/results.csv") -> dict:
+    params = load_params(params_path)
+    parent = baselines_parent(params_path, runs_dir)
+    for name in params.baselines.systems:
+        baselines_system(params_path, name, sts_path, nli_path, runs_dir, parent)
+    baselines_retrieval(params_path, sts_path, runs_dir)
+    return baselines_report(params_path, runs_dir, out_dir, metrics_path, compare_results, parent)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="Run the baselines experiment as a Prefect flow.")
+    ap.add_argument("--params", default="params.yaml")
+    print(baselines_flow(params_path=ap.parse_args().params))

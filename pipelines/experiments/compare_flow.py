@@ -1,0 +1,101 @@
+"""Comparison flow: every method of :mod:`stsreg.experiments.compare` x every seed, then the results table, paired tests and plot.
+
+One MLflow run per (method, seed) (tags ``method``, ``seed``; the 7-task metrics, the dev curve, predictions)
+and one ``compare`` run with the table, the tests and the plot. Finished (method, seed) runs are skipped on a
+rerun while their settings and data are unchanged, so an interrupted comparison resumes.
+
+    stsreg compare                      # or: dvc repro compare / make compare
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+from prefect import flow, task
+
+from stsreg.infra import atomic, runtime, tracking
+from stsreg.experiments import compare, run_folders, run_tables
+from stsreg.infra.config import load_params
+from stsreg.infra.hashing import sha256_file
+from stsreg.product.runners.eval_runner import run_evaluate
+
+EXPERIMENT = "stsreg-compare"
+
+
+@task(name="compare-run", task_run_name="{method}-{seed}")
+def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_path: str, runs_dir: str) -> dict:
+    params = dataclasses.replace(load_params(params_path), seed=seed)
+    work = Path(runs_dir) / f"{method}-{seed}"
+    fingerprint = compare.run_fingerprint(params, method, seed, sha256_file(sts_path), sha256_file(nli_path))
+    if run_folders.is_done(work, fingerprint):
+        return json.loads((work / "metrics.json").read_text())
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    logged = {"method": method, "seed": seed, "spec": compare.METHODS[method], "stage2": dataclasses.asdict(params.stage2),
+              "evaluate": dataclasses.asdict(params.evaluate)}
+    tags = {**tracking.environment_tags(runtime.device_name()), "method": method, "seed": str(seed), "fingerprint": fingerprint}
+    with tracking.tracked_run(EXPERIMENT, f"{method}-{seed}", logged, tags) as run:
+        model_dir = compare.train_method(params, method, seed, Path(sts_path), Path(nli_path), work, run)
+        run.flush()
+        metrics = run_evaluate(params, model_dir, Path(sts_path), work)
+        tracking.log_metrics(run.run_id, metrics)
+        for name in ("table.md", "predictions.parquet"):
+            tracking.client().log_artifact(run.run_id, str(work / name), artifact_path="eval")
+    shutil.rmtree(work / "model", ignore_errors=True)  # weights are not kept: predictions + metrics are
+    # the marker a rerun trusts: written last and atomically, so a killed run is never taken as finished
+    atomic.write_text(work / "run.json", json.dumps({"fingerprint": fingerprint, "mlflow_run_id": run.run_id}))
+    return metrics
+
+
+@task(name="compare-report")
+def compare_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: str) -> dict:
+    params = load_params(params_path)
+    c = params.compare
+    runs = run_tables.collect(Path(runs_dir), c.methods, c.seeds)
+    table = run_tables.results_table(runs)
+    reference = compare.reference_method(table)
+    pairs = compare.test_pairs(reference, c.methods)
+    tests = run_tables.paired_tests(Path(runs_dir), pairs, c.seeds, params.evaluate.n_resamples, params.seed) if pairs else None
+    out = Path(out_dir)
+    atomic.to_csv(runs, out / "runs.csv")
+    atomic.to_csv(table, out / "results.csv")
+    md = run_tables.format_compare(table, tests, c.seeds, compare.budget(params))
+    atomic.write_text(out / "results.md", md + "\n")
+    if tests is not None:
+        atomic.to_csv(tests, out / "paired.csv")
+    # long format for `dvc plots`: one row per (method, view)
+    long = [{"method": r.method, "view": v, "spearman": r[f"{v}_mean"]} for _, r in table.iterrows() for v in ("avg7", "avg7_unseen")]
+    atomic.to_csv(pd.DataFrame(long), out / "plot.csv")
+    run_tables.plot_methods(table, out / "avg7.png")
+    summary = {f"{r.method}_{col}": float(r[f"{col}_mean"]) for _, r in table.iterrows() for col in ("avg7", "avg7_unseen")}
+    atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
+    logged = {"compare": dataclasses.asdict(c), "stage2": dataclasses.asdict(params.stage2)}
+    with tracking.tracked_run(EXPERIMENT, "compare", logged, tracking.environment_tags(runtime.device_name())) as run:
+        tracking.log_metrics(run.run_id, summary)
+        for name in ("results.md", "results.csv", "runs.csv", "paired.csv", "avg7.png"):
+            if (out / name).exists():
+                tracking.client().log_artifact(run.run_id, str(out / name), artifact_path="compare")
+    print(md)
+    return summary
+
+
+@flow(name="stsreg-compare")
+def compare_flow(params_path: str = "params.yaml", sts_path: str = "data/prepared/sts.parquet",
+                 nli_path: str = "data/prepared/nli_train.parquet", runs_dir: str = "reports/compare/runs",
+                 out_dir: str = "reports/compare", metrics_path: str = "metrics/compare.json") -> dict:
+    c = load_params(params_path).compare
+    for seed in c.seeds:
+        for method in c.methods:
+            compare_run(params_path, method, int(seed), sts_path, nli_path, runs_dir)
+    return compare_report(params_path, runs_dir, out_dir, metrics_path)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="Run the method comparison as a Prefect flow.")
+    ap.add_argument("--params", default="params.yaml")
+    print(compare_flow(params_path=ap.parse_args().params))

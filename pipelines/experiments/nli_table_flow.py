@@ -1,0 +1,116 @@
+"""NLI-table flow: every objective of :mod:`stsreg.experiments.nli_table` x every seed, then the table, paired tests and plot.
+
+One MLflow run per (objective, seed) in experiment ``stsreg-nli-table`` (the params, per-step loss, the 7-task
+metrics, predictions) and one ``nli-table`` run with the report. A finished (objective, seed) run is skipped on a
+rerun while its settings, data and code are unchanged; a run killed mid-training resumes from its checkpoint.
+
+    stsreg nli-table                    # or: dvc repro nli_table / make nli-table
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pandas as pd
+from prefect import flow, task
+
+from stsreg.infra import atomic, runtime, tracking
+from stsreg.experiments import nli_table, run_folders, run_tables
+from stsreg.infra.codehash import code_hash
+from stsreg.infra.config import Params, load_params
+from stsreg.infra.hashing import fingerprint, sha256_file
+from stsreg.product.runners.eval_runner import run_evaluate
+
+EXPERIMENT = "stsreg-nli-table"
+#: The code one (objective, seed) run executes; config.py is left out (the resolved values are in the key).
+ROW_CODE = ("stsreg.experiments.nli_table", "stsreg.product.runners.eval_runner")
+
+
+def row_fingerprint(params: Params, name: str, seed: int, nli_sha: str, sts_sha: str) -> str:
+    """Settings, seed, data and code of one row: a rerun reuses a finished row only if all are unchanged."""
+    parts = {"objective": name, "seed": seed, "model": dataclasses.asdict(params.model),
+             "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha,
+             "code": code_hash(ROW_CODE, exclude=("stsreg.infra.config",))}
+    if nli_table.KINDS[name] is not None:
+        parts.update(nli_table=dataclasses.asdict(params.nli_table), nli=nli_sha)
+    return fingerprint(parts)
+
+
+@task(name="nli-table-row", task_run_name="{name}-{seed}")
+def nli_table_row(params_path: str, name: str, seed: int, nli_path: str, sts_path: str, runs_dir: str) -> dict:
+    params = dataclasses.replace(load_params(params_path), seed=seed)
+    work = Path(runs_dir) / f"{name}-{seed}"
+    key = row_fingerprint(params, name, seed, sha256_file(nli_path), sha256_file(sts_path))
+    if run_folders.prepare(work, key):
+        return json.loads((work / "metrics.json").read_text())
+    logged = {"objective": name, "seed": seed, "nli_table": dataclasses.asdict(params.nli_table),
+              "model": dataclasses.asdict(params.model), "evaluate": dataclasses.asdict(params.evaluate)}
+    tags = {**tracking.environment_tags(runtime.device_name()), "objective": name, "seed": str(seed), "fingerprint": key}
+    started = time.time()
+    with tracking.tracked_run(EXPERIMENT, f"{name}-{seed}", logged, tags) as run:
+        model_dir = nli_table.run_row(params, name, seed, pd.read_parquet(nli_path), work, run)
+        trained_s = time.time() - started
+        run.flush()
+        metrics = run_evaluate(params, model_dir, Path(sts_path), work)
+        metrics.update(train_seconds=trained_s, row_seconds=time.time() - started)
+        atomic.write_json(work / "metrics.json", metrics)
+        tracking.log_metrics(run.run_id, metrics)
+        for fname in ("table.md", "predictions.parquet", "nli_summary.json"):
+            if (work / fname).exists():
+                tracking.client().log_artifact(run.run_id, str(work / fname), artifact_path="eval")
+    shutil.rmtree(work / "model", ignore_errors=True)  # weights are not kept: predictions + metrics are
+    run_folders.mark_done(work, key, run.run_id)
+    return metrics
+
+
+@task(name="nli-table-report")
+def nli_table_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: str) -> dict:
+    params = load_params(params_path)
+    p = params.nli_table
+    runs = run_tables.collect(Path(runs_dir), p.objectives, p.seeds)
+    table = run_tables.results_table(runs)
+    seconds = runs.groupby("method", sort=False).row_seconds.mean()
+    pairs = [(nli_table.REFERENCE, o) for o in p.objectives if o != nli_table.REFERENCE] \
+        if nli_table.REFERENCE in p.objectives else []
+    tests = run_tables.paired_tests(Path(runs_dir), pairs, p.seeds, params.evaluate.n_resamples, params.seed) if pairs else None
+    out = Path(out_dir)
+    atomic.to_csv(runs, out / "runs.csv")
+    atomic.to_csv(table, out / "results.csv")
+    if tests is not None:
+        atomic.to_csv(tests, out / "paired.csv")
+    md = nli_table.format_table(table, tests, p.seeds, seconds.to_dict(), params.model.backbone)
+    atomic.write_text(out / "results.md", md + "\n")
+    run_tables.plot_methods(table, out / "avg7.png")
+    # the headline: avg7 per objective (no row trains on STS, so the unseen view is in results.csv, not here)
+    summary = {f"{r.method}_avg7": float(r["avg7_mean"]) for _, r in table.iterrows()}
+    atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
+    logged = {"nli_table": dataclasses.asdict(p), "model": dataclasses.asdict(params.model)}
+    with tracking.tracked_run(EXPERIMENT, "nli-table", logged, tracking.environment_tags(runtime.device_name())) as run:
+        tracking.log_metrics(run.run_id, summary)
+        for name in ("results.md", "results.csv", "runs.csv", "paired.csv", "avg7.png"):
+            if (out / name).exists():
+                tracking.client().log_artifact(run.run_id, str(out / name), artifact_path="nli_table")
+    print(md)
+    return summary
+
+
+@flow(name="stsreg-nli-table")
+def nli_table_flow(params_path: str = "params.yaml", nli_path: str = "data/prepared/nli_train.parquet",
+                   sts_path: str = "data/prepared/sts.parquet", runs_dir: str = "reports/nli_table/runs",
+                   out_dir: str = "reports/nli_table", metrics_path: str = "metrics/nli_table.json") -> dict:
+    p = load_params(params_path).nli_table
+    for seed in p.seeds:
+        for name in p.objectives:
+            nli_table_row(params_path, name, int(seed), nli_path, sts_path, runs_dir)
+    return nli_table_report(params_path, runs_dir, out_dir, metrics_path)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="Run the NLI-only objective table as a Prefect flow.")
+    ap.add_argument("--params", default="params.yaml")
+    print(nli_table_flow(params_path=ap.parse_args().params))

@@ -1,0 +1,98 @@
+"""Prefect deployments of the operation flows (:mod:`pipelines.product.ops_flow`), schedules from ``params.yaml``.
+
+    stsreg deploy                                  # to the running Prefect server (stsreg servers start)
+    stsreg deploy --pool stsreg-gpu                # a process pool served by the GPU worker image
+    stsreg deploy --pool stsreg-docker --image stsreg-worker:latest   # a docker pool running that image
+
+| deployment                        | flow                 | schedule                     |
+|-----------------------------------|----------------------|------------------------------|
+| ``stsreg-retrain/weekly``         | retrain + promote    | ``schedule.retrain_cron``    |
+| ``stsreg-champion-eval/daily``    | evaluate the champion| ``schedule.champion_eval_cron`` |
+| ``stsreg-profile-run/manual``     | ``dvc repro profile``| none (run it from the UI/CLI)|
+
+The code is taken from the project folder itself (``flow.from_source(<project>)``): a process worker runs the
+flows in that folder, so the DVC pipeline, params and MLflow store are the project's. The retrain deployment has
+a concurrency limit of 1 (overlapping triggers queue); the flows also hold the project's pipeline lock.
+
+With ``schedule.gpu_pool`` set, a fourth deployment, ``stsreg-stage2-remote/gpu`` (:mod:`pipelines.product.gpu_stage2`), goes to that
+pool: its flow is imported from the worker's installed package (the worker image or a venv, never a host path) and
+clones the project at the retrain's commit itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stsreg.infra.config import ScheduleParams
+
+DEPLOYMENTS = (
+    # (flow name, deployment name, entrypoint, params cron field or None)
+    ("stsreg-retrain", "weekly", "pipelines/product/ops_flow.py:retrain_flow", "retrain_cron"),
+    ("stsreg-champion-eval", "daily", "pipelines/product/ops_flow.py:champion_eval_flow", "champion_eval_cron"),
+    ("stsreg-profile-run", "manual", "pipelines/product/ops_flow.py:profile_run_flow", None),
+)
+
+
+def ensure_process_pool(name: str) -> None:
+    """Create work pool ``name`` of type ``process`` unless it exists (other pool types: create them yourself)."""
+    from prefect import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectNotFound
+    from prefect.utilities.asyncutils import run_coro_as_sync
+
+    async def go():
+        async with get_client() as client:
+            try:
+                await client.read_work_pool(name)
+            except ObjectNotFound:
+                await client.create_work_pool(WorkPoolCreate(name=name, type="process"))
+
+    run_coro_as_sync(go())
+
+
+def deploy(project: Path, schedule: ScheduleParams, pool: str | None = None, image: str | None = None) -> list[str]:
+    """Create/update the three deployments; returns their ``flow/deployment`` names."""
+    from prefect import Flow
+    from prefect.client.schemas.schedules import CronSchedule
+
+    project = project.resolve()
+    pool = pool or schedule.work_pool
+    if image is None:
+        ensure_process_pool(pool)
+    names = []
+    for flow_name, name, entrypoint, cron_field in DEPLOYMENTS:
+        cron = getattr(schedule, cron_field) if cron_field else ""
+        schedules = [CronSchedule(cron=cron, timezone=schedule.timezone)] if cron else []
+        # docker pool: the image holds the code; the project folder is mounted at /work
+        project_dir = "/work" if image else str(project)
+        job_variables = {"image": image, "volumes": [f"{project}:/work"]} if image else {}
+        source = Flow.from_source(source=str(project), entrypoint=entrypoint)
+        source.deploy(name=name, work_pool_name=pool, image=image, build=False, push=False, schedules=schedules,
+                      concurrency_limit=1 if flow_name == "stsreg-retrain" else None, parameters={"project_dir": project_dir},
+                      job_variables=job_variables, tags=["stsreg"], print_next_steps=False, ignore_warnings=True,
+                      description=(source.description or "").strip().split("\n")[0])
+        names.append(f"{flow_name}/{name}")
+    if schedule.gpu_pool:
+        names.append(deploy_gpu_stage2(schedule.gpu_pool, image))
+    return names
+
+
+def deploy_gpu_stage2(pool: str, image: str | None = None) -> str:
+    """The stage-2 deployment on ``pool`` (a process pool is created if missing; a docker pool runs ``image`` and
+    requests every GPU of its host)."""
+    from prefect import deploy
+    from prefect.deployments.runner import EntrypointType
+
+    from pipelines.product.gpu_stage2 import DEPLOYMENT, stage2_remote_flow
+
+    if image is None:
+        ensure_process_pool(pool)
+    # prefect-docker passes container_create_kwargs to docker-py: device_requests = `docker run --gpus all`
+    gpus = {"device_requests": [{"count": -1, "capabilities": [["gpu"]]}]}
+    job_variables = {"image": image, "container_create_kwargs": gpus} if image else {}
+    deployment = stage2_remote_flow.to_deployment(name=DEPLOYMENT.split("/")[1], entrypoint_type=EntrypointType.MODULE_PATH,
+                                                  tags=["stsreg"], job_variables=job_variables,
+                                                  description="stage 2 of a retrain, on a GPU worker")
+    deploy(deployment, work_pool_name=pool, image=image, build=False, push=False, print_next_steps_message=False,
+           ignore_warnings=True)
+    return DEPLOYMENT

@@ -1,0 +1,137 @@
+"""Release flows: evaluate the trained model, register it as ``challenger``, gate its promotion to ``champion``.
+
+- ``stsreg-evaluate``: 7-task evaluation with bootstrap intervals, one MLflow run ("evaluate") with every
+  metric, the table and the per-pair predictions; its run id goes to ``<out_dir>/mlflow_run.json``.
+- ``stsreg-register``: logs the model as a pyfunc *in that evaluation run* (so a registry version links to
+  its metrics and predictions), registers a version of ``sts-regression``, alias ``challenger``, with tags.
+- ``stsreg-promote``: the gate of :func:`stsreg.product.registry.promote`; the decision goes to a JSON file too. With no
+  champion yet, the challenger must beat the untouched backbone (``model.backbone``, evaluated then) by the same gate.
+
+    python -m pipelines.product.release_flow evaluate|register|promote
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+from prefect import flow, task
+
+from stsreg.infra import atomic, runtime, tracking
+from stsreg.product import model_card, registry
+from stsreg.infra.config import load_params
+from stsreg.infra.hashing import fingerprint, sha256_file
+from stsreg.product.runners.eval_runner import headline as eval_headline, run_evaluate
+
+EXPERIMENT = "stsreg"
+
+
+@task(name="evaluate")
+def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str, headline_path: str | None = None,
+                  uri: str | None = None, experiment: str = EXPERIMENT, run_name: str = "evaluate",
+                  tags: dict[str, str] | None = None) -> dict:
+    """7-task evaluation of ``model_dir`` in one MLflow run (store ``uri``, default :func:`tracking.tracking_uri`;
+    ``experiment`` / ``run_name`` / extra ``tags`` name it); ``headline_path``: also write :func:`stsreg.product.runners.eval_runner.headline`."""
+    params = load_params(params_path)
+    tags = {**tracking.environment_tags(runtime.device_name()), **(tags or {})}
+    tags.update({"data_sha256.sts.parquet": sha256_file(sts_path), "model_dir": model_dir})
+    logged = {"evaluate": dataclasses.asdict(params.evaluate), "seed": params.seed}
+    with tracking.tracked_run(experiment, run_name, logged, tags, uri) as run:
+        metrics = run_evaluate(params, Path(model_dir), Path(sts_path), Path(out_dir))
+        tracking.log_metrics(run.run_id, metrics, uri=uri)
+        tracking.client(uri).set_tag(run.run_id, "precision", metrics["precision"])
+        for name in ("table.md", "metrics.json", "predictions.parquet"):
+            tracking.client(uri).log_artifact(run.run_id, str(Path(out_dir) / name), artifact_path="eval")
+    atomic.write_text(Path(out_dir) / "mlflow_run.json", json.dumps({"run_id": run.run_id}))
+    if headline_path:
+        atomic.write_text(headline_path, json.dumps(eval_headline(metrics), indent=2))
+    return {"run_id": run.run_id, **metrics}
+
+
+@flow(name="stsreg-evaluate")
+def evaluate_flow(params_path: str = "params.yaml", model_dir: str = "models/stage2",
+                  sts_path: str = "data/prepared/sts.parquet", out_dir: str = "reports/eval",
+                  headline_path: str | None = None) -> dict:
+    return evaluate_task(params_path, model_dir, sts_path, out_dir, headline_path)
+
+
+def params_hash(params_path: str) -> str:
+    """Fingerprint of the resolved params (defaults filled in), so equal settings hash equal however written."""
+    return fingerprint(dataclasses.asdict(load_params(params_path)))
+
+
+@task(name="register")
+def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: list[str], out_path: str) -> dict:
+    """Log and register ``model_dir`` with its model card; the version to ``out_path``, the card beside it
+    (``model_card.md``)."""
+    run_id = json.loads((Path(eval_dir) / "mlflow_run.json").read_text())["run_id"]
+    metrics = json.loads((Path(eval_dir) / "metrics.json").read_text())
+    commit = tracking.git_commit()
+    card = model_card.render(load_params(params_path), Path(model_dir), metrics,
+                             (Path(eval_dir) / "table.md").read_text(encoding="utf-8"), commit)
+    atomic.write_text(Path(out_path).with_name("model_card.md"), card)
+    tags = {f"data_sha256.{Path(p).name}": sha256_file(p) for p in data_paths}
+    tags.update({"params_hash": params_hash(params_path), "git_commit": commit,
+                 "avg7_spearman": f"{metrics['avg7_spearman']:.2f}", "avg7_unseen_spearman": f"{metrics['avg7_unseen_spearman']:.2f}",
+                 "stsb_dev_spearman": f"{metrics.get('stsb_dev_spearman', float('nan')):.2f}"})
+    mv = registry.log_and_register(run_id, Path(model_dir), Path(eval_dir) / "predictions.parquet", tags, card=card)
+    out = {"name": mv.name, "version": int(mv.version), "run_id": run_id, "alias": "challenger", "tags": tags}
+    atomic.write_text(out_path, json.dumps(out, indent=2))
+    return out
+
+
+@flow(name="stsreg-register")
+def register_flow(params_path: str = "params.yaml", model_dir: str = "models/stage2", eval_dir: str = "reports/eval",
+                  data_paths: tuple[str, ...] = ("data/prepared/sts.parquet", "data/prepared/nli_train.parquet"),
+                  out_path: str = "reports/registry/challenger.json") -> dict:
+    return register_task(params_path, model_dir, eval_dir, list(data_paths), out_path)
+
+
+@task(name="promote")
+def promote_task(params_path: str, out_path: str, sts_path: str = "data/prepared/sts.parquet",
+                 headline_path: str | None = None) -> dict:
+    """The gate; the whole decision to ``out_path``, its numbers (``headline``) to ``headline_path``."""
+    params = load_params(params_path)
+
+    def backbone_predictions():  # only run when there is no champion yet
+        import tempfile
+
+        import pandas as pd
+
+        from stsreg.product.model import resolve_backbone
+
+        with tempfile.TemporaryDirectory() as tmp:
+            run_evaluate(params, Path(resolve_backbone(params.model.backbone)), Path(sts_path), Path(tmp))
+            return pd.read_parquet(Path(tmp) / "predictions.parquet")
+
+    baseline = backbone_predictions if params.promote.against_backbone else None
+    decision = registry.promote(params.promote, params.evaluate.n_resamples, params.seed, baseline=baseline,
+                                baseline_name=f"the untouched backbone {params.model.backbone!r}")
+    atomic.write_text(out_path, json.dumps(decision, indent=2))
+    if headline_path:
+        atomic.write_text(headline_path, json.dumps(headline(decision), indent=2))
+    return decision
+
+
+def headline(decision: dict) -> dict:
+    """The numbers of a promotion decision (``dvc metrics show``): promoted, versions, gain and its p-value."""
+    test = decision.get("test") or {}
+    out = {"promoted": decision["promoted"], "challenger": decision["challenger"], "champion": decision["champion"]}
+    out.update({k: test[k] for k in ("diff", "low", "high", "p_value") if k in test})
+    return out
+
+
+@flow(name="stsreg-promote")
+def promote_flow(params_path: str = "params.yaml", out_path: str = "reports/registry/promotion.json",
+                 sts_path: str = "data/prepared/sts.parquet", headline_path: str | None = None) -> dict:
+    return promote_task(params_path, out_path, sts_path, headline_path)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="Run a stsreg release flow.")
+    ap.add_argument("step", choices=["evaluate", "register", "promote"])
+    ap.add_argument("--params", default="params.yaml")
+    a = ap.parse_args()
+    print({"evaluate": evaluate_flow, "register": register_flow, "promote": promote_flow}[a.step](params_path=a.params))

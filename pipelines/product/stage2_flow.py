@@ -1,0 +1,60 @@
+"""Stage-2 flow: the whole model fine-tuned on STS-B + SICK-R train, the best STS-B dev checkpoint kept (one task,
+one MLflow run; :mod:`pipelines.product.training_run`). With ``curves_dir`` the task writes the STS-B dev curve and the
+training-loss curve (DVC plots).
+
+    python -m pipelines.product.stage2_flow
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+from prefect import flow, task
+
+from pipelines.product.training_run import EXPERIMENT, finish, logged, run_tags
+from stsreg.infra import atomic, runtime, tracking
+from stsreg.infra.config import load_params
+from stsreg.product.runners.stage2_runner import run_stage2
+
+
+def _write_curves(summary: dict, out: Path) -> None:
+    """``dev_curve.csv`` (step, dev_spearman) and ``loss_curve.csv`` (step, train_loss: the mean over each window of
+    ``training.stage2.LOSS_WINDOW`` steps) under ``out``: the DVC plots of the stage."""
+    atomic.to_csv(pd.DataFrame(summary["dev_curve"], columns=["step", "dev_spearman"]), out / "dev_curve.csv")
+    atomic.to_csv(pd.DataFrame(summary["loss_curve"], columns=["step", "train_loss"]), out / "loss_curve.csv")
+
+
+def tracked_stage2(params_path: str, sts_path: str, init_dir: str, out_dir: str, ckpt_dir: str,
+                   metrics_path: str | None = None, curves_dir: str | None = None) -> dict:
+    """Stage 2 with its MLflow run, metrics file and curves: the one body of the flow's task and of
+    ``stsreg train --stage 2`` under torchrun. Every process trains; rank 0 alone (the one that evaluates and saves)
+    opens the run and writes the outputs, so N processes leave what one process leaves."""
+    params = load_params(params_path)
+    if not runtime.is_main_process():
+        return run_stage2(params, Path(sts_path), Path(init_dir), Path(out_dir), Path(ckpt_dir))
+    with tracking.tracked_run(EXPERIMENT, "stage2", logged(params, "2"), run_tags([sts_path])) as run:
+        summary = run_stage2(params, Path(sts_path), Path(init_dir), Path(out_dir), Path(ckpt_dir), run)
+        if curves_dir:
+            _write_curves(summary, Path(curves_dir))
+        return finish("2", run, summary, out_dir, metrics_path)
+
+
+@task(name="stage2")
+def stage2_task(params_path: str, sts_path: str, init_dir: str, out_dir: str, ckpt_dir: str,
+                metrics_path: str | None = None, curves_dir: str | None = None) -> dict:
+    return tracked_stage2(params_path, sts_path, init_dir, out_dir, ckpt_dir, metrics_path, curves_dir)
+
+
+@flow(name="stsreg-stage2")
+def stage2_flow(params_path: str = "params.yaml", sts_path: str = "data/prepared/sts.parquet",
+                init_dir: str = "models/stage1", out_dir: str = "models/stage2", ckpt_dir: str = "checkpoints/stage2",
+                metrics_path: str | None = None, curves_dir: str | None = None) -> dict:
+    return stage2_task(params_path, sts_path, init_dir, out_dir, ckpt_dir, metrics_path, curves_dir)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="Run training stage 2 as a Prefect flow.")
+    ap.add_argument("--params", default="params.yaml")
+    print(stage2_flow(params_path=ap.parse_args().params))

@@ -1,0 +1,158 @@
+"""MLflow tracking: one run per flow run, created by the flow, its ``run_id`` passed explicitly.
+
+Everything goes through ``MlflowClient`` (no ambient active run: Prefect tasks may run in threads).
+Default store: ``sqlite:///mlflow/mlflow.db`` with artifacts under ``mlflow/artifacts``; ``MLFLOW_TRACKING_URI``
+points it at a server instead.
+
+The training loop never calls MLflow: it calls a :class:`MetricBuffer`, which sends metrics in batches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow/mlflow.db"
+
+
+def tracking_uri(project: Path | None = None) -> str:
+    """``MLFLOW_TRACKING_URI``, else the embedded store: relative to the working directory, or to ``project``
+    (absolute) for code that may run from another folder (flows started by a Prefect worker)."""
+    if "MLFLOW_TRACKING_URI" in os.environ:
+        return os.environ["MLFLOW_TRACKING_URI"]
+    return f"sqlite:///{project.resolve() / 'mlflow' / 'mlflow.db'}" if project else DEFAULT_TRACKING_URI
+
+
+def client(uri: str | None = None):
+    from mlflow.tracking import MlflowClient
+
+    uri = uri or tracking_uri()
+    if uri.startswith("sqlite:///"):
+        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    return MlflowClient(tracking_uri=uri)
+
+
+def experiment_id(c, name: str) -> str:
+    exp = c.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    artifact_root = None
+    uri = c.tracking_uri
+    if uri.startswith("sqlite:///"):  # embedded store: artifacts beside the database (mlflow/artifacts), not ./mlruns
+        artifact_root = (Path(uri.removeprefix("sqlite:///")).resolve().parent / "artifacts").as_uri()
+    return c.create_experiment(name, artifact_location=artifact_root)
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), with ``native bf16`` when it has it: speed figures depend on both."""
+    from stsreg.infra.runtime import cpu_flags
+
+    name = platform.processor() or platform.machine()
+    try:
+        name = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{name}, {os.cpu_count()} cores" + (", native bf16" if {"avx512_bf16", "amx_bf16"} & cpu_flags() else "")
+
+
+def environment_tags(device: str) -> dict[str, str]:
+    import torch
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
+            "cuda": str(torch.version.cuda), "device": device, "git_commit": git_commit(), "host_cpu": cpu_name()}
+
+
+def flatten(d: dict, prefix: str = "") -> dict[str, str]:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = json.dumps(v) if isinstance(v, (list, tuple)) else str(v)
+    return out
+
+
+def start_run(experiment: str, run_name: str, params: dict, tags: dict[str, str], uri: str | None = None) -> str:
+    """Create a run with resolved params and tags in the store ``uri`` (default :func:`tracking_uri`); returns its id."""
+    from mlflow.entities import Param
+
+    c = client(uri)
+    run = c.create_run(experiment_id(c, experiment), run_name=run_name, tags=tags)
+    items = [Param(k, v[:6000]) for k, v in flatten(params).items()]
+    for i in range(0, len(items), 100):
+        c.log_batch(run.info.run_id, params=items[i:i + 100])
+    return run.info.run_id
+
+
+def end_run(run_id: str, status: str = "FINISHED", uri: str | None = None) -> None:
+    client(uri).set_terminated(run_id, status=status)
+
+
+class MetricBuffer:
+    """Collects (key, value, step) and sends them to MLflow in batches of ``flush_every``.
+
+    ``value`` may be a 0-d tensor (a training loss still on its device): it is read at flush time, so the training
+    loop does not wait for the device at every step."""
+
+    def __init__(self, run_id: str | None, flush_every: int = 200, uri: str | None = None):
+        self.run_id, self.flush_every, self.pending, self.uri = run_id, flush_every, [], uri
+
+    def __call__(self, key: str, value: float, step: int) -> None:
+        if self.run_id is None:
+            return
+        self.pending.append((key, value, int(time.time() * 1000), int(step)))
+        if len(self.pending) >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.run_id and self.pending:
+            from mlflow.entities import Metric
+
+            metrics = [Metric(key, float(value), ts, step) for key, value, ts, step in self.pending]
+            c = client(self.uri)
+            for i in range(0, len(metrics), 1000):
+                c.log_batch(self.run_id, metrics=metrics[i:i + 1000])
+            self.pending = []
+
+
+def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0, uri: str | None = None) -> None:
+    """Log a flat dict of numeric metrics at one step (non-numbers and booleans are skipped)."""
+    buffer = MetricBuffer(run_id, flush_every=10**9, uri=uri)
+    for key, value in sorted(metrics.items()):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            buffer(key, value, step)
+    buffer.flush()
+
+
+@contextmanager
+def tracked_run(experiment: str, run_name: str, params: dict, tags: dict[str, str], uri: str | None = None):
+    """One MLflow run (in the store ``uri``, default :func:`tracking_uri`) around a block: yields a
+    :class:`MetricBuffer` (``.run_id``, ``.uri``), flushes it at the end, logs the block's ``wall_seconds`` and
+    closes the run FINISHED, or FAILED when the block raises (even KeyboardInterrupt)."""
+    run_id = start_run(experiment, run_name, params, tags, uri)
+    buffer = MetricBuffer(run_id, uri=uri)
+    started = time.monotonic()
+    try:
+        yield buffer
+    except BaseException:
+        buffer.flush()
+        end_run(run_id, "FAILED", uri)
+        raise
+    buffer("wall_seconds", time.monotonic() - started, 0)
+    buffer.flush()
+    end_run(run_id, uri=uri)

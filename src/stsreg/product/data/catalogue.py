@@ -1,0 +1,131 @@
+"""Which raw files make up each dataset, and which reader parses them.
+
+Names used everywhere downstream (tables, rejects files, metric keys):
+STS datasets ``sts12 .. sts16, stsb, sickr`` with splits train/dev/test (STS12-16 are test only);
+NLI sources ``snli, mnli, xnli, anli, snli_cad`` with their published split names.
+
+Score ranges: STS12-16 and STS-B gold scores are 0-5, SICK relatedness is 1-5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+import torch
+
+from stsreg.infra.config import ExtraNLISource
+from stsreg.product.data import readers
+from stsreg.product.data.readers import Parsed
+
+#: The seven evaluation tasks of the SentEval "all" protocol, in reporting order.
+EVAL_TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+
+SCORE_RANGE = {"sts12": (0.0, 5.0), "sts13": (0.0, 5.0), "sts14": (0.0, 5.0), "sts15": (0.0, 5.0),
+               "sts16": (0.0, 5.0), "stsb": (0.0, 5.0), "sickr": (1.0, 5.0)}
+
+_STS_YEARS = {
+    "sts12": ("STS12", "STS.input.{}.txt", "STS.gs.{}.txt", 2,
+              ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews")),
+    # STS13 SMT input is not redistributable (LDC): the standard 1500-pair setting has 3 subsets.
+    "sts13": ("STS13", "STS.input.{}.txt", "STS.gs.{}.txt", 2, ("FNWN", "OnWN", "headlines")),
+    "sts14": ("STS14", "STS.input.{}.txt", "STS.gs.{}.txt", 2,
+              ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news")),
+    "sts15": ("STS15", "STS.input.{}.txt", "STS.gs.{}.txt", 2,
+              ("answers-forums", "answers-students", "belief", "headlines", "images")),
+    "sts16": ("STS16", "STS2016.input.{}.txt", "STS2016.gs.{}.txt", 4,
+              ("answer-answer", "headlines", "plagiarism", "postediting", "question-question")),
+}
+
+_STSB = {"train": "STSBenchmark/sts-train.csv", "dev": "STSBenchmark/sts-dev.csv", "test": "STSBenchmark/sts-test.csv"}
+_SICK = {"train": "SICK/SICK_train.txt", "dev": "SICK/SICK_trial.txt", "test": "SICK/SICK_test_annotated.txt"}
+
+
+@dataclass(frozen=True)
+class Part:
+    """One (dataset, split), how to read it (``read(raw_root) -> Parsed``) and the raw files it needs."""
+
+    dataset: str
+    split: str
+    read: Callable[[Path], Parsed]
+    kind: str  # "sts" or "nli"
+    files: tuple[str, ...] = ()  # paths relative to the raw root; checked by stsreg.product.data.precheck before reading
+
+
+def _sts_year_part(name: str) -> Part:
+    folder, inp, gold, n_fields, subsets = _STS_YEARS[name]
+
+    def read(root: Path) -> Parsed:
+        out = Parsed()
+        for subset in subsets:
+            out.extend(readers.read_sts_year(root / folder / inp.format(subset), root / folder / gold.format(subset),
+                                             subset, root, n_fields=n_fields))
+        return out
+
+    files = tuple(f"{folder}/{pattern.format(s)}" for s in subsets for pattern in (inp, gold))
+    return Part(name, "test", read, "sts", files)
+
+
+def sts_parts() -> list[Part]:
+    parts = [_sts_year_part(name) for name in _STS_YEARS]
+    parts += [Part("stsb", split, lambda root, f=f: readers.read_stsb(root / f, root), "sts", (f,)) for split, f in _STSB.items()]
+    parts += [Part("sickr", split, lambda root, f=f: readers.read_sick(root / f, root), "sts", (f,)) for split, f in _SICK.items()]
+    return parts
+
+
+def nli_parts(extra: tuple[ExtraNLISource, ...] = ()) -> list[Part]:
+    snli = "NLI/SNLI_senteval_tokenized"
+    parts = [Part("snli", s, lambda root, s=s: readers.read_senteval_snli(root / snli, s, root), "nli",
+                  tuple(f"{snli}/{name}.{s}" for name in ("s1", "s2", "labels"))) for s in ("dev", "test")]
+    mnli = "NLI/MNLI/dev_matched.tsv"
+    parts.append(Part("mnli", "dev_matched", lambda root: readers.read_mnli_tsv(root / mnli, root), "nli", (mnli,)))
+    for s in ("dev", "test"):
+        f = f"NLI/XNLI/en_{s}.tsv"
+        parts.append(Part("xnli", s, lambda root, f=f: readers.read_xnli_tsv(root / f, root), "nli", (f,)))
+    for r in (1, 2, 3):
+        f = f"NLI/ANLI/anli_r{r}_dev_analysis.csv"
+        parts.append(Part("anli", f"dev_r{r}", lambda root, f=f: readers.read_anli_csv(root / f, root), "nli", (f,)))
+    for s in ("train", "dev", "test"):
+        f = f"NLI/SNLI_CAD/{s}.tsv"
+        parts.append(Part("snli_cad", s, lambda root, f=f: readers.read_cad_tsv(root / f, root), "nli", (f,)))
+    parts += [Part(e.name, e.split, lambda root, e=e: readers.read_nli_jsonl(root / e.file, root), "nli", (e.file,))
+              for e in extra]
+    return parts
+
+
+def all_nli_entries(extra: tuple[ExtraNLISource, ...] = ()) -> list[str]:
+    """Every ``source/split`` an NLI training list may name."""
+    return [f"{p.dataset}/{p.split}" for p in nli_parts(extra)]
+
+
+# --- Selections of the prepared tables: the one home of "which rows train, which rows select" -----------------
+#: The STS tables stage 2 (and the comparison's rows) train on; their test pairs are the evaluation's.
+TRAIN_DATASETS = ("stsb", "sickr")
+
+
+def sts_training_pairs(sts: pd.DataFrame) -> pd.DataFrame:
+    """STS-B train + SICK-R train rows (sentence1, sentence2, score on the data's scale: STS-B 0-5, SICK-R 1-5),
+    in table order, index reset."""
+    return sts[sts.dataset.isin(TRAIN_DATASETS) & (sts.split == "train")].reset_index(drop=True)
+
+
+def stsb_split(sts: pd.DataFrame, split: str) -> pd.DataFrame:
+    """STS-B rows of ``split`` (train | dev | test), index reset; STS-B dev is the only table any choice reads."""
+    return sts[(sts.dataset == "stsb") & (sts.split == split)].reset_index(drop=True)
+
+
+def sample_pairs(table: pd.DataFrame, max_pairs: int, seed: int) -> pd.DataFrame:
+    """At most ``max_pairs`` rows (0 = all) drawn with ``seed`` (pandas' sampler, so equal seeds draw equal rows)."""
+    if max_pairs and len(table) > max_pairs:
+        return table.sample(n=max_pairs, random_state=seed).reset_index(drop=True)
+    return table.reset_index(drop=True)
+
+
+def unique_sentences(*columns) -> tuple[list[str], list[torch.Tensor]]:
+    """Each distinct sentence once (first-seen order) and, per column, the (n,) index of its sentences in that list:
+    encode ``unique`` once, then ``emb[index]`` gives the column's embeddings."""
+    unique = list(dict.fromkeys(s for col in columns for s in col))
+    pos = {s: i for i, s in enumerate(unique)}
+    return unique, [torch.tensor([pos[s] for s in col], dtype=torch.long) for col in columns]

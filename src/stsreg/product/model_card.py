@@ -1,0 +1,89 @@
+"""The model card: a README.md in sentence-transformers' model-card style for a trained model folder.
+
+Written at registration (the 7-task scores exist then) into the registered MLflow model, beside its weights, and
+to ``reports/registry/model_card.md``. Everything in it is read from the resolved params, the model folder and the
+evaluation's ``metrics.json`` / ``table.md``: nothing is typed in by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from stsreg.infra.config import Params
+
+PAPER = ("Zhang & Li, \"Advancing Semantic Textual Similarity Modeling: A Regression Framework with Translated ReLU "
+         "and Smooth K2 Loss\", EMNLP 2024 (arXiv 2406.05326)")
+PACKAGED_BACKBONE = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def _base_model(backbone: str) -> str:
+    """The hub name of the backbone: ``default`` is the packaged all-MiniLM-L6-v2; a local path stays a path."""
+    return PACKAGED_BACKBONE if backbone in ("default", "all-MiniLM-L6-v2") else backbone
+
+
+def _score_served(model_config: dict) -> str:
+    if model_config.get("score_map"):
+        a, b = model_config["score_map"]
+        return f"clamp({a:g} * cos(u, v) + {b:g}, 0, 5) on the 0-5 STS scale"
+    return "the regression head's output on [u, v, |u-v|], on the 0-5 STS scale"
+
+
+def _stage1(p: Params) -> str:
+    enc = p.stage1.encoder
+    step = ("none (the encoder stays the backbone)" if enc.objective == "none" else
+            f"`{enc.objective}`, {enc.epochs} epoch(s), batch {enc.batch_size}, lr {enc.lr:g}, warmup {enc.warmup_ratio:g}")
+    return (f"- **Stage 1, NLI** ({', '.join(p.prepare.nli_train)}): encoder step {step}; then the one-node head on "
+            f"[u, v, |u-v|] with the encoder frozen: `{p.stage1.loss}` (x0 {p.stage1.x0:g}, k {p.stage1.k:g}), "
+            f"{p.stage1.epochs} epochs, batch {p.stage1.batch_size}, lr {p.stage1.lr:g}.")
+
+
+def _stage2(p: Params) -> str:
+    s = p.stage2
+    loss = f"`{s.loss}` (x0 {s.x0:g}, k {s.k:g}" + (f", cosine map a={s.cos_a:g}, b={s.cos_b:g})" if "cos" in s.loss else ")")
+    return (f"- **Stage 2, STS** (STS-B train + SICK-R train, labels `{s.labels}`): everything fine-tuned with {loss}, "
+            f"{s.epochs} epoch(s), batch {s.batch_size}, lr {s.lr:g}, weight decay {s.weight_decay:g}, warmup "
+            f"{s.warmup_ratio:g}, layer decay {s.layer_decay:g}; the checkpoint kept is the `{s.keep}` STS-B dev "
+            f"evaluation (every {s.eval_every} steps). No test label is read during training or selection.")
+
+
+def render(params: Params, model_dir: Path, metrics: dict, table_md: str, git_commit: str = "unknown") -> str:
+    """The card's markdown. ``metrics``: the evaluation's ``metrics.json`` (Spearman x100, ``*_low``/``*_high`` the
+    95% bootstrap interval); ``table_md``: its ``table.md`` (the 7 tasks, both test views)."""
+    config = json.loads((model_dir / "stsreg_model.json").read_text())
+    dim = json.loads((model_dir / "config.json").read_text()).get("hidden_size", "?")
+    base = _base_model(params.model.backbone)
+    front = "\n".join(["---", f"base_model: {base}", "library_name: sentence-transformers",
+                       "pipeline_tag: sentence-similarity", "language: [en]",
+                       "tags: [sentence-transformers, sentence-similarity, feature-extraction, stsreg, "
+                       f"{params.stage2.loss.replace('_', '-')}]", "---"])
+    lines = [
+        front, "", f"# {base} fine-tuned for semantic textual similarity (stsreg)", "",
+        f"A sentence-transformers model trained by stsreg with the regression framework of {PAPER}: the cosine of "
+        f"two {dim}-dimensional sentence embeddings is their similarity. It scores avg7 "
+        f"{metrics['avg7_spearman']:.2f} Spearman [{metrics['avg7_spearman_low']:.2f}, "
+        f"{metrics['avg7_spearman_high']:.2f}] on STS12-16, STS-B and SICK-R, {metrics['avg7_unseen_spearman']:.2f} "
+        "on the test pairs that no training table contains.", "",
+        "## Model details", "", "| | |", "|---|---|", f"| Base model | `{base}` |",
+        f"| Maximum sequence length | {config['max_length']} tokens |", f"| Output dimension | {dim} |",
+        f"| Pooling | {config['pooling']} |", "| Similarity | cosine |",
+        f"| Score served (`stsreg serve`, MLflow pyfunc) | {_score_served(config)} |",
+        f"| Code | stsreg, git commit `{git_commit}` |", "",
+        "## Usage", "", "```python", "from sentence_transformers import SentenceTransformer", "",
+        "model = SentenceTransformer(\"path/to/this/folder\")",
+        "emb = model.encode([\"A man is playing a guitar.\", \"Someone plays an instrument.\"])",
+        "print(model.similarity(emb[0], emb[1]))", "```", "",
+        "From the registry: `mlflow.pyfunc.load_model(\"models:/sts-regression@champion\").predict(df)` with columns "
+        "`sentence1`, `sentence2` (a 0-5 score and the cosine per pair), or `stsreg serve` for a REST endpoint.", "",
+        "## Training", "", _stage1(params), _stage2(params), "",
+        "## Evaluation", "",
+        "Spearman x100 of the cosine, 95% bootstrap intervals. *Unseen*: only the test pairs that no training table "
+        f"contains (match `{params.prepare.leakage.match}`): STS-B train holds many STS12-16 test pairs.", "",
+        table_md.strip(), "",
+        "## Intended use and limitations", "",
+        "English sentence pairs of up to a few dozen words: semantic search, deduplication, clustering, scoring "
+        "paraphrases on the 0-5 STS scale. Trained on STS-B train, SICK-R train and the NLI data named above: scores on "
+        "other domains and languages are not measured here; longer inputs are truncated at the maximum sequence "
+        "length. Scores are similarities, not probabilities.", "",
+        "## Citation", "", PAPER + ".", ""]
+    return "\n".join(lines)

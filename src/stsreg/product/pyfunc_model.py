@@ -1,0 +1,84 @@
+"""The served model: an MLflow pyfunc around a saved :class:`~stsreg.product.model.SiameseRegressor` folder.
+
+Input, one of two shapes:
+- pairs: string columns ``sentence1`` and ``sentence2`` (one row per pair) -> a DataFrame with ``cosine`` (cosine
+  similarity of the embeddings, -1..1: the evaluation score) and ``score`` (the model's 0-5 similarity,
+  :meth:`~stsreg.product.model.SiameseRegressor.predict`: the cosine map its stage 2 trained, ``clamp(a*cos+b, 0, 5)``, or
+  the head's output for a head-trained model; ``make run`` reports its Spearman and mean absolute error per task);
+- sentences: one string column ``sentence`` -> a DataFrame with ``embedding`` (the pooled sentence vector, a list
+  of ``dim`` floats, not normalised: what sentence-transformers' ``encode`` gives).
+
+    mlflow models serve -m models:/sts-regression@champion --env-manager local --host 127.0.0.1
+    curl -X POST 127.0.0.1:5000/invocations -H 'Content-Type: application/json' \\
+         -d '{"dataframe_records": [{"sentence1": "A man plays.", "sentence2": "A man is playing."}]}'
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+import mlflow.pyfunc
+from mlflow.exceptions import MlflowException
+from mlflow.models import ModelSignature
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+from mlflow.types import ColSpec, Schema
+
+COLUMNS = ("sentence1", "sentence2")
+SENTENCE = "sentence"
+# every column optional: a request holds either the pair columns or the one sentence column (validate_request)
+SIGNATURE = ModelSignature(inputs=Schema([ColSpec("string", c, required=False) for c in (*COLUMNS, SENTENCE)]))
+
+EXAMPLE = pd.DataFrame({"sentence1": ["A man is playing a guitar."], "sentence2": ["Someone plays an instrument."]})
+
+
+def _bad(message: str) -> MlflowException:
+    return MlflowException(message, error_code=INVALID_PARAMETER_VALUE)  # -> HTTP 400 from the scoring server
+
+
+def validate_request(frame, max_pairs: int) -> tuple[str, pd.DataFrame]:
+    """Check a request and say its kind: ``("pairs", frame)`` for non-empty string ``sentence1``/``sentence2``,
+    ``("sentences", frame)`` for one non-empty string column ``sentence``; at most ``max_pairs`` rows."""
+    if not isinstance(frame, pd.DataFrame):
+        raise _bad(f"expected a table with columns {list(COLUMNS)} (or one column {SENTENCE!r}), got {type(frame).__name__}")
+    given = [c for c in (*COLUMNS, SENTENCE) if c in frame.columns and frame[c].notna().any()]
+    if given == [SENTENCE]:
+        kind, columns = "sentences", (SENTENCE,)
+    elif SENTENCE in given:
+        raise _bad(f"send either columns {list(COLUMNS)} (pairs) or one column {SENTENCE!r} (embeddings), not both")
+    else:
+        kind, columns = "pairs", COLUMNS
+        missing = [c for c in COLUMNS if c not in given]
+        if missing and len(frame):
+            raise _bad(f"missing column(s) {missing}; send columns {list(COLUMNS)} (or one column {SENTENCE!r})")
+    if len(frame) > max_pairs:
+        raise _bad(f"{len(frame)} rows in one request; the limit is {max_pairs} (split the batch)")
+    for c in columns:
+        bad = [i for i, x in enumerate(frame[c]) if not isinstance(x, str) or not x.strip()]
+        if bad:
+            raise _bad(f"column {c!r} must hold non-empty strings; bad rows (first 10): {bad[:10]}")
+    return kind, frame
+
+
+class SentencePairModel(mlflow.pyfunc.PythonModel):
+    """pyfunc: pairs -> cosine + score, sentences -> embeddings. Artifact ``model``: a saved SiameseRegressor folder."""
+
+    def __init__(self, max_pairs: int = 20000, batch_size: int = 64):
+        self.max_pairs, self.batch_size = max_pairs, batch_size
+
+    def load_context(self, context):
+        from stsreg.product.model import SiameseRegressor
+
+        self.model_dir = context.artifacts["model"]  # the saved model folder, for evaluation of a registered version
+        self.model = SiameseRegressor.load(self.model_dir).eval()
+
+    def predict(self, context, model_input, params=None):
+        from stsreg.product.sts_eval import score_pairs
+
+        kind, pairs = validate_request(model_input, self.max_pairs)
+        if kind == "sentences":
+            vectors = self.model.encode(list(pairs[SENTENCE]), self.batch_size, show_progress=False)
+            return pd.DataFrame({"embedding": [v.tolist() for v in vectors.float()]})
+        if pairs.empty:
+            return pd.DataFrame({"cosine": pd.Series(dtype=float), "score": pd.Series(dtype=float)})
+        scored = score_pairs(self.model, pairs[list(COLUMNS)], self.batch_size, show_progress=False)
+        return pd.DataFrame({"cosine": scored.cosine.astype(float), "score": scored.prediction.astype(float)}).reset_index(drop=True)

@@ -1,0 +1,143 @@
+"""MLflow model registry: log a trained model as a pyfunc, register it as ``challenger``, gate its promotion.
+
+Registered model ``sts-regression``; aliases ``challenger`` (the newest registered version) and ``champion``
+(the served one). A version carries tags: data hashes, params hash, avg7, git commit, and after the gate
+``promotion.decision`` / ``promotion.reason``. Its run holds ``eval/predictions.parquet`` (every test pair's
+cosine), which the gate needs to test the challenger against the champion on the same pairs.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from stsreg.infra import tracking
+from stsreg.infra.config import PromoteParams
+from stsreg.infra.errors import InputError
+from stsreg.product.sts_eval import paired_on_predictions
+
+log = logging.getLogger(__name__)
+
+MODEL_NAME = "sts-regression"
+PREDICTIONS = "eval/predictions.parquet"
+
+
+def _requirements() -> list[str]:
+    """Pins of the serving stack. torch without its local ``+cpu`` tag (pip resolves it; CUDA builds also fit)."""
+    from importlib.metadata import version
+
+    return [f"{p}=={version(p).split('+')[0]}" for p in
+            ("torch", "transformers", "tokenizers", "safetensors", "pandas", "numpy", "scipy", "mlflow", "tqdm")]
+
+
+def _add_card(saved: Path, card: str) -> None:
+    """The model card as README.md at the pyfunc's root and beside its weights (the sentence-transformers folder)."""
+    for folder in [saved, *(p.parent for p in (saved / "artifacts").glob("*/modules.json"))]:
+        (folder / "README.md").write_text(card, encoding="utf-8")
+
+
+def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict[str, str], name: str = MODEL_NAME,
+                     uri: str | None = None, card: str | None = None):
+    """Log ``model_dir`` as a pyfunc in run ``run_id`` with ``predictions``; register a version, alias ``challenger``.
+    ``card``: the model card (:mod:`stsreg.product.model_card`), README.md of the logged model and the version's description.
+
+    Everything goes through an explicit client of ``uri`` (default :func:`stsreg.infra.tracking.tracking_uri`). The pyfunc
+    becomes the run's ``model`` artifact: saved straight into a local artifact store (the weights are copied once),
+    or saved to a temporary folder and uploaded to a remote one. The version's source is ``runs:/<run_id>/model``. Returns the :class:`mlflow.entities.model_registry.ModelVersion`.
+    """
+    import mlflow
+
+    import stsreg
+    from stsreg.product.pyfunc_model import EXAMPLE, SIGNATURE, SentencePairModel
+
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+    from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
+
+    c = tracking.client(uri)
+
+    def save(path: Path) -> None:
+        mlflow.pyfunc.save_model(str(path), python_model=SentencePairModel(), artifacts={"model": str(model_dir)},
+                                 signature=SIGNATURE, pip_requirements=_requirements(), input_example=EXAMPLE,
+                                 code_paths=[str(Path(stsreg.__file__).parent)])
+        if card:
+            _add_card(path, card)
+
+    store = get_artifact_repository(c.get_run(run_id).info.artifact_uri)
+    if isinstance(store, LocalArtifactRepository):  # the embedded store: write the pyfunc in place, copying the weights once
+        save(Path(store.artifact_dir) / "model")
+    else:  # a remote store (a tracking server): save beside, then upload
+        with tempfile.TemporaryDirectory() as tmp:
+            save(Path(tmp) / "model")
+            c.log_artifacts(run_id, str(Path(tmp) / "model"), artifact_path="model")
+    c.log_artifact(run_id, str(predictions), artifact_path=Path(PREDICTIONS).parent.as_posix())
+    from mlflow.exceptions import MlflowException
+
+    try:
+        c.create_registered_model(name, description="Siamese STS model: cosine of embeddings + regression head score")
+    except MlflowException as exc:
+        if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+    mv = c.create_model_version(name, source=f"runs:/{run_id}/model", run_id=run_id, tags=tags,
+                                description=card.split("---", 2)[-1].strip() if card else None)
+    c.set_registered_model_alias(name, "challenger", mv.version)
+    log.info("registered %s version %s as challenger", name, mv.version)
+    return mv
+
+
+def version_by_alias(c, name: str, alias: str):
+    """The model version behind ``alias``, or None when the model or the alias does not exist."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return c.get_model_version_by_alias(name, alias)
+    except MlflowException:
+        return None
+
+
+def _predictions(c, mv) -> pd.DataFrame:
+    with tempfile.TemporaryDirectory() as tmp:
+        return pd.read_parquet(c.download_artifacts(mv.run_id, PREDICTIONS, tmp))
+
+
+def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: str = MODEL_NAME,
+            baseline=None, baseline_name: str = "the untouched backbone", uri: str | None = None) -> dict:
+    """Move ``champion`` to ``challenger`` if it gains >= margin avg7 *and* the gain is significant.
+
+    With no champion yet, the challenger faces ``baseline()`` instead (the predictions table of the untouched
+    backbone, computed only then), so the first champion is never worse than the model the user downloaded;
+    without a ``baseline`` the first version is promoted. Records the decision as tags on the challenger version
+    and returns ``{"promoted", "reason", "challenger", "champion", ...test}``. Never touches ``champion``
+    on failure (any exception leaves the aliases as they were).
+    """
+    c = tracking.client(uri)
+    challenger = version_by_alias(c, name, "challenger")
+    if challenger is None:
+        raise InputError(f"registered model {name!r} has no 'challenger' version; run `stsreg register` first")
+    champion = version_by_alias(c, name, "champion")
+    out = {"challenger": int(challenger.version), "champion": int(champion.version) if champion else None}
+    if champion is None and baseline is None:
+        out.update(promoted=True, reason="no champion yet: the first registered version is promoted")
+    elif champion is not None and champion.version == challenger.version:
+        out.update(promoted=False, reason=f"version {challenger.version} is already the champion")
+    else:
+        other, against, kept = ((baseline(), f"{baseline_name} (no champion yet)", "no champion yet")
+                                if champion is None else
+                                (_predictions(c, champion), f"champion v{champion.version}", "kept the champion"))
+        test = paired_on_predictions(_predictions(c, challenger), other, gate.unseen_only, n_resamples, seed).as_dict()
+        view = "avg7-unseen" if gate.unseen_only else "avg7"
+        gain = f"{view} {test['diff']:+.2f} (95% CI {test['low']:+.2f}..{test['high']:+.2f}, p={test['p_value']:.3f}) vs {against}"
+        ok_margin, ok_sig = test["diff"] >= gate.margin, test["p_value"] < gate.alpha
+        reason = gain + ("; promoted" if ok_margin and ok_sig else
+                         f"; {kept}: " + " and ".join(
+                             ([f"gain below margin {gate.margin}"] if not ok_margin else [])
+                             + ([f"not significant at alpha {gate.alpha}"] if not ok_sig else [])))
+        out.update(promoted=ok_margin and ok_sig, reason=reason, test=test)
+    if out["promoted"]:
+        c.set_registered_model_alias(name, "champion", challenger.version)
+    c.set_model_version_tag(name, challenger.version, "promotion.decision", "promoted" if out["promoted"] else "kept champion")
+    c.set_model_version_tag(name, challenger.version, "promotion.reason", out["reason"])
+    log.info("promotion: %s", out["reason"])
+    return out

@@ -1,0 +1,52 @@
+"""The tables ``stsreg report`` prints: data counts and leakage, the stage-2 dev curve, the evaluation, the registry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+
+def format_data_report(metrics: dict) -> str:
+    """Markdown tables of per-dataset counts and per-task leakage from ``data/prepared/summary.json``."""
+    lines = ["| dataset | train | dev | test | other | rejected | duplicate pairs | unscored skipped |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, d in metrics["datasets"].items():
+        other = sum(v for k, v in d.items() if k.startswith("rows_") and k not in ("rows_train", "rows_dev", "rows_test"))
+        lines.append(f"| {name} | {d.get('rows_train', 0)} | {d.get('rows_dev', 0)} | {d.get('rows_test', 0)} | {other} | "
+                     f"{d['rejected']} | {d['duplicate_pairs']} | {d['unscored_skipped']} |")
+    lines += ["", f"NLI training rows: {metrics['nli_train_rows']}", "",
+              f"Leakage ({metrics['leakage_match']} match) — evaluation test pairs also in a training table:", "",
+              f"| task | test pairs | seen (exact) | seen (normalized) | in STS-B train | in SICK train | in NLI train | unseen ({metrics['leakage_match']}) |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for task, d in metrics["leakage"].items():
+        lines.append(f"| {task} | {d['test_pairs']} | {d['seen_exact']} | {d['seen_normalized']} | {d['seen_in_stsb_train']} | "
+                     f"{d['seen_in_sickr_train']} | {d['seen_in_nli_train']} | {d['unseen_' + metrics['leakage_match']]} |")
+    if metrics.get("leakage_removed"):
+        lines += ["", f"Removed from training for leakage: {metrics['leakage_removed']}"]
+    return "\n".join(lines)
+
+
+def run_report(data_summary: Path, models: Path, eval_metrics: Path, promotion: Path) -> str:
+    """Every table of the last pipeline run, from its output files (each skipped when absent)."""
+    parts = [format_data_report(json.loads(data_summary.read_text(encoding="utf-8")))]
+    summary_path = models / "stage2" / "training_summary.json"
+    if summary_path.exists():
+        s = json.loads(summary_path.read_text(encoding="utf-8"))
+        curve = s["dev_curve"]
+        trained = (f"; best after step 0 {s['trained_best_dev_spearman']:.2f} (step {s['trained_best_step']})"
+                   if "trained_best_dev_spearman" in s else "")
+        parts.append(f"\nStage 2: STS-B dev Spearman (cosine, x100) {curve[0][1]:.2f} before -> {s['best_dev_spearman']:.2f} "
+                     f"kept (step {s['best_step']} of {s['total_steps']}; step 0 = nothing beat the start){trained}; curve: "
+                     + ", ".join(f"{int(step)}:{v:.2f}" for step, v in curve))
+    if eval_metrics.exists():
+        from stsreg.product.sts_eval import format_table
+
+        parts.append("\nEvaluation of models/stage2 (SentEval 'all', Spearman x100 of cosine; unseen = test pairs in no "
+                     "training table):\n")
+        parts.append(format_table(json.loads(eval_metrics.read_text(encoding="utf-8"))))
+    if promotion.exists():
+        d = json.loads(promotion.read_text(encoding="utf-8"))
+        parts.append(f"\nRegistry: sts-regression v{d['challenger']} "
+                     f"{'promoted to champion' if d['promoted'] else 'not promoted'}: {d['reason']}")
+    return "\n".join(parts)

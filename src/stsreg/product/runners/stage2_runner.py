@@ -1,0 +1,41 @@
+"""Stage 2's runner: ``models/stage1`` + the STS tables -> ``models/stage2`` (the STS-B dev selection)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from stsreg.infra import runtime
+from stsreg.infra.config import Params
+from stsreg.product.data.catalogue import sample_pairs, sts_training_pairs, stsb_split
+from stsreg.product.model import SiameseRegressor
+from stsreg.product.objective import Objective
+from stsreg.product.runners import NOOP
+from stsreg.product.training.stage2_training import fine_tune
+
+
+def stage2_data(sts_path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(train, dev): STS-B train + SICK-R train on their raw scales, and STS-B dev.
+
+    Test rows are never read (a parquet filter keeps them out of memory): training and every choice made on
+    its dev curve (checkpoint selection, the search) cannot see a test label."""
+    sts = pd.read_parquet(sts_path, filters=[("split", "in", ["train", "dev"])])
+    return sts_training_pairs(sts), stsb_split(sts, "dev")
+
+
+def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, out_dir: Path, ckpt_dir: Path,
+               log_metric=NOOP, keep: str | None = None, on_eval=None) -> dict:
+    """A starting model (a saved folder, by default ``models/stage1``, or a model object) + STS tables ->
+    ``out_dir`` (the STS-B dev selection ``keep``, default ``stage2.keep``), ``stage2.max_train_pairs`` applied.
+    ``on_eval(step, dev_spearman)``: see :class:`stsreg.product.training.selection.DevSelector`."""
+    device = runtime.resolve_device()
+    runtime.init_distributed(device)
+    model = init if isinstance(init, SiameseRegressor) else SiameseRegressor.load(init, precision=params.model.precision)
+    model.token_cache = runtime.cache_dir("tokens")
+    runtime.set_seed(params.seed)
+    train, dev = stage2_data(sts_path)
+    p = params.stage2
+    train = sample_pairs(train, p.max_train_pairs, params.seed)
+    return fine_tune(model, train, dev, Objective.from_params(p), p, params.seed, out_dir, ckpt_dir, device, log_metric,
+                     keep=keep, on_eval=on_eval)

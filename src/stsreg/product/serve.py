@@ -1,0 +1,156 @@
+"""``stsreg serve``: MLflow's scoring app for a registered model, behind a request-size and JSON-nesting guard.
+
+MLflow's scoring server (``mlflow models serve``) answers most malformed requests with a 4xx, but a body of
+deeply nested JSON makes its decoder raise ``RecursionError`` (HTTP 500), and it reads bodies of any size.
+This wraps the very same app (``mlflow.pyfunc.scoring_server.init``) in an ASGI guard that answers, before the
+app sees the request:
+
+- a body over ``max_body_bytes`` (declared or streamed) -> 413 with the limit;
+- JSON nested deeper than ``max_depth`` -> 400 (``dataframe_records`` needs 3 levels, ``dataframe_split`` 4);
+- no ``Content-Type`` header -> 415 (MLflow's app fails on it with a 500);
+
+and everything else is MLflow's own protocol (``/invocations``, ``/ping``, ``/health``, ``/version``).
+
+    stsreg serve                                   # models:/sts-regression@champion on 127.0.0.1:5001
+    curl -X POST 127.0.0.1:5001/invocations -H 'Content-Type: application/json' \\
+         -d '{"dataframe_records": [{"sentence1": "A man plays.", "sentence2": "A man is playing."}]}'
+    curl -X POST 127.0.0.1:5001/invocations -H 'Content-Type: application/json' \\
+         -d '{"dataframe_records": [{"sentence": "A man plays."}]}'          # its embedding
+
+The model is looked up in the project's store (:func:`stsreg.infra.tracking.tracking_uri`: the running servers, else
+``mlflow/mlflow.db`` under the working folder); a missing store, alias or server is a one-line error (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_DEPTH = 32
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)  # JSON string literals (their brackets do not nest anything)
+_STEP = np.zeros(256, dtype=np.int8)
+_STEP[[ord("["), ord("{")]], _STEP[[ord("]"), ord("}")]] = 1, -1
+
+
+def json_depth(body: bytes) -> int:
+    """Deepest ``[``/``{`` nesting of a JSON text, brackets inside strings ignored; linear, no recursion."""
+    skeleton = np.frombuffer(_STRING.sub(b'""', body), dtype=np.uint8)
+    if skeleton.size == 0:
+        return 0
+    return int(np.cumsum(_STEP[skeleton], dtype=np.int32).max(initial=0))
+
+
+_ERROR_CODES = {400: "BAD_REQUEST", 413: "REQUEST_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE"}
+
+
+async def _reply(send, status: int, message: str) -> None:
+    body = json.dumps({"error_code": _ERROR_CODES[status], "message": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class RequestGuard:
+    """ASGI middleware: reads a request's body up to ``max_body_bytes``, checks its JSON nesting, then replays
+    it to ``app``. Requests without a body (GET /ping) pass straight through."""
+
+    def __init__(self, app, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_depth: int = DEFAULT_MAX_DEPTH):
+        self.app, self.max_body_bytes, self.max_depth = app, max_body_bytes, max_depth
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        too_large = f"request body over {self.max_body_bytes} bytes; split the batch into smaller requests"
+        headers = dict(scope.get("headers") or [])
+        if not headers.get(b"content-type", b"").strip():
+            return await _reply(send, 415, "missing Content-Type header; send application/json (or text/csv)")
+        declared = headers.get(b"content-length", b"").strip()
+        if declared.isdigit() and int(declared) > self.max_body_bytes:
+            return await _reply(send, 413, too_large)
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return await _reply(send, 413, too_large)
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        if b"json" in headers[b"content-type"].lower():
+            depth = json_depth(body)
+            if depth > self.max_depth:
+                return await _reply(send, 400, f"JSON nested {depth} levels deep; at most {self.max_depth} are accepted")
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if sent:
+                return await receive()  # after the body: disconnect notices come from the real channel
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self.app(scope, replay, send)
+
+
+def answers(uri: str, timeout: float = 5.0) -> bool:
+    """Whether the MLflow tracking server at ``uri`` (http[s]) answers its health check within ``timeout`` s."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as r:  # noqa: S310 (the user's URL)
+            return r.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+_ALIAS_URI = re.compile(r"models:/(?P<name>[^/@]+)@(?P<alias>[^/@]+)")
+
+
+def resolve(model_uri: str, tracking_uri: str) -> str:
+    """The artifact URI behind ``model_uri``, looked up in ``tracking_uri``'s registry (not MLflow's process-wide
+    default, which is ``./mlflow.db``). Raises :class:`~stsreg.infra.errors.InputError` in one line when the store does not
+    answer or no version has the alias: serving never starts on a guess."""
+    from stsreg.product import registry
+    from stsreg.infra import tracking
+    from stsreg.infra.errors import InputError
+
+    if tracking_uri.startswith(("http://", "https://")) and not answers(tracking_uri):
+        raise InputError(f"the MLflow tracking server {tracking_uri} does not answer: start it (`make servers`) or "
+                         "unset MLFLOW_TRACKING_URI to use the project's embedded store")
+    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).is_file():
+        raise InputError(f"no MLflow store at {tracking_uri} (run from the project folder, after `make run`)")
+    match = _ALIAS_URI.fullmatch(model_uri)
+    if not match:
+        return model_uri  # runs:/..., a local folder, models:/name/version: MLflow resolves it
+    version = registry.version_by_alias(tracking.client(tracking_uri), match["name"], match["alias"])
+    if version is None:
+        raise InputError(f"no version of {match['name']} has the alias {match['alias']} in {tracking_uri}: "
+                         "run `dvc repro promote`")
+    return f"runs:/{version.run_id}/model"
+
+
+def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+              max_depth: int = DEFAULT_MAX_DEPTH):
+    """MLflow's scoring app for ``artifact_uri`` (what :func:`resolve` returns; fetched from ``tracking_uri``), guarded."""
+    import mlflow.artifacts
+    import mlflow.pyfunc
+    from mlflow.pyfunc import scoring_server
+
+    local = mlflow.artifacts.download_artifacts(artifact_uri=artifact_uri, tracking_uri=tracking_uri)
+    return RequestGuard(scoring_server.init(mlflow.pyfunc.load_model(local)), max_body_bytes, max_depth)
+
+
+def serve(artifact_uri: str, tracking_uri: str, host: str = "127.0.0.1", port: int = 5001,
+          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+    """Serve ``artifact_uri`` (what :func:`resolve` returns) until interrupted (uvicorn, one process)."""
+    import uvicorn
+
+    app = build_app(artifact_uri, tracking_uri, max_body_bytes, max_depth)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

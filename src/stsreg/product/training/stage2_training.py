@@ -1,0 +1,201 @@
+"""Stage 2: unfreeze everything and fine-tune on STS pairs with a stage-2 objective (:class:`stsreg.product.objective.Objective`).
+
+AdamW (no decay on bias/LayerNorm) with layer-wise lr decay, linear warm-up schedule, gradient clipping,
+STS-B dev Spearman every ``eval_every`` steps (:class:`~stsreg.product.training.selection.DevSelector` keeps the selected
+model). A resumable checkpoint (:class:`~stsreg.product.training.checkpoint.Checkpointer`) is written every
+``checkpoint_every`` steps; rerunning after a crash (even ``kill -9``) resumes and ends with the same weights as
+an uninterrupted run. The pairs are tokenized once (batches are padded from the ids); the encoder runs under the
+model's ``precision`` (bf16 autocast where it resolves to it, :mod:`stsreg.product.precision`), the loss in fp32.
+
+Runs unchanged under ``torchrun --nproc_per_node=N`` (DDP; gloo on CPU, nccl on GPU): the global batch is
+``batch_size``, split evenly over processes by a ``DistributedSampler``; rank 0 evaluates, checkpoints, logs.
+
+    stsreg train --stage 2                          # models/stage1 -> models/stage2
+    torchrun --nproc_per_node=2 -m stsreg.cli train --stage 2
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data.distributed import DistributedSampler
+from tqdm.auto import tqdm
+
+from stsreg.infra import atomic, runtime
+from stsreg.product import precision
+from stsreg.infra.config import Stage2Params
+from stsreg.infra.errors import InputError
+from stsreg.infra.codehash import code_hash
+from stsreg.infra.hashing import sha256_lines
+from stsreg.product.objective import Objective
+from stsreg.product.model import SiameseRegressor, weights_fingerprint
+from stsreg.product.optim import build_optimizer
+from stsreg.product.training.batches import adjust_labels, epoch_batches, pair_lengths
+from stsreg.product.training.checkpoint import Checkpointer
+from stsreg.product.training.selection import DevSelector, new_state
+
+#: The modules whose code a stage-2 checkpoint is keyed with: this loop and everything it imports (the objective's
+#: losses included); params are keyed by value, so their module is left out.
+LOOP_CODE = ("stsreg.product.training.stage2_training", "stsreg.product.objective")
+
+
+
+def _prepare_model(model: SiameseRegressor, objective: Objective, device: torch.device, world_size: int):
+    """Move to ``device``, unfreeze what the objective trains, set the served score; returns (the module to call: DDP-wrapped when
+    distributed, the resolved autocast dtype)."""
+    model.config.score_map = objective.score_map  # what the saved model serves as its 0-5 score (see Objective)
+    model.to(device)
+    amp_dtype = model.amp_dtype  # resolved (and, for auto, probed) before training touches the weights
+    model.encoder.requires_grad_(True)
+    for name, param in model.encoder.named_parameters():
+        if name.startswith("pooler."):  # BERT-style pooler: unused by mean/CLS-hidden pooling; DDP wants no idle params
+            param.requires_grad_(False)
+    # the head is unused by the cosine-only objectives (and DDP wants no idle params)
+    model.head.requires_grad_(objective.kind in ("head", "joint"))
+    model.train()
+    if world_size > 1:
+        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None), amp_dtype
+    return model, amp_dtype
+
+
+def _step(runner, model, objective, opt, sched, batch_a: dict, batch_b: dict, y: torch.Tensor, amp_dtype, device,
+          max_grad_norm: float) -> torch.Tensor:
+    """One optimizer step on a padded batch (``y``: (batch,) labels); returns the loss (a 0-d tensor)."""
+    with precision.autocast(amp_dtype, device):  # the encoder in bf16 where resolved; the loss in fp32
+        u, v, score = runner(batch_a, batch_b)
+    loss = objective(u.float(), v.float(), score.float(), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    opt.step()
+    sched.step()
+    return loss
+
+
+#: Steps per point of the training-loss curve (the mean loss over each window of this many steps).
+LOSS_WINDOW = 25
+
+
+class LossCurve:
+    """Mean training loss per :data:`LOSS_WINDOW` steps, appended to ``state["loss_curve"]`` as ``[step, mean]``.
+
+    Losses are summed as tensors (no host sync per step); :meth:`sync` stores the open window in ``state`` before a
+    checkpoint, so a resumed run's curve is the uninterrupted run's curve."""
+
+    def __init__(self, state: dict, every: int = LOSS_WINDOW):
+        self.state, self.every = state, every
+        state.setdefault("loss_curve", [])
+        total, self.n = state.setdefault("loss_window", [0.0, 0])
+        self.total = torch.tensor(total, dtype=torch.float64)
+
+    def add(self, loss: torch.Tensor, step: int) -> None:
+        self.total = self.total.to(loss.device) + loss.detach().double()
+        self.n += 1
+        if step % self.every == 0:
+            self.close(step)
+
+    def close(self, step: int) -> None:
+        """End the open window at ``step`` (a partial window at the end of training is a point too)."""
+        if self.n:
+            self.state["loss_curve"].append([step, float(self.total) / self.n])
+        self.total, self.n = torch.zeros((), dtype=torch.float64), 0
+        self.sync()
+
+    def sync(self) -> None:
+        self.state["loss_window"] = [float(self.total), self.n]
+
+
+def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, objective: Objective, p: Stage2Params,
+              seed: int, out_dir: Path, ckpt_dir: Path, device: torch.device | None = None,
+              log_metric=lambda key, value, step: None, keep: str | None = None, on_eval=None) -> dict:
+    """Fine-tune on ``train`` (sentence1, sentence2, score on the data's scale: STS-B 0-5, SICK-R 1-5) with
+    ``objective``; ``p`` gives the optimisation (lr, epochs, batch, schedule, labels, evaluation, checkpoints).
+    Writes the model selected on ``dev`` (STS-B dev) to ``out_dir``: ``keep`` (default ``p.keep``) ``best`` or
+    ``trained`` (:mod:`stsreg.product.training.selection`). Returns a summary: dev and loss curves, both selections
+    (``best_*``, ``trained_best_*``), the resolved ``config``. Resumes from ``ckpt_dir/last.pt`` when it belongs to
+    the same configuration and data. ``on_eval(step, dev_spearman)``: see :class:`DevSelector`."""
+    device = device or runtime.resolve_device()
+    world_size, rank = runtime.world()
+    per_rank, config = _per_rank(p.batch_size, world_size), {"seed": seed, "stage2": asdict(p)}
+    runtime.set_seed(seed)
+    ids_a, ids_b, y, lengths, pairs_digest = _training_data(model, train, objective, p)
+    sampler = DistributedSampler(range(len(y)), num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+    steps_per_epoch = math.ceil(len(sampler) / per_rank)
+    total_steps = steps_per_epoch * p.epochs
+    runner, amp_dtype = _prepare_model(model, objective, device, world_size)
+    opt, sched = build_optimizer(model, p.lr, p.weight_decay, p.layer_decay, total_steps, p.warmup_ratio)
+    # a checkpoint is resumed only by the same config, seed, process count, starting weights, data and loop code
+    ckpt = Checkpointer(ckpt_dir, {"config": asdict(p), "seed": seed, "processes": world_size, "precision": precision.describe(amp_dtype),
+                                   "weights": weights_fingerprint(model), "data": [pairs_digest, y.tolist(), len(dev)],
+                                   "code": code_hash(LOOP_CODE, exclude=("stsreg.infra.config",))}, config, model, opt, sched)
+    state = ckpt.resume(rank) or {"step": 0, **new_state()}
+    select = DevSelector(model, dev, p.eval_batch_size, keep or p.keep, state,
+                         {"best": ckpt_dir / "best", "trained": ckpt_dir / "best_trained"}, log_metric, on_eval)
+    losses = LossCurve(state)
+    if state["step"] == 0 and rank == 0:
+        select(0)  # the starting point (stage 1 output), also the "before" figure
+    runtime.barrier()
+    step = state["step"]
+    bar = tqdm(total=total_steps, initial=step, desc="stage2", unit="step", disable=None if rank == 0 else True)
+    for epoch in range(step // steps_per_epoch, p.epochs):
+        sampler.set_epoch(epoch)
+        batches = epoch_batches(list(sampler), per_rank, lengths, seed + epoch)
+        for b in range(step - epoch * steps_per_epoch, len(batches)):
+            idx, step, epoch_end = batches[b], step + 1, b == len(batches) - 1
+            loss = _step(runner, model, objective, opt, sched, model.collate(ids_a, idx), model.collate(ids_b, idx),
+                         y[idx].to(device), amp_dtype, device, p.max_grad_norm)
+            state["step"] = step
+            bar.update(1)
+            losses.add(loss, step)
+            if rank == 0:
+                log_metric("train_loss", loss.detach(), step)  # a tensor: read when the buffer flushes, no sync here
+                log_metric("lr", sched.get_last_lr()[-1], step)
+            if (step % p.eval_every == 0 or epoch_end) and rank == 0:
+                bar.set_postfix(dev=f"{select(step):.2f}")
+            if step % p.checkpoint_every == 0 or epoch_end:
+                losses.sync()
+                ckpt.save(state, world_size, rank)
+            runtime.barrier()
+    bar.close()
+    losses.close(step)
+    # only rank 0 evaluates: the other DDP ranks have no dev curve; the loss curve is rank 0's share of the batches
+    summary = {"steps": step, "total_steps": total_steps, **select.summary(), "loss_curve": state["loss_curve"],
+               "world_size": world_size, "precision": precision.describe(amp_dtype), "config": config}
+    if rank == 0:
+        _write_output(select.kept_dir, summary, out_dir)
+    runtime.barrier()
+    return summary
+
+
+def _per_rank(batch_size: int, world_size: int) -> int:
+    """The batch of each DDP process (the global ``stage2.batch_size`` split evenly)."""
+    if batch_size % world_size:
+        raise InputError(f"stage2.batch_size={batch_size} must be divisible by the {world_size} processes")
+    return batch_size // world_size
+
+
+def _training_data(model: SiameseRegressor, train: pd.DataFrame, objective: Objective, p: Stage2Params):
+    """The training pairs, tokenized once (every epoch pads batches from these ids): returns (ids of sentence1s,
+    ids of sentence2s, (n,) float labels as the loss sees them with ``stage2.labels`` applied, pair lengths for
+    length-grouped batches or None, a digest of the sentences). The contrastive objective keeps its positive pairs
+    only (the rest of the batch serves as negatives)."""
+    if objective.kind == "contrastive":
+        train = train[train.score >= objective.min_label].reset_index(drop=True)
+    y = adjust_labels(torch.tensor(train.score.to_numpy(), dtype=torch.float32), p.labels)
+    s1, s2 = train.sentence1.tolist(), train.sentence2.tolist()
+    ids_a, ids_b = model.pretokenize(s1), model.pretokenize(s2)
+    return ids_a, ids_b, y, pair_lengths(ids_a, ids_b) if p.group_by_length else None, sha256_lines(s1 + s2)
+
+
+def _write_output(kept_dir: Path, summary: dict, out_dir: Path) -> None:
+    """The kept model + ``training_summary.json`` -> ``out_dir``, swapped in whole (never a half-copied model)."""
+    with atomic.staged_dir(out_dir) as staged:
+        shutil.copytree(kept_dir, staged, dirs_exist_ok=True)
+        (staged / "training_summary.json").write_text(json.dumps(summary, indent=2))
