@@ -18,11 +18,16 @@ def _docstrings(path):
     return [ast.get_docstring(n) or "" for n in nodes]
 
 
+def _py_files(folders=("src", "pipelines", "benchmarks")):
+    """Every Python file under ``folders`` (relative to the repository), in sorted order per folder."""
+    for folder in folders:
+        yield from sorted((REPO / folder).rglob("*.py"))
+
+
 def test_every_source_path_named_in_docstrings_and_dvc_comments_exists():
     texts = []
-    for folder in ("src", "pipelines", "benchmarks"):
-        for path in sorted((REPO / folder).rglob("*.py")):
-            texts += [(str(path.relative_to(REPO)), d) for d in _docstrings(path)]
+    for path in _py_files():
+        texts += [(str(path.relative_to(REPO)), d) for d in _docstrings(path)]
     texts += [("dvc.yaml", line.split("#", 1)[1]) for line in (REPO / "dvc.yaml").read_text().splitlines() if "#" in line]
     missing = sorted({(where, p) for where, text in texts for p in _PATH.findall(text) if not (REPO / p).exists()})
     assert not missing, f"docs name paths that do not exist: {missing}"
@@ -65,16 +70,15 @@ _LONG_FUNCTIONS = {("src/stsreg/cli.py", "build_parser")}
 def test_modules_and_functions_stay_small():
     """No module above 250 lines and no function above 60 (docstring included), the declarative code excepted."""
     too_long = []
-    for folder in ("src", "pipelines", "benchmarks"):
-        for path in sorted((REPO / folder).rglob("*.py")):
-            rel = str(path.relative_to(REPO))
-            text = path.read_text(encoding="utf-8")
-            if rel not in _LONG_MODULES and len(text.splitlines()) > 250:
-                too_long.append(f"{rel}: {len(text.splitlines())} lines")
-            for node in ast.walk(ast.parse(text)):
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (rel, node.name) not in _LONG_FUNCTIONS:
-                    if node.end_lineno - node.lineno + 1 > 60:
-                        too_long.append(f"{rel}: {node.name} {node.end_lineno - node.lineno + 1} lines")
+    for path in _py_files():
+        rel = str(path.relative_to(REPO))
+        text = path.read_text(encoding="utf-8")
+        if rel not in _LONG_MODULES and len(text.splitlines()) > 250:
+            too_long.append(f"{rel}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (rel, node.name) not in _LONG_FUNCTIONS:
+                if node.end_lineno - node.lineno + 1 > 60:
+                    too_long.append(f"{rel}: {node.name} {node.end_lineno - node.lineno + 1} lines")
     assert not too_long, too_long
 
 
@@ -88,11 +92,6 @@ WINGS = {
 }
 
 
-def _project_py_files():
-    for folder in ("src", "pipelines"):
-        yield from sorted((REPO / folder).rglob("*.py"))
-
-
 def test_each_wing_imports_only_what_it_may():
     """No product module imports the experiments and infrastructure imports neither wing: the product pipeline
     (data -> stage 1 -> stage 2 -> evaluation -> release) ships and runs without the paper's experiments."""
@@ -100,13 +99,12 @@ def test_each_wing_imports_only_what_it_may():
 
     wrong = []
     for wing, (folders, allowed) in WINGS.items():
-        for folder in folders:
-            assert (REPO / folder).is_dir(), folder
-            for path in sorted((REPO / folder).rglob("*.py")):
-                bad = sorted({m for m in codehash._imports(path)
-                              if not m.startswith(allowed) and m not in ("stsreg", "pipelines")})  # a root: docstring only
-                if bad:
-                    wrong.append(f"{path.relative_to(REPO)} ({wing}) imports {bad}")
+        assert all((REPO / folder).is_dir() for folder in folders), folders
+        for path in _py_files(folders):
+            bad = sorted({m for m in codehash._imports(path)
+                          if not m.startswith(allowed) and m not in ("stsreg", "pipelines")})  # a root: docstring only
+            if bad:
+                wrong.append(f"{path.relative_to(REPO)} ({wing}) imports {bad}")
     assert not wrong, wrong
     top = {p.name for p in (REPO / "src/stsreg").glob("*.py")}
     assert top == {"__init__.py", "cli.py", "commands.py"}, top  # every other module lives in a wing
@@ -115,7 +113,7 @@ def test_each_wing_imports_only_what_it_may():
 
 def test_no_two_modules_share_a_name():
     names: dict[str, list[str]] = {}
-    for path in [*_project_py_files(), *sorted((REPO / "benchmarks").glob("*.py"))]:
+    for path in _py_files():
         if path.name != "__init__.py":
             names.setdefault(path.stem, []).append(str(path.relative_to(REPO)))
     assert not {n: p for n, p in names.items() if len(p) > 1}
@@ -123,7 +121,7 @@ def test_no_two_modules_share_a_name():
 
 def test_no_module_edits_sys_path_and_no_script_lives_under_reports():
     """The explorations are importable as ``stsreg.experiments.explore.<name>``: nothing edits ``sys.path``."""
-    path_edits = [str(p.relative_to(REPO)) for p in _project_py_files()
+    path_edits = [str(p.relative_to(REPO)) for p in _py_files(("src", "pipelines"))
                   if re.search(r"\bsys\.path\b", p.read_text(encoding="utf-8"))]
     assert not path_edits, path_edits
     assert not sorted((REPO / "reports").rglob("*.py"))
