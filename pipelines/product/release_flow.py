@@ -3,9 +3,12 @@
 - ``stsreg-evaluate``: 7-task evaluation with bootstrap intervals, one MLflow run ("evaluate") with every
   metric, the table and the per-pair predictions; its run id goes to ``<out_dir>/mlflow_run.json``.
 - ``stsreg-register``: logs the model as a pyfunc *in that evaluation run* (so a registry version links to
-  its metrics and predictions), registers a version of ``sts-regression``, alias ``challenger``, with tags.
-- ``stsreg-promote``: the gate of :func:`stsreg.product.registry.promote`; the decision goes to a JSON file too. With no
-  champion yet, the challenger must beat the untouched backbone (``model.backbone``, evaluated then) by the same gate.
+  its metrics and predictions), registers a version of ``sts-regression``, alias ``challenger``, with tags; the
+  step itself is timed by its own MLflow run ("register").
+- ``stsreg-promote``: the gate of :func:`stsreg.product.registry.promote`, in an MLflow run ("promote": wall time,
+  ``promoted``, ``gain_diff`` / ``gain_low`` / ``gain_high`` / ``gain_p_value``); the decision goes to a JSON file too.
+  With no champion yet, the challenger must beat the untouched backbone (``model.backbone``, evaluated then, in the
+  run's ``precision``) by the same gate.
 
     python -m pipelines.product.release_flow evaluate|register|promote
 """
@@ -76,7 +79,10 @@ def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: l
     tags.update({"params_hash": params_hash(params_path), "git_commit": commit,
                  "avg7_spearman": f"{metrics['avg7_spearman']:.2f}", "avg7_unseen_spearman": f"{metrics['avg7_unseen_spearman']:.2f}",
                  "stsb_dev_spearman": f"{metrics.get('stsb_dev_spearman', float('nan')):.2f}"})
-    mv = registry.log_and_register(run_id, Path(model_dir), Path(eval_dir) / "predictions.parquet", tags, card=card)
+    # its own MLflow run ("register", no model compute: precision "none") times the step for `stsreg report`
+    with tracking.tracked_run(EXPERIMENT, "register", {}, {**tracking.environment_tags(runtime.device_name()),
+                                                           "precision": "none", "eval_run_id": run_id}):
+        mv = registry.log_and_register(run_id, Path(model_dir), Path(eval_dir) / "predictions.parquet", tags, card=card)
     out = {"name": mv.name, "version": int(mv.version), "run_id": run_id, "alias": "challenger", "tags": tags}
     atomic.write_text(out_path, json.dumps(out, indent=2))
     return out
@@ -94,21 +100,29 @@ def promote_task(params_path: str, out_path: str, sts_path: str = "data/prepared
                  headline_path: str | None = None) -> dict:
     """The gate; the whole decision to ``out_path``, its numbers (``headline``) to ``headline_path``."""
     params = load_params(params_path)
+    # precision "none" unless the backbone is evaluated (no champion yet): then the evaluation's precision
+    tags = {**tracking.environment_tags(runtime.device_name()), "precision": "none"}
+    logged = {"promote": dataclasses.asdict(params.promote), "seed": params.seed}
+    with tracking.tracked_run(EXPERIMENT, "promote", logged, tags) as run:
 
-    def backbone_predictions():  # only run when there is no champion yet
-        import tempfile
+        def backbone_predictions():  # only run when there is no champion yet
+            import tempfile
 
-        import pandas as pd
+            import pandas as pd
 
-        from stsreg.product.model import resolve_backbone
+            from stsreg.product.model import resolve_backbone
 
-        with tempfile.TemporaryDirectory() as tmp:
-            run_evaluate(params, Path(resolve_backbone(params.model.backbone)), Path(sts_path), Path(tmp))
-            return pd.read_parquet(Path(tmp) / "predictions.parquet")
+            with tempfile.TemporaryDirectory() as tmp:
+                metrics = run_evaluate(params, Path(resolve_backbone(params.model.backbone)), Path(sts_path), Path(tmp))
+                tracking.client(run.uri).set_tag(run.run_id, "precision", metrics["precision"])
+                return pd.read_parquet(Path(tmp) / "predictions.parquet")
 
-    baseline = backbone_predictions if params.promote.against_backbone else None
-    decision = registry.promote(params.promote, params.evaluate.n_resamples, params.seed, baseline=baseline,
-                                baseline_name=f"the untouched backbone {params.model.backbone!r}")
+        baseline = backbone_predictions if params.promote.against_backbone else None
+        decision = registry.promote(params.promote, params.evaluate.n_resamples, params.seed, baseline=baseline,
+                                    baseline_name=f"the untouched backbone {params.model.backbone!r}")
+        tracking.log_metrics(run.run_id, {"promoted": float(decision["promoted"]),
+                                          **{f"gain_{k}": v for k, v in (decision.get("test") or {}).items()
+                                             if k in ("diff", "low", "high", "p_value")}}, uri=run.uri)
     atomic.write_text(out_path, json.dumps(decision, indent=2))
     if headline_path:
         atomic.write_text(headline_path, json.dumps(headline(decision), indent=2))

@@ -307,3 +307,23 @@ def test_the_registered_model_carries_its_model_card(registry):
     assert len(weights) == 1 and (weights[0] / "README.md").read_text() == card
     assert (work / "dl/model/README.md").read_text() == card and local.endswith("model")
     assert "## Evaluation" in c.get_model_version(NAME, str(reg["version"])).description
+
+
+def test_register_and_promote_each_leave_a_timed_run(registry):
+    """`stsreg report`'s time to a champion covers every step: register and promote have their own MLflow runs with
+    wall_seconds and precision; promote records the gate (and the backbone's evaluation precision when it ran one)."""
+    _, _, decisions, c = registry
+    exp = c.get_experiment_by_name("stsreg")
+    runs = {name: c.search_runs([exp.experiment_id], f"attributes.run_name = '{name}'", order_by=["attributes.start_time ASC"])
+            for name in ("register", "promote")}
+    assert len(runs["register"]) == len(runs["promote"]) == 3
+    for run in runs["register"] + runs["promote"]:
+        assert run.info.status == "FINISHED" and run.data.metrics["wall_seconds"] > 0
+    assert {r.data.tags["precision"] for r in runs["register"]} == {"none"}
+    for i, run in enumerate(runs["promote"]):
+        decision = decisions[i]["promote"]
+        # no champion yet: the backbone was evaluated; else the champion's predictions come from the registry
+        assert run.data.tags["precision"] == ("none" if decision["champion"] else decisions[i]["eval"]["precision"])
+        assert run.data.metrics["promoted"] == float(decision["promoted"])
+        assert run.data.metrics["gain_p_value"] == pytest.approx(decision["test"]["p_value"])
+    assert [d["promote"]["champion"] is None for d in decisions.values()] == [True, True, False]  # both branches ran

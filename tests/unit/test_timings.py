@@ -14,12 +14,15 @@ def test_each_step_reports_its_wall_time_precision_and_machine(tmp_path):
     assert not (tmp_path / "mlflow").exists()
     summary.write_text(json.dumps({"wall_seconds": 9.5}))
     tags = tracking.environment_tags("cpu")
-    for name, precision in (("stage1", "bf16"), ("stage2", "bf16"), ("evaluate", "fp32")):
+    for name, precision in (("stage1", "bf16"), ("stage2", "bf16"), ("evaluate", "fp32"), ("register", "none"),
+                            ("promote", "fp32")):
         with tracking.tracked_run("stsreg", name, {}, {**tags, "precision": precision}, uri):
             pass
     table = format_timings(summary, uri)
     lines = table.splitlines()
     assert lines[2] == "| prepare | 0 min 09.5 s |  |  |"
-    assert [line.split(" | ")[0] for line in lines[3:]] == ["| stage1", "| stage2", "| evaluate", "| **total**"]
+    assert [line.split(" | ")[0] for line in lines[3:]] == ["| stage1", "| stage2", "| evaluate", "| register",
+                                                               "| promote", "| **total**"]
     assert "| bf16 | " in lines[3] and "| fp32 | " in lines[5] and tags["host_cpu"] in lines[4]
+    assert "| - | " in lines[6] and "| fp32 | " in lines[7]  # register computes nothing; promote scored the backbone
     assert tags["host_cpu"].endswith(", native bf16") == tracking.cpu_name().endswith(", native bf16")

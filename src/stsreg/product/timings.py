@@ -1,8 +1,9 @@
 """Time to a champion: each step of the last pipeline run, its wall time, the precision it ran in and the CPU/GPU.
 
 Read from what the steps leave: ``data/prepared/summary.json`` (prepare's ``wall_seconds``) and the project's MLflow
-store (the latest finished ``stage1``, ``stage2`` and ``evaluate`` runs of experiment ``stsreg``: metric
-``wall_seconds``, tags ``precision``, ``host_cpu``, ``device``). ``stsreg report`` prints it.
+store (the latest finished ``stage1``, ``stage2``, ``evaluate``, ``register`` and ``promote`` runs of experiment
+``stsreg``: metric ``wall_seconds``, tags ``precision``, ``host_cpu``, ``device``). ``stsreg report`` prints it.
+A step without model compute (register; promote once a champion exists) has precision ``none``, shown as "-".
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 from pathlib import Path
 
 #: The MLflow runs of a pipeline run, in order.
-RUNS = ("stage1", "stage2", "evaluate")
+RUNS = ("stage1", "stage2", "evaluate", "register", "promote")
 
 
 def latest_runs(uri: str, experiment: str = "stsreg") -> dict:
@@ -48,7 +49,8 @@ def format_timings(data_summary: Path, uri: str) -> str:
         tags = run.data.tags
         device = tags.get("device", "")
         where = tags.get("host_cpu", "") if device in ("", "cpu") else device
-        rows.append((name, run.data.metrics.get("wall_seconds"), tags.get("precision", ""), where))
+        precision = tags.get("precision", "")
+        rows.append((name, run.data.metrics.get("wall_seconds"), "-" if precision == "none" else precision, where))
     if not rows:
         return ""
     total = sum(r[1] for r in rows if r[1] is not None)
