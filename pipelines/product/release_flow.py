@@ -29,6 +29,13 @@ from stsreg.infra.hashing import fingerprint, sha256_file
 from stsreg.product.runners.eval_runner import headline as eval_headline, run_evaluate
 
 EXPERIMENT = "stsreg"
+#: The gate's test figures a decision carries (``decision["test"]``): headline keys, and ``gain_*`` metrics of the run.
+GAIN_KEYS = ("diff", "low", "high", "p_value")
+
+
+def _run_tags(**extra: str) -> dict[str, str]:
+    """The tags of every release run: library versions, device, git commit, CPU, then ``extra``."""
+    return {**tracking.environment_tags(runtime.device_name()), **extra}
 
 
 @task(name="evaluate")
@@ -38,7 +45,7 @@ def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str,
     """7-task evaluation of ``model_dir`` in one MLflow run (store ``uri``, default :func:`tracking.tracking_uri`;
     ``experiment`` / ``run_name`` / extra ``tags`` name it); ``headline_path``: also write :func:`stsreg.product.runners.eval_runner.headline`."""
     params = load_params(params_path)
-    tags = {**tracking.environment_tags(runtime.device_name()), **(tags or {})}
+    tags = _run_tags(**(tags or {}))
     tags.update({"data_sha256.sts.parquet": sha256_file(sts_path), "model_dir": model_dir})
     logged = {"evaluate": dataclasses.asdict(params.evaluate), "seed": params.seed}
     with tracking.tracked_run(experiment, run_name, logged, tags, uri) as run:
@@ -80,8 +87,7 @@ def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: l
                  "avg7_spearman": f"{metrics['avg7_spearman']:.2f}", "avg7_unseen_spearman": f"{metrics['avg7_unseen_spearman']:.2f}",
                  "stsb_dev_spearman": f"{metrics.get('stsb_dev_spearman', float('nan')):.2f}"})
     # its own MLflow run ("register", no model compute: precision "none") times the step for `stsreg report`
-    with tracking.tracked_run(EXPERIMENT, "register", {}, {**tracking.environment_tags(runtime.device_name()),
-                                                           "precision": "none", "eval_run_id": run_id}):
+    with tracking.tracked_run(EXPERIMENT, "register", {}, _run_tags(precision="none", eval_run_id=run_id)):
         mv = registry.log_and_register(run_id, Path(model_dir), Path(eval_dir) / "predictions.parquet", tags, card=card)
     out = {"name": mv.name, "version": int(mv.version), "run_id": run_id, "alias": "challenger", "tags": tags}
     atomic.write_text(out_path, json.dumps(out, indent=2))
@@ -101,9 +107,8 @@ def promote_task(params_path: str, out_path: str, sts_path: str = "data/prepared
     """The gate; the whole decision to ``out_path``, its numbers (``headline``) to ``headline_path``."""
     params = load_params(params_path)
     # precision "none" unless the backbone is evaluated (no champion yet): then the evaluation's precision
-    tags = {**tracking.environment_tags(runtime.device_name()), "precision": "none"}
     logged = {"promote": dataclasses.asdict(params.promote), "seed": params.seed}
-    with tracking.tracked_run(EXPERIMENT, "promote", logged, tags) as run:
+    with tracking.tracked_run(EXPERIMENT, "promote", logged, _run_tags(precision="none")) as run:
 
         def backbone_predictions():  # only run when there is no champion yet
             import tempfile
@@ -120,9 +125,9 @@ def promote_task(params_path: str, out_path: str, sts_path: str = "data/prepared
         baseline = backbone_predictions if params.promote.against_backbone else None
         decision = registry.promote(params.promote, params.evaluate.n_resamples, params.seed, baseline=baseline,
                                     baseline_name=f"the untouched backbone {params.model.backbone!r}")
+        test = decision.get("test") or {}
         tracking.log_metrics(run.run_id, {"promoted": float(decision["promoted"]),
-                                          **{f"gain_{k}": v for k, v in (decision.get("test") or {}).items()
-                                             if k in ("diff", "low", "high", "p_value")}}, uri=run.uri)
+                                          **{f"gain_{k}": test[k] for k in GAIN_KEYS if k in test}}, uri=run.uri)
     atomic.write_text(out_path, json.dumps(decision, indent=2))
     if headline_path:
         atomic.write_text(headline_path, json.dumps(headline(decision), indent=2))
@@ -133,7 +138,7 @@ def headline(decision: dict) -> dict:
     """The numbers of a promotion decision (``dvc metrics show``): promoted, versions, gain and its p-value."""
     test = decision.get("test") or {}
     out = {"promoted": decision["promoted"], "challenger": decision["challenger"], "champion": decision["champion"]}
-    out.update({k: test[k] for k in ("diff", "low", "high", "p_value") if k in test})
+    out.update({k: test[k] for k in GAIN_KEYS if k in test})
     return out
 
 
