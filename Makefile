@@ -21,7 +21,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 .PHONY: help install docs run repro compare nli-table baselines search claims paper profile bench bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test test-slow lock clean
 
 help: ## show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(VENV)/.installed: pyproject.toml requirements.lock scripts/install.sh
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
@@ -86,7 +86,7 @@ screenshots: ## README screenshots of the running UIs with headless Chromium (ne
 	bash docs/screenshots.sh
 
 SERVE_PORT ?= 5001
-serve: install ## serve models:/sts-regression@champion on 127.0.0.1:$(SERVE_PORT) (POST /invocations)
+serve: install ## serve models:/sts-regression@champion on 127.0.0.1:5001 (POST /invocations; SERVE_PORT=N for another port)
 	stsreg serve --model-uri models:/sts-regression@champion --host 127.0.0.1 --port $(SERVE_PORT)
 
 report: install ## print the results tables from the metrics files

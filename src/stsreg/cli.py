@@ -190,6 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--port", type=int, default=5001, help="listen port")
     se.add_argument("--max-body-mb", type=float, default=32.0, help="largest request body accepted (MB)")
     se.add_argument("--max-depth", type=int, default=32, help="deepest JSON nesting accepted")
+    se.add_argument("--precision", choices=("auto", "fp32", "bf16"), default=None,
+                    help="auto: bf16 autocast where the hardware has native bf16 (and a probe shows the embeddings "
+                         "hold), else fp32 | fp32 | bf16 (default: serve.precision of --params)")
+    se.add_argument("--params", default=None, help="params file whose serve.precision is the default (default: "
+                                                   "params.yaml where it exists, else precision auto)")
     se.set_defaults(func=commands.cmd_serve)
 
     sv = sub.add_parser("servers", help="start/stop/status of the local Prefect + MLflow servers and UIs (and a worker)",
@@ -202,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--mlflow-port", type=int, default=5000, help="MLflow server and UI")
     sv.add_argument("--no-worker", action="store_true", help="do not start the process worker")
     sv.add_argument("--host", default="127.0.0.1", help="listen address; 0.0.0.0 for workers on other machines")
+    sv.add_argument("--no-profile", action="store_true",
+                    help="do not write and activate the Prefect profile `stsreg` (the `prefect` command then needs "
+                         "PREFECT_API_URL)")
     sv.set_defaults(func=commands.cmd_servers)
     dp = sub.add_parser("deploy", help="create the Prefect deployments (weekly retrain, daily champion eval, manual profile)",
                         description="Deploy the flows of pipelines/product/ops_flow.py from this project folder, with the cron "
@@ -232,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # Prefect's client logs every HTTP request at INFO
     try:
-        if hasattr(args, "params"):
+        if getattr(args, "params", None):
             load_params(args.params)  # the whole file, before any output is touched
         check_inputs(args)  # a stage run out of order stops here, before a flow starts a Prefect server
         if args.command not in STAGE_COMMANDS:

@@ -128,9 +128,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     uri = tracking.tracking_uri()
     source = serve.resolve(args.model_uri, uri)  # a missing store, server or alias stops here, in one line
+    params = args.params or ("params.yaml" if Path("params.yaml").is_file() else None)
+    precision = args.precision or (load_params(params).serve.precision if params else "auto")
+    app = serve.build_app(source, uri, int(args.max_body_mb * 1024 * 1024), args.max_depth, precision)
+    info = json.loads(app.metadata)
     print(f"serving {args.model_uri} ({source} in {uri}) on http://{args.host}:{args.port}/invocations; "
-          f"bodies up to {args.max_body_mb} MB, JSON up to {args.max_depth} levels deep", flush=True)
-    serve.serve(source, uri, args.host, args.port, int(args.max_body_mb * 1024 * 1024), args.max_depth)
+          f"precision {info.get('precision', '?')} (setting {precision}) on {info.get('device', '?')}, "
+          f"{info.get('max_length', '?')} tokens per sentence; bodies up to {args.max_body_mb} MB, JSON up to "
+          f"{args.max_depth} levels deep; GET /metadata says what is served", flush=True)
+    serve.serve(app, args.host, args.port)
     return 0
 
 
@@ -140,14 +146,21 @@ def cmd_servers(args: argparse.Namespace) -> int:
     project = Path(args.project)
     if args.action == "start":
         try:
-            urls = local_servers.start(project, args.prefect_port, args.mlflow_port, worker=not args.no_worker, host=args.host)
+            urls = local_servers.start(project, args.prefect_port, args.mlflow_port, worker=not args.no_worker,
+                                       host=args.host, profile=not args.no_profile)
         except RuntimeError as exc:
             print(f"servers failed to start: {exc}", file=sys.stderr)
             return 1
-        print(f"Prefect UI   {urls['prefect']}   (API {urls['prefect_api']})\nMLflow UI    {urls['mlflow']}\n"
-              f"worker       pool {servers.POOL}: {'running' if not args.no_worker else 'not started'}\n"
-              f"stsreg commands now use these servers; logs in {servers.Layout(project.resolve()).state / 'logs'}; "
-              f"`stsreg servers stop` stops them")
+        logs = local_servers.Layout(project.resolve()).state / "logs"
+        profile = (f"Prefect profile `{local_servers.PROFILE}` is active: `prefect ...` commands use this server "
+                   "(`stsreg servers stop` switches back)" if not args.no_profile else
+                   f"no Prefect profile written: export PREFECT_API_URL={urls['prefect_api']} for `prefect ...`")
+        print(f"Prefect UI   {urls['prefect']}   (API {urls['prefect_api']})\n"
+              f"MLflow UI    {local_servers.runs_page(urls['mlflow'])}\n"
+              f"worker       pool {local_servers.POOL}: {'running' if not args.no_worker else 'not started'}\n"
+              f"{profile}\n"
+              f"for `mlflow ...` commands: export MLFLOW_TRACKING_URI={urls['mlflow']}\n"
+              f"stsreg commands now use these servers; logs in {logs}; `stsreg servers stop` stops them")
     elif args.action == "stop":
         stopped = local_servers.stop(project)
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
@@ -159,17 +172,18 @@ def cmd_servers(args: argparse.Namespace) -> int:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    import os
+    from prefect.settings import PREFECT_API_URL
 
     from pipelines.product.deploy import deploy
 
-    if "PREFECT_API_URL" not in os.environ:
-        print("no Prefect server: run `stsreg servers start` first (or set PREFECT_API_URL)", file=sys.stderr)
+    api = PREFECT_API_URL.value()  # the environment, else the active Prefect profile (`make servers` writes one)
+    if not api:
+        print("no Prefect server: run `make servers` first (or set PREFECT_API_URL)", file=sys.stderr)
         return 2
     schedule = load_params(args.params).schedule
     for name in deploy(Path(args.project), schedule, args.pool, args.image):
         print(f"deployed {name} on pool {args.pool or schedule.work_pool}")
-    print(f"see them at {os.environ['PREFECT_API_URL'].removesuffix('/api')}/deployments; "
+    print(f"see them at {api.removesuffix('/api')}/deployments; "
           "run one: prefect deployment run stsreg-retrain/weekly")
     return 0
 

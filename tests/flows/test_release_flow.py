@@ -160,7 +160,7 @@ def server(registry):
     # (the champion is found in the project's own store); 4 MB bodies for these tests
     proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "stsreg"), "serve", "--model-uri",
                              f"models:/{NAME}@champion", "--host", "127.0.0.1", "--port", str(port), "--max-body-mb", "4"],
-                            cwd=work, env=clean_env(), stdout=subprocess.DEVNULL, stderr=open(work / "serve.log", "w"))
+                            cwd=work, env=clean_env(), stdout=open(work / "serve.log", "w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 180
     while time.time() < deadline:
@@ -177,6 +177,25 @@ def server(registry):
     yield url
     proc.terminate()
     proc.wait(timeout=30)
+
+
+def test_served_precision_is_a_setting_printed_at_start_and_answered_at_metadata(server, registry):
+    """`serve.precision` (default auto) decides bf16 or fp32; the start line and GET /metadata say which is in use,
+    and --precision overrides the setting (the forced mode is what the model computes in)."""
+    import torch
+
+    from stsreg.product.precision import native_bf16
+    from stsreg.product.serve import build_app, resolve
+
+    work, uri, _, _ = registry
+    meta = requests.get(server + "/metadata", timeout=30).json()
+    expected = "bf16" if native_bf16(torch.device("cpu")) else "fp32"
+    assert meta["precision_setting"] == "auto" and meta["precision"] == expected and meta["device"] == "cpu"
+    assert meta["max_length"] == SiameseRegressor.load(work / "trained").config.max_length
+    assert f"precision {expected} (setting auto)" in (work / "serve.log").read_text()
+    for forced in ("bf16", "fp32"):
+        app = build_app(resolve(f"models:/{NAME}@champion", uri), uri, precision=forced)
+        assert json.loads(app.metadata)["precision"] == forced
 
 
 def _post(url, payload):

@@ -344,6 +344,15 @@ class ScheduleParams:
 
 
 @dataclass(frozen=True)
+class ServeParams:
+    """``stsreg serve`` (and the model card's serving row): how the served model computes."""
+
+    precision: str = knob("auto", "auto (bf16 autocast where the CPU/GPU has native bf16 and a probe shows the "
+                          "embeddings hold, else fp32) | fp32 | bf16; `stsreg serve --precision` overrides it",
+                          choices=("auto", "fp32", "bf16"))
+
+
+@dataclass(frozen=True)
 class LaunchParams:
     """How many processes a stage runs as on one machine (more machines: torchrun by hand, see the README)."""
 
@@ -368,6 +377,7 @@ class Params:
     profile: ProfileParams = knob(factory=ProfileParams)
     schedule: ScheduleParams = knob(factory=ScheduleParams)
     launch: LaunchParams = knob(factory=LaunchParams)
+    serve: ServeParams = knob(factory=ServeParams)
 
 
 _TYPE_WORDS = {bool: "a boolean (true/false)", int: "an integer", float: "a float", str: "a string"}

@@ -13,6 +13,15 @@ variables: ``PREFECT_API_DATABASE_CONNECTION_URL`` (e.g. ``postgresql+asyncpg://
 While the servers run, ``.stsreg/servers.json`` holds their URLs and :func:`use_running` (called by the ``stsreg``
 CLI) points ``PREFECT_API_URL`` and ``MLFLOW_TRACKING_URI`` at them; when they are down the pipeline falls back
 to the embedded defaults (ephemeral Prefect, SQLite MLflow).
+
+The ``prefect`` command a user types reads its settings from a Prefect profile, not from this project: ``start``
+writes the profile ``stsreg`` (``PREFECT_API_URL`` of the server it started) into the user's profiles file and makes
+it the active one, as ``prefect profile use`` does; ``stop`` makes the profile active before it active again. So
+after ``make servers``, ``prefect deployment run stsreg-retrain/weekly`` talks to this server, as printed.
+
+Start-up fails fast and leaves nothing behind: a port already in use is refused before anything starts (naming the
+port and, where the system tells, the process that holds it), and a server that fails to come up stops everything
+``start`` started.
 """
 
 from __future__ import annotations
@@ -29,6 +38,10 @@ from pathlib import Path
 
 STATE_DIR = ".stsreg"
 POOL = "stsreg-process"
+#: The Prefect profile ``start`` writes and activates (``prefect profile ls`` shows it).
+PROFILE = "stsreg"
+#: The processes ``start`` runs, in the order ``stop`` stops them (a worker outliving its server hangs).
+PROCESSES = ("worker", "prefect", "mlflow")
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,34 @@ def _spawn(layout: Layout, name: str, cmd: list[str], env: dict[str, str]) -> in
     return proc.pid
 
 
+def port_holder(port: int) -> str:
+    """Who listens on TCP ``port``, as ``ss`` reports it (``"python3 (pid 123)"``), or ``"another process"``."""
+    try:
+        out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, timeout=3).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "another process"
+    import re
+
+    found = re.search(r'users:\(\("(?P<name>[^"]+)",pid=(?P<pid>\d+)', out)
+    return f"{found['name']} (pid {found['pid']})" if found else "another process"
+
+
+def check_ports(host: str, ports: dict[str, int]) -> None:
+    """Raise ``RuntimeError`` naming each port of ``ports`` (name -> port) that ``host`` cannot bind now."""
+    import socket
+
+    busy = []
+    for name, port in ports.items():
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT is free for the server too
+            try:
+                s.bind((host, port))
+            except OSError:
+                busy.append(f"port {port} ({name}) on {host} is in use by {port_holder(port)}")
+    if busy:
+        raise RuntimeError("; ".join(busy) + ": stop it or choose other ports (--prefect-port / --mlflow-port)")
+
+
 def _wait(url: str, pid: int, name: str, log: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -107,17 +148,20 @@ def _wait(url: str, pid: int, name: str, log: Path, timeout: float) -> None:
 
 
 def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, worker: bool = True,
-          timeout: float = 180.0, host: str = "127.0.0.1") -> dict[str, str]:
+          timeout: float = 180.0, host: str = "127.0.0.1", profile: bool = True) -> dict[str, str]:
     """Start the servers (and a worker for pool ``stsreg-process``) unless already running; returns their URLs.
 
     ``host``: the address they listen on; ``0.0.0.0`` lets workers on other machines reach them (the URLs then name
-    this machine by its host name). MLflow proxies artifacts, so a worker needs only the two URLs."""
+    this machine by its host name). MLflow proxies artifacts, so a worker needs only the two URLs. ``profile``: write
+    and activate the Prefect profile :data:`PROFILE` for the user's ``prefect`` command. Raises ``RuntimeError``
+    (nothing left running) when a port is taken or a server does not come up."""
     import socket
     layout = Layout(project.resolve())
     current = status(layout.project)
     if current.get("running"):
         return current
     stop(layout.project)  # clear half-started leftovers
+    check_ports(host, {"Prefect": prefect_port, "MLflow": mlflow_port})
     env = server_env(layout)
     backend = os.environ.get("STSREG_MLFLOW_BACKEND_URI", f"sqlite:///{layout.project / 'mlflow' / 'mlflow.db'}")
     artifacts = os.environ.get("STSREG_MLFLOW_ARTIFACTS", str(layout.project / "mlflow" / "artifacts"))
@@ -125,19 +169,79 @@ def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, work
     name = socket.getfqdn() if host in ("0.0.0.0", "::") else host
     urls = {"prefect": f"http://{name}:{prefect_port}", "mlflow": f"http://{name}:{mlflow_port}"}
     urls["prefect_api"] = urls["prefect"] + "/api"
-    mlflow_pid = _spawn(layout, "mlflow", [_bin("mlflow"), "server", "--host", host, "--port", str(mlflow_port),
-                                           "--backend-store-uri", backend, "--serve-artifacts",
-                                           "--artifacts-destination", artifacts,
-                                           "--workers", "1"], env)
-    prefect_pid = _spawn(layout, "prefect", [_bin("prefect"), "server", "start", "--host", host, "--port",
-                                             str(prefect_port), "--analytics-off"], env)
-    _wait(urls["prefect_api"] + "/health", prefect_pid, "prefect server", layout.log_file("prefect"), timeout)
-    _wait(urls["mlflow"] + "/health", mlflow_pid, "mlflow server", layout.log_file("mlflow"), timeout)
-    if worker:
-        wenv = {**env, "PREFECT_API_URL": urls["prefect_api"], "MLFLOW_TRACKING_URI": urls["mlflow"]}
-        _spawn(layout, "worker", [_bin("prefect"), "worker", "start", "--pool", POOL, "--type", "process"], wenv)
+    layout.state.mkdir(parents=True, exist_ok=True)
+    layout.urls_file.write_text(json.dumps(urls, indent=2))  # before anything waits: status sees a start under way
+    try:
+        mlflow_pid = _spawn(layout, "mlflow", [_bin("mlflow"), "server", "--host", host, "--port", str(mlflow_port),
+                                               "--backend-store-uri", backend, "--serve-artifacts",
+                                               "--artifacts-destination", artifacts,
+                                               "--workers", "1"], env)
+        prefect_pid = _spawn(layout, "prefect", [_bin("prefect"), "server", "start", "--host", host, "--port",
+                                                 str(prefect_port), "--analytics-off"], env)
+        _wait(urls["prefect_api"] + "/health", prefect_pid, "prefect server", layout.log_file("prefect"), timeout)
+        _wait(urls["mlflow"] + "/health", mlflow_pid, "mlflow server", layout.log_file("mlflow"), timeout)
+        _label_experiments(urls["mlflow"])
+        if worker:
+            wenv = {**env, "PREFECT_API_URL": urls["prefect_api"], "MLFLOW_TRACKING_URI": urls["mlflow"]}
+            _spawn(layout, "worker", [_bin("prefect"), "worker", "start", "--pool", POOL, "--type", "process"], wenv)
+    except BaseException:
+        stop(layout.project)  # a failed (or interrupted) start leaves nothing running
+        raise
+    if profile:
+        urls["previous_profile"] = activate_profile(urls["prefect_api"])
     layout.urls_file.write_text(json.dumps(urls, indent=2))
     return {**urls, "running": True}
+
+
+def runs_page(mlflow_url: str, experiment: str = "stsreg") -> str:
+    """The MLflow UI page of ``experiment``'s runs (the model-training view, not the GenAI overview), or the UI's home
+    while the experiment does not exist yet."""
+    from stsreg.infra import tracking
+
+    try:
+        exp = tracking.client(mlflow_url).get_experiment_by_name(experiment)
+    except Exception:  # noqa: BLE001 (a link is not worth a failed start)
+        exp = None
+    query = "?workflowType=machine_learning"
+    return f"{mlflow_url}/#/experiments/{exp.experiment_id}/runs{query}" if exp else f"{mlflow_url}/#/experiments{query}"
+
+
+def _label_experiments(mlflow_url: str) -> None:
+    """Mark the store's experiments as model training (:func:`stsreg.infra.tracking.label_experiment`), so the UI opens
+    them on their runs; experiments logged before the label existed get it here."""
+    from stsreg.infra import tracking
+
+    c = tracking.client(mlflow_url)
+    for exp in c.search_experiments():
+        tracking.label_experiment(c, exp)
+
+
+def activate_profile(api_url: str) -> str | None:
+    """Write the Prefect profile :data:`PROFILE` with ``PREFECT_API_URL=api_url`` into the user's profiles file and
+    make it active (what ``prefect profile create/use`` + ``prefect config set`` do); returns the profile that was
+    active before (``stop`` restores it), or None when it already was ours."""
+    from prefect.settings import Profile, load_profiles, save_profiles
+
+    profiles = load_profiles()
+    before = profiles.active_name
+    profiles.update_profile(PROFILE, {"PREFECT_API_URL": api_url}) if PROFILE in profiles.names else \
+        profiles.add_profile(Profile(name=PROFILE, settings={"PREFECT_API_URL": api_url}))
+    profiles.set_active(PROFILE)
+    save_profiles(profiles)
+    return None if before == PROFILE else before
+
+
+def deactivate_profile(previous: str | None) -> None:
+    """Make ``previous`` (else ``ephemeral``) the active Prefect profile again, if :data:`PROFILE` is still active."""
+    from prefect.settings import load_profiles, save_profiles
+
+    profiles = load_profiles()
+    if profiles.active_name != PROFILE:
+        return  # the user switched profiles meanwhile: theirs stays
+    fallback = previous if previous in profiles.names else "ephemeral"
+    if fallback in profiles.names:
+        profiles.set_active(fallback)
+        save_profiles(profiles)
 
 
 def _recorded(layout: Layout, timeout: float = 1.0) -> tuple[dict, bool]:
@@ -149,20 +253,28 @@ def _recorded(layout: Layout, timeout: float = 1.0) -> tuple[dict, bool]:
 
 
 def status(project: Path) -> dict:
-    """URLs and whether both servers answer their health checks (and whether the worker process lives)."""
+    """What runs, checked, not remembered: each process (``prefect``, ``mlflow``, ``worker``) with its pid and whether
+    it lives, each server's health check, and ``running`` only when both servers answer."""
     layout = Layout(project.resolve())
     urls, up = _recorded(layout)
+    procs = {}
+    for name in PROCESSES:
+        pid_file = layout.pid_file(name)
+        pid = int(pid_file.read_text()) if pid_file.exists() else None
+        procs[name] = {"pid": pid, "alive": bool(pid and _alive(pid))}
     if not urls:
-        return {"running": False}
-    pid = layout.pid_file("worker")
-    return {**urls, "running": up, "worker": pid.exists() and _alive(int(pid.read_text()))}
+        return {"running": False, "processes": procs}
+    health = {"prefect": _healthy(urls["prefect_api"] + "/health"), "mlflow": _healthy(urls["mlflow"] + "/health")}
+    return {**{k: v for k, v in urls.items() if k != "previous_profile"}, "running": up, "healthy": health,
+            "worker": procs["worker"]["alive"], "processes": procs}
 
 
 def stop(project: Path, timeout: float = 30.0) -> list[str]:
     """Stop the worker first (a worker outliving its server hangs), then Prefect, then MLflow; returns what stopped."""
     layout = Layout(project.resolve())
     stopped = []
-    for name in ("worker", "prefect", "mlflow"):
+    previous = json.loads(layout.urls_file.read_text()).get("previous_profile") if layout.urls_file.exists() else None
+    for name in PROCESSES:
         pid_file = layout.pid_file(name)
         if not pid_file.exists():
             continue
@@ -183,18 +295,38 @@ def stop(project: Path, timeout: float = 30.0) -> list[str]:
                 os.killpg(pid, signal.SIGKILL)
             stopped.append(name)
         pid_file.unlink()
+    if layout.urls_file.exists():
+        deactivate_profile(previous)
     layout.urls_file.unlink(missing_ok=True)
     return stopped
 
 
 def use_running(project: Path = Path(".")) -> bool:
     """Point ``PREFECT_API_URL`` / ``MLFLOW_TRACKING_URI`` at the project's servers when they answer (variables
-    already set win; ``STSREG_USE_SERVERS=0`` disables). Returns whether the servers are used."""
+    already set win; ``STSREG_USE_SERVERS=0`` disables). Returns whether the servers are used.
+
+    When they are down but the Prefect profile :data:`PROFILE` is still active (servers killed without ``stop``), this
+    process uses the ``ephemeral`` profile instead of a server that no longer answers."""
     if os.environ.get("STSREG_USE_SERVERS", "1") == "0":
         return False
     urls, up = _recorded(Layout(project.resolve()), timeout=0.5)
     if not up:
+        if "PREFECT_PROFILE" not in os.environ and "PREFECT_API_URL" not in os.environ and _profile_active():
+            os.environ["PREFECT_PROFILE"] = "ephemeral"
         return False
     os.environ.setdefault("PREFECT_API_URL", urls["prefect_api"])
     os.environ.setdefault("MLFLOW_TRACKING_URI", urls["mlflow"])
     return True
+
+
+def _profile_active() -> bool:
+    """Whether the user's active Prefect profile is :data:`PROFILE` (read from the profiles file, not imported
+    settings: this runs before Prefect is configured)."""
+    import tomllib
+
+    path = Path(os.environ.get("PREFECT_PROFILES_PATH")
+                or Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect")) / "profiles.toml")
+    try:
+        return tomllib.loads(path.read_text()).get("active") == PROFILE
+    except (OSError, tomllib.TOMLDecodeError):
+        return False

@@ -37,15 +37,29 @@ def client(uri: str | None = None):
     return MlflowClient(tracking_uri=uri)
 
 
+#: The experiment tag MLflow's UI reads to choose an experiment's first page: without it (MLflow 3) an experiment opens
+#: on its GenAI overview ("No data available") and the training runs hide behind another tab.
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+
+
+def label_experiment(c, exp) -> None:
+    """Tag ``exp`` (an MLflow Experiment) with :data:`EXPERIMENT_KIND` unless it has a kind already."""
+    key, value = EXPERIMENT_KIND
+    if key not in (exp.tags or {}):
+        c.set_experiment_tag(exp.experiment_id, key, value)
+
+
 def experiment_id(c, name: str) -> str:
+    """The id of experiment ``name``, created (labelled as model training, :data:`EXPERIMENT_KIND`) if new."""
     exp = c.get_experiment_by_name(name)
     if exp is not None:
+        label_experiment(c, exp)
         return exp.experiment_id
     artifact_root = None
     uri = c.tracking_uri
     if uri.startswith("sqlite:///"):  # embedded store: artifacts beside the database (mlflow/artifacts), not ./mlruns
         artifact_root = (Path(uri.removeprefix("sqlite:///")).resolve().parent / "artifacts").as_uri()
-    return c.create_experiment(name, artifact_location=artifact_root)
+    return c.create_experiment(name, artifact_location=artifact_root, tags=dict([EXPERIMENT_KIND]))
 
 
 def git_commit() -> str:

@@ -69,7 +69,23 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
         from stsreg.product.model import SiameseRegressor
 
         self.model_dir = context.artifacts["model"]  # the saved model folder, for evaluation of a registered version
-        self.model = SiameseRegressor.load(self.model_dir).eval()
+        # precision (auto | fp32 | bf16): `mlflow.pyfunc.load_model(..., model_config={"precision": ...})`, as
+        # `stsreg serve --precision` passes it; auto when absent (bf16 only where the hardware has it natively)
+        precision = (getattr(context, "model_config", None) or {}).get("precision", "auto")
+        self.model = SiameseRegressor.load(self.model_dir, precision=precision).eval()
+
+    def set_precision(self, precision: str) -> None:
+        """Run the loaded model in ``precision`` (auto | fp32 | bf16) from now on (versions logged before the model
+        config carried a precision take it this way)."""
+        self.model.precision = precision
+
+    def serving_info(self) -> dict:
+        """What the loaded model computes with: the precision setting, what it resolved to here, the device and the
+        maximum sequence length (``stsreg serve`` prints it and answers it at ``GET /metadata``)."""
+        from stsreg.product.precision import describe
+
+        return {"precision_setting": self.model.precision, "precision": describe(self.model.amp_dtype),
+                "device": str(self.model.device), "max_length": self.model.config.max_length}
 
     def predict(self, context, model_input, params=None):
         from stsreg.product.sts_eval import score_pairs

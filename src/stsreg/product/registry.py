@@ -60,6 +60,7 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
 
     def save(path: Path) -> None:
         mlflow.pyfunc.save_model(str(path), python_model=SentencePairModel(), artifacts={"model": str(model_dir)},
+                                 model_config={"precision": "auto"},  # MLFLOW_PYFUNC_INFERENCE_CONFIG may override it
                                  signature=SIGNATURE, pip_requirements=_requirements(), input_example=EXAMPLE,
                                  code_paths=[str(Path(stsreg.__file__).parent)])
         if card:

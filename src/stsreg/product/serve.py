@@ -9,7 +9,12 @@ app sees the request:
 - JSON nested deeper than ``max_depth`` -> 400 (``dataframe_records`` needs 3 levels, ``dataframe_split`` 4);
 - no ``Content-Type`` header -> 415 (MLflow's app fails on it with a 500);
 
-and everything else is MLflow's own protocol (``/invocations``, ``/ping``, ``/health``, ``/version``).
+and everything else is MLflow's own protocol (``/invocations``, ``/ping``, ``/health``, ``/version``), plus
+``GET /metadata``: the model URI, the precision setting and what it resolved to on this host (``bf16``/``fp32``),
+the device and the maximum sequence length.
+
+The precision is ``serve.precision`` in params.yaml (``auto``: bf16 where the hardware has it natively, as the
+evaluation), overridden by ``stsreg serve --precision fp32``; it is printed at start.
 
     stsreg serve                                   # models:/sts-regression@champion on 127.0.0.1:5001
     curl -X POST 127.0.0.1:5001/invocations -H 'Content-Type: application/json' \\
@@ -58,10 +63,17 @@ class RequestGuard:
     """ASGI middleware: reads a request's body up to ``max_body_bytes``, checks its JSON nesting, then replays
     it to ``app``. Requests without a body (GET /ping) pass straight through."""
 
-    def __init__(self, app, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_depth: int = DEFAULT_MAX_DEPTH):
+    def __init__(self, app, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_depth: int = DEFAULT_MAX_DEPTH,
+                 metadata: dict | None = None):
         self.app, self.max_body_bytes, self.max_depth = app, max_body_bytes, max_depth
+        self.metadata = json.dumps(metadata or {}).encode()
 
     async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == "/metadata":
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(self.metadata)).encode())]})
+            return await send({"type": "http.response.body", "body": self.metadata})
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             return await self.app(scope, receive, send)
         too_large = f"request body over {self.max_body_bytes} bytes; split the batch into smaller requests"
@@ -137,20 +149,25 @@ def resolve(model_uri: str, tracking_uri: str) -> str:
 
 
 def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-              max_depth: int = DEFAULT_MAX_DEPTH):
-    """MLflow's scoring app for ``artifact_uri`` (what :func:`resolve` returns; fetched from ``tracking_uri``), guarded."""
+              max_depth: int = DEFAULT_MAX_DEPTH, precision: str = "auto"):
+    """MLflow's scoring app for ``artifact_uri`` (what :func:`resolve` returns; fetched from ``tracking_uri``), guarded,
+    its model run in ``precision`` (auto | fp32 | bf16). The app's ``metadata`` attribute says what it serves."""
     import mlflow.artifacts
     import mlflow.pyfunc
     from mlflow.pyfunc import scoring_server
 
     local = mlflow.artifacts.download_artifacts(artifact_uri=artifact_uri, tracking_uri=tracking_uri)
-    return RequestGuard(scoring_server.init(mlflow.pyfunc.load_model(local)), max_body_bytes, max_depth)
+    model = mlflow.pyfunc.load_model(local)
+    inner = model.unwrap_python_model()
+    metadata = {"model_uri": artifact_uri}
+    if hasattr(inner, "set_precision"):  # a stsreg model (any other pyfunc is served as MLflow serves it)
+        inner.set_precision(precision)
+        metadata.update(inner.serving_info())
+    return RequestGuard(scoring_server.init(model), max_body_bytes, max_depth, metadata)
 
 
-def serve(artifact_uri: str, tracking_uri: str, host: str = "127.0.0.1", port: int = 5001,
-          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
-    """Serve ``artifact_uri`` (what :func:`resolve` returns) until interrupted (uvicorn, one process)."""
+def serve(app, host: str = "127.0.0.1", port: int = 5001) -> None:
+    """Serve ``app`` (what :func:`build_app` returns) until interrupted (uvicorn, one process)."""
     import uvicorn
 
-    app = build_app(artifact_uri, tracking_uri, max_body_bytes, max_depth)
     uvicorn.run(app, host=host, port=port, log_level="warning")
