@@ -24,6 +24,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
+from pipelines.product.heartbeat import EVERY_S, heartbeat
 from stsreg.product import registry
 from stsreg.infra import tracking
 from stsreg.infra.locking import held_env, pipeline_lock
@@ -41,21 +42,28 @@ def registry_state(uri: str, name: str = MODEL_NAME) -> dict:
 
 
 @task(name="dvc-repro", task_run_name="dvc repro {target}")
-def dvc_repro(project_dir: str, target: str) -> list[str]:
-    """Run ``dvc repro target`` in the project, streaming its output to the flow log; returns the stages that ran."""
+def dvc_repro(project_dir: str, target: str, heartbeat_s: float = EVERY_S) -> list[str]:
+    """Run ``dvc repro target`` in the project, streaming its output to the flow log (and, while a stage is silent,
+    which stage runs and for how long, every ``heartbeat_s`` seconds); returns the stages that ran."""
     logger = get_run_logger()
     # the caller holds the pipeline lock: the stages dvc starts must not wait for it
     proc = subprocess.Popen(["dvc", "repro", target], cwd=project_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=held_env(Path(project_dir)))
     ran, tail = [], []
-    for line in proc.stdout:
-        line = line.rstrip()
-        tail = (tail + [line])[-40:]
-        if line.startswith("Running stage"):
-            ran.append(line.split("'")[1])
-        if line.strip():
-            logger.info(line)
-    if proc.wait() != 0:
+
+    def now() -> str:
+        return f"stage {ran[-1]}; last output: {tail[-1][:200]}" if ran and tail else "checking what is stale"
+
+    with heartbeat(logger, f"dvc repro {target}", heartbeat_s, now):
+        for line in proc.stdout:
+            line = line.rstrip()
+            if line.startswith("Running stage"):
+                ran.append(line.split("'")[1])
+            if line.strip():
+                tail = (tail + [line])[-40:]
+                logger.info(line)
+        code = proc.wait()
+    if code != 0:
         raise RuntimeError(f"`dvc repro {target}` failed (exit {proc.returncode}) after stages {ran}:\n" + "\n".join(tail))
     return ran
 
@@ -102,7 +110,8 @@ def dvc_push(project_dir: str) -> bool:
 
 
 @flow(name="stsreg-retrain")
-def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s: float = 6 * 3600) -> dict:
+def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s: float = 6 * 3600,
+                 heartbeat_s: float = EVERY_S) -> dict:
     """DVC pipeline up to ``target`` under the pipeline lock, then a report of the registry change. With
     ``schedule.gpu_pool`` set, stage 2 runs on that pool's worker and everything else here; with a DVC remote set,
     the outputs are pushed at the end."""
@@ -120,11 +129,11 @@ def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s
         before = registry_state(uri)
         ran = []
         if schedule.gpu_pool and target == "promote":
-            ran = dvc_repro(str(project), "stage1")
+            ran = dvc_repro(str(project), "stage1", heartbeat_s)
             if subprocess.run(["dvc", "status", "stage2", "--quiet"], cwd=project).returncode:  # stale: train it there
                 remote = stage2_elsewhere(str(project), schedule.gpu_pool, schedule.repo_url)
                 ran.append("stage2")
-        ran += dvc_repro(str(project), target)
+        ran += dvc_repro(str(project), target, heartbeat_s)
         pushed = dvc_push(str(project))
         after = registry_state(uri)
         released = time.time()
@@ -149,9 +158,10 @@ def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s
 
 @flow(name="stsreg-champion-eval")
 def champion_eval_flow(project_dir: str = ".", params_path: str = "params.yaml",
-                       sts_path: str = "data/prepared/sts.parquet") -> dict:
+                       sts_path: str = "data/prepared/sts.parquet", heartbeat_s: float = EVERY_S) -> dict:
     """Evaluate ``models:/sts-regression@champion`` on the prepared test sets with the release flow's evaluate task
-    (one MLflow run in experiment ``stsreg-champion``); tags on the version."""
+    (one MLflow run in experiment ``stsreg-champion``); tags on the version. The flow-run log says every
+    ``heartbeat_s`` seconds that the evaluation still runs."""
     import mlflow
 
     from pipelines.product.release_flow import evaluate_task
@@ -164,9 +174,10 @@ def champion_eval_flow(project_dir: str = ".", params_path: str = "params.yaml",
         local = mlflow.artifacts.download_artifacts(artifact_uri=f"runs:/{version.run_id}/model", dst_path=tmp,
                                                     tracking_uri=uri)
         model_dir = Path(mlflow.pyfunc.load_model(local).unwrap_python_model().model_dir)
-        metrics = evaluate_task(str(project / params_path), str(model_dir), str(project / sts_path),
-                                str(Path(tmp) / "eval"), uri=uri, experiment="stsreg-champion",
-                                run_name=f"champion-v{version.version}", tags={"model_version": version.version})
+        with heartbeat(get_run_logger(), f"evaluating champion v{version.version} on the test tables", heartbeat_s):
+            metrics = evaluate_task(str(project / params_path), str(model_dir), str(project / sts_path),
+                                    str(Path(tmp) / "eval"), uri=uri, experiment="stsreg-champion",
+                                    run_name=f"champion-v{version.version}", tags={"model_version": version.version})
     when = time.strftime("%Y-%m-%dT%H:%M:%S")
     c.set_model_version_tag(MODEL_NAME, version.version, "last_eval.time", when)
     c.set_model_version_tag(MODEL_NAME, version.version, "last_eval.avg7_spearman", f"{metrics['avg7_spearman']:.2f}")

@@ -6,6 +6,7 @@ registered as challenger but the champion stays.
 """
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -108,14 +109,17 @@ def test_versions_aliases_tags_and_gate_decisions(registry):
     assert json.loads((work / "prom2.json").read_text())["promoted"] is False
 
 
-def test_champion_eval_flow_evaluates_the_champion_and_tags_its_version(registry):
+def test_champion_eval_flow_evaluates_the_champion_and_tags_its_version(registry, caplog):
     """The scheduled champion evaluation: downloads ``@champion`` from the registry, runs the release flow's evaluate
     task in experiment ``stsreg-champion`` and tags the version; same model and data, so the same avg7."""
     from pipelines.product.ops_flow import champion_eval_flow
 
     work, _, decisions, c = registry
-    out = champion_eval_flow(project_dir=str(work), params_path="params.yaml", sts_path="sts.parquet")
+    with caplog.at_level(logging.INFO):
+        out = champion_eval_flow(project_dir=str(work), params_path="params.yaml", sts_path="sts.parquet", heartbeat_s=0.5)
     assert out["version"] == 2  # the fine-tuned model promoted in the fixture
+    # the flow-run log says the evaluation still runs while it is silent (every 30 s in a deployment)
+    assert any(r.getMessage().startswith("still evaluating champion v2") for r in caplog.records)
     assert out["avg7_spearman"] == pytest.approx(decisions[1]["eval"]["avg7_spearman"], abs=1e-6)
     run = c.get_run(out["run_id"])
     assert run.info.status == "FINISHED" and run.info.run_name == "champion-v2" and run.data.tags["model_version"] == "2"

@@ -1,0 +1,286 @@
+"""The commands the documentation prints, typed as printed, in the order the pages give them.
+
+Every shell command of the README and the docs pages (:mod:`tests.helpers.doc_commands` reads them off the pages) is
+declared in :data:`DECLARED` with what runs it: a sequence of this file, another test, or the hardware or service
+it needs that these machines lack. A command added to a page without a declaration fails
+:func:`test_every_documented_command_is_declared`; a declaration whose command left the pages fails it too.
+
+The sequences run in a fresh git project (a copy of the project's Makefile, pipeline, code and params on the fixture
+data with a tiny backbone; its ``.venv`` is this checkout's) in a clean environment: ``HOME`` (a new empty one) and
+``PATH`` (the system's) only, as a user's login shell has; ``source .venv/bin/activate`` is a command the pages print,
+and later commands run in its shell. The ports are the documented ones (4200, 5000, 5001).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.helpers.doc_commands import page_commands
+from tests.helpers.project import tiny_project
+
+ACTIVATE = "source .venv/bin/activate"
+RETRAIN = "prefect deployment run stsreg-retrain/weekly"
+CURL_PAIR = ("curl -s 127.0.0.1:5001/invocations -H 'Content-Type: application/json' -d '{\"dataframe_records\": "
+             "[{\"sentence1\": \"A man plays a guitar.\", \"sentence2\": \"Someone plays music.\"}]}'")
+CURL_SENTENCE = ("curl -s 127.0.0.1:5001/invocations -H 'Content-Type: application/json' -d '{\"dataframe_records\": "
+                 "[{\"sentence\": \"A man plays a guitar.\"}]}'")
+MLFLOW_UI = "mlflow ui --backend-store-uri sqlite:///mlflow/mlflow.db"
+
+#: The operations guide's "one host" block, without the model server (no champion in a fresh clone yet): the default
+#: suite runs it (it failed on 6b9bf5b at `make servers` and at the bare `prefect deployment run`).
+OPS_FAST = ("make servers", "make deploy", ACTIVATE, RETRAIN, "make servers-stop")
+#: The README's path to a served champion and the guide's block, whole (slow: a training run and a retrain).
+FULL = ("make run", ACTIVATE, "stsreg report", "dvc metrics show", "dvc plots show", "make servers", "make deploy",
+        RETRAIN, "make serve", CURL_PAIR, CURL_SENTENCE, "curl -s 127.0.0.1:5001/metadata", "make servers-stop",
+        MLFLOW_UI)
+
+_FAST = "run in this order by test_operations_guide_one_host_as_typed (default suite)"
+_FULL = "run in this order by test_readme_and_operations_guide_end_to_end_as_typed (make test-slow)"
+_GPU = "needs a GPU (none on these machines)"
+_DOCKER = "needs a Docker engine (none here; the Dockerfile is linted by tests/unit/test_packaging.py)"
+_REMOTE = "needs a second machine or a shared DVC remote; the same path runs on loopback in tests/integration/test_two_hosts.py"
+_LONG = "a full-size run ({}); its stage runs on the fixture in {}"
+
+#: Every command a page prints -> what runs it (or what it needs that these machines lack).
+DECLARED: dict[str, str] = {
+    "make run": _FULL, ACTIVATE: _FAST, "stsreg report": _FULL, "dvc metrics show": _FULL, "dvc plots show": _FULL,
+    "make servers": _FAST, "make deploy": _FAST, RETRAIN: _FAST, "make servers-stop": _FAST, "make serve": _FULL,
+    CURL_PAIR: _FULL, CURL_SENTENCE: "the same server answers it in the full sequence", MLFLOW_UI: _FULL,
+    "curl -s 127.0.0.1:5001/metadata": _FULL,
+    "make test": "what .ci/run runs: this suite",
+    "make docs": "tests/unit/test_readme.py::test_the_docs_site_builds_strictly (mkdocs build --strict)",
+    "make compare": _LONG.format("~60 min per seed", "tests/flows/test_compare_flow.py"),
+    "make nli-table": _LONG.format("~30 min per seed", "tests/flows/test_nli_table_flow.py"),
+    "make baselines": _LONG.format("~37 min", "tests/flows/test_baselines_flow.py"),
+    "make search": _LONG.format("30 min budget", "tests/flows/test_search_flow.py"),
+    "make profile": _LONG.format("~15 min", "tests/flows/test_profile_flow.py"),
+    "dvc repro profile": _LONG.format("~15 min", "tests/flows/test_profile_flow.py"),
+    "make bench": _LONG.format("~50 min, writes the committed benchmark report", "tests/unit/test_bench_report.py"),
+    "make bench-stage2": _LONG.format("~30 min", "tests/unit/test_bench_report.py"),
+    "python -m benchmarks.profile_step": _LONG.format("a profiler session", "tests/unit/test_bench_report.py"),
+    "make paper": _LONG.format("4 epochs, GPU-sized", "tests/unit/test_config.py (the preset validates)"),
+    "stsreg preset paper --write params-paper.yaml": "tests/unit/test_config.py writes and loads a preset file",
+    "stsreg train --stage 2 --params params-paper.yaml --stage2-dir models/paper --checkpoints checkpoints/paper":
+        _LONG.format("the paper preset's 4 epochs", "tests/flows/test_train_flow.py"),
+    "stsreg evaluate --params params-paper.yaml --model models/paper --out reports/paper":
+        _LONG.format("after the paper preset's training", "tests/unit/test_evaluate.py"),
+    "dvc exp run baselines $(stsreg preset baselines_gpu)": _GPU,
+    "dvc exp run baselines -S baselines.backbone=roberta-base -S 'baselines.systems=[cls_projection,cross_mlp]'":
+        "needs a model hub (roberta-base)",
+    "dvc exp run baselines -S baselines.backbone=albert-base-v2 -S 'baselines.systems=[cls_projection,cross_mlp]'":
+        "needs a model hub (albert-base-v2)",
+    "dvc exp run baselines -S baselines.backbone=Qwen/Qwen2.5-0.5B -S 'baselines.systems=[sllm_full,sllm_lora]'":
+        "needs a model hub (Qwen2.5-0.5B) and a GPU",
+    "dvc exp run baselines -S baselines.word2vec_path=/data/GoogleNews-vectors-negative300.bin":
+        "needs the GoogleNews word2vec file (not offline)",
+    "dvc exp run nli_table -S model.backbone=bert-base-uncased -S model.max_length=256 -S nli_table.max_pairs=0 -S "
+    "nli_table.lr=2e-5 -S 'prepare.nli_train=[snli/train,mnli/train]'": "needs a model hub and full SNLI/MNLI",
+    "make bench BENCH_DEVICE=cuda": _GPU,
+    "dvc remote add -d shared s3://bucket/stsreg-dvc": "needs S3 (" + _REMOTE + ")",
+    "dvc remote add -d shared URL": _REMOTE,
+    'git commit -am "a shared DVC remote" && git push': _REMOTE,
+    "make servers SERVERS_HOST=0.0.0.0": _REMOTE,
+    "dvc push": _REMOTE, "dvc pull": _REMOTE, "dvc repro promote": "what make run and the retrain run (full sequence)",
+    "docker build -t stsreg-worker .": _DOCKER,
+    "docker run --gpus all -e PREFECT_API_URL=http://cpu-host:4200/api -e STSREG_WORK_POOL=stsreg-gpu stsreg-worker":
+        _DOCKER + "; " + _GPU,
+    "docker run --gpus all -v $PWD:/work -e PREFECT_API_URL=http://prefect-host:4200/api -e "
+    "MLFLOW_TRACKING_URI=http://mlflow-host:5000 stsreg-worker": _DOCKER + "; " + _GPU,
+    "torchrun --nnodes=2 --nproc_per_node=8 --node_rank=0 --master_addr=10.0.0.1 --master_port=29500 -m stsreg.cli "
+    "train --stage 2": "needs two machines with 8 GPUs; 2 gloo processes run in tests/integration/test_torchrun_stage.py",
+    "torchrun --nnodes=2 --nproc_per_node=8 --node_rank=1 --master_addr=10.0.0.1 --master_port=29500 -m stsreg.cli "
+    "train --stage 2": "needs two machines with 8 GPUs; 2 gloo processes run in tests/integration/test_torchrun_stage.py",
+    "torchrun --nproc_per_node=8 -m stsreg.cli train --stage 2": "needs 8 GPUs; tests/integration/test_torchrun_stage.py",
+    ".venv/bin/mlflow ui --backend-store-uri sqlite:///mlflow/mlflow.db --host 127.0.0.1 --port 5000":
+        "the README's mlflow ui with explicit host and port (full sequence)",
+}
+
+
+def test_every_documented_command_is_declared():
+    documented = {cmd for cmds in page_commands(REPO).values() for cmd in cmds}
+    undeclared = sorted(documented - set(DECLARED))
+    assert not undeclared, f"commands printed by the docs without a test or a stated need: {undeclared}"
+    gone = sorted(set(DECLARED) - documented)
+    assert not gone, f"declared commands no page prints any more (remove them from DECLARED): {gone}"
+    for sequence in (OPS_FAST, FULL):
+        assert set(sequence) <= documented
+
+
+def _ordered_on(page: str, sequence: tuple[str, ...]) -> None:
+    """The sequence's commands appear on ``page`` in this order (a page reordered fails here, not silently)."""
+    commands = page_commands(REPO)[page]
+    positions = [commands.index(c) for c in sequence if c in commands]
+    assert positions == sorted(positions), f"{page} gives {sequence} in another order"
+
+
+def test_the_sequences_follow_the_pages_order():
+    _ordered_on("docs/operations.md", OPS_FAST)
+    _ordered_on("README.md", ("make run", ACTIVATE, "make servers", MLFLOW_UI, "make serve", CURL_PAIR, "stsreg report"))
+
+
+# -- running them -------------------------------------------------------------------------------------------------
+
+DOC_PORTS = (4200, 5000, 5001)
+
+
+def _ports_free() -> None:
+    for port in DOC_PORTS:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                pytest.fail(f"port {port} is in use: the documented commands use 4200, 5000 and 5001; stop what holds it")
+
+
+def user_project(tmp_path: Path, backbone: str) -> Path:
+    """A fresh clone as a user has it after `make install`: the tiny pipeline plus the Makefile and install files
+    (older than this checkout's ``.venv/.installed``, so make sees the venv as current), ``.venv`` this checkout's."""
+    project = tiny_project(tmp_path, backbone, git=True)
+    for name in ("Makefile", "pyproject.toml", "requirements.lock", "scripts/install.sh"):
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / name, project / name)
+        os.utime(project / name, (0, 0))
+    (project / ".venv").symlink_to(REPO / ".venv")
+    with open(project / ".gitignore", "a") as fh:
+        fh.write("/.venv\n")
+    return project
+
+
+class Shell:
+    """A user's shell in ``project``: a clean environment, commands typed one by one; after :data:`ACTIVATE` the
+    later commands run in the activated venv, as in the same terminal."""
+
+    def __init__(self, project: Path, home: Path):
+        home.mkdir(parents=True, exist_ok=True)
+        self.project, self.activated = project, False
+        self.env = {"HOME": str(home), "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+        self.log: list[str] = []
+
+    def line(self, command: str) -> str:
+        return (f"{ACTIVATE} && " if self.activated and command != ACTIVATE else "") + command
+
+    def type(self, command: str, timeout: float = 900) -> str:
+        run = subprocess.run(["bash", "-c", self.line(command)], cwd=self.project, env=self.env, capture_output=True,
+                             text=True, timeout=timeout)
+        self.log.append(f"$ {command}\n{run.stdout}{run.stderr}")
+        assert run.returncode == 0, f"`{command}` exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+        assert "Traceback" not in run.stdout + run.stderr, f"`{command}` printed a traceback:\n{run.stderr[-3000:]}"
+        self.activated |= command == ACTIVATE
+        return run.stdout + run.stderr
+
+    def background(self, command: str, log: Path) -> subprocess.Popen:
+        return subprocess.Popen(["bash", "-c", self.line(command)],
+                                cwd=self.project, env=self.env, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        assert proc.poll() is None, f"{url}: the server exited:\n{log.read_text()[-3000:]}"
+        time.sleep(1)
+    pytest.fail(f"{url} did not answer in {timeout} s:\n{log.read_text()[-3000:]}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _servers_started(out: str) -> None:
+    assert "Prefect UI   http://127.0.0.1:4200" in out and "MLflow UI    http://127.0.0.1:5000/#/experiments" in out
+    assert "workflowType=machine_learning" in out and "Prefect profile `stsreg` is active" in out
+
+
+def test_operations_guide_one_host_as_typed(tiny_backbone, tmp_path):
+    _ports_free()
+    shell = Shell(user_project(tmp_path, tiny_backbone), tmp_path / "home")
+    try:
+        for command in OPS_FAST:
+            out = shell.type(command)
+            if command == "make servers":
+                _servers_started(out)
+            if command == RETRAIN:
+                assert "Created flow run" in out, out
+            if command == "make servers-stop":
+                assert "stopped: worker, prefect, mlflow" in out
+        profiles = (tmp_path / "home/.prefect/profiles.toml").read_text()
+        assert 'active = "ephemeral"' in profiles  # the user's prefect is back on its own profile
+    finally:
+        subprocess.run(["bash", "-c", "make servers-stop"], cwd=shell.project, env=shell.env, capture_output=True)
+
+
+@pytest.mark.slow
+def test_readme_and_operations_guide_end_to_end_as_typed(tiny_backbone, tmp_path):
+    import json
+
+    _ports_free()
+    project = user_project(tmp_path, tiny_backbone)
+    shell = Shell(project, tmp_path / "home")
+    try:
+        for command in FULL:
+            if command == "make serve":
+                log = tmp_path / "serve.log"
+                server = shell.background(command, log)
+                _wait_http("http://127.0.0.1:5001/ping", server, log)
+                continue
+            if command == MLFLOW_UI:
+                log = tmp_path / "mlflow-ui.log"
+                ui = shell.background(command, log)
+                try:
+                    _wait_http("http://127.0.0.1:5000/health", ui, log)
+                finally:
+                    _stop(ui)
+                continue
+            out = shell.type(command)
+            if command == "make run":
+                assert "promot" in out.lower()
+            if command == "make servers":
+                _servers_started(out)
+                assert "/#/experiments/" in out and "/runs?workflowType=machine_learning" in out  # the runs page
+            if command == RETRAIN:
+                _wait_for_the_retrain(shell)
+            if command == CURL_PAIR:
+                pred = json.loads(out)["predictions"][0]
+                assert set(pred) == {"cosine", "score"} and -1 <= pred["cosine"] <= 1
+            if command == CURL_SENTENCE:
+                assert len(json.loads(out)["predictions"][0]["embedding"]) == 32
+            if command == "curl -s 127.0.0.1:5001/metadata":
+                meta = json.loads(out)
+                assert meta["precision_setting"] == "auto" and meta["precision"] in ("fp32", "bf16")
+                _stop(server)
+    finally:
+        subprocess.run(["bash", "-c", "make servers-stop"], cwd=project, env=shell.env, capture_output=True)
+
+
+def _wait_for_the_retrain(shell: Shell, timeout: float = 900) -> None:
+    """The retrain the user started runs on the worker `make servers` started; wait until it ends, then it must
+    have completed (nothing was stale after `make run`: it ends quickly)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = shell.type("prefect flow-run ls --flow-name stsreg-retrain")
+        if "COMPLETED" in out:
+            return
+        assert "FAILED" not in out and "CRASHED" not in out, out
+        time.sleep(5)
+    pytest.fail("the retrain did not complete in time")
