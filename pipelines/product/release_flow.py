@@ -122,9 +122,23 @@ def promote_task(params_path: str, out_path: str, sts_path: str = "data/prepared
                 tracking.client(run.uri).set_tag(run.run_id, "precision", metrics["precision"])
                 return pd.read_parquet(Path(tmp) / "predictions.parquet")
 
+        def champion_predictions(version):  # only run when the champion's stored predictions miss today's test pairs
+            import tempfile
+
+            import mlflow
+            import pandas as pd
+
+            with tempfile.TemporaryDirectory() as tmp:
+                local = mlflow.artifacts.download_artifacts(artifact_uri=f"runs:/{version.run_id}/model", dst_path=tmp,
+                                                            tracking_uri=run.uri)
+                model_dir = Path(mlflow.pyfunc.load_model(local).unwrap_python_model().model_dir)
+                run_evaluate(params, model_dir, Path(sts_path), Path(tmp) / "eval")
+                return pd.read_parquet(Path(tmp) / "eval" / "predictions.parquet")
+
         baseline = backbone_predictions if params.promote.against_backbone else None
         decision = registry.promote(params.promote, params.evaluate.n_resamples, params.seed, baseline=baseline,
-                                    baseline_name=f"the untouched backbone {params.model.backbone!r}")
+                                    baseline_name=f"the untouched backbone {params.model.backbone!r}",
+                                    rescore=champion_predictions)
         test = decision.get("test") or {}
         tracking.log_metrics(run.run_id, {"promoted": float(decision["promoted"]),
                                           **{f"gain_{k}": test[k] for k in GAIN_KEYS if k in test}}, uri=run.uri)

@@ -179,3 +179,22 @@ def test_a_stage_run_out_of_order_names_what_is_missing_and_what_to_run(tmp_path
     assert time.monotonic() - started < 2  # before any Prefect server starts
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "is missing (written by the `" in err and f"run `dvc repro {first}` first" in err
+
+
+@pytest.mark.parametrize("argv", [["train", "--stage", "2", "--sts", "mine.parquet", "--stage1-dir", "m1"],
+                                  ["evaluate", "--sts", "mine.parquet", "--model", "m1"]])
+def test_a_table_without_the_prepared_columns_is_one_line_naming_what_it_has(tmp_path, capsys, own_project, argv):
+    """A user table passed as --sts (no `dataset` column) used to end in three tracebacks and a FAILED MLflow run."""
+    import shutil
+
+    import pandas as pd
+
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    (tmp_path / "m1").mkdir()
+    pd.DataFrame({"sentence1": ["a"], "sentence2": ["b"], "score": [1.0], "split": ["train"]}).to_parquet(tmp_path / "mine.parquet")
+    assert stsreg.cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "mine.parquet has no column(s) ['dataset']" in err and "'sentence1'" in err
+    assert not (tmp_path / "mlflow").exists()  # refused before any run was created
+    (tmp_path / "mine.parquet").write_text("sentence1,sentence2,score\n")
+    assert stsreg.cli.main(argv) == 2 and "is not a Parquet table" in capsys.readouterr().err

@@ -157,3 +157,26 @@ def test_search_stage_reads_only_the_stage2_settings_trials_do_not_search():
     assert searched == set(search.SEARCHED) | {"eval_every", "keep", "labels"} | {"group_by_length"}
     with pytest.raises(ParamsError, match="search.lr"):
         search.check_ranges(dataclasses.replace(Params().search, lr=(1e-3, 1e-5)))
+
+
+@pytest.mark.parametrize("key, value, gap", [("stage2.x0", 3.0, "d/2 = 0.5"), ("stage1.x0", 0.6, "NLI labels 0/1/2"),
+                                             ("stage1.encoder.x0", 0.75, "d/2 = 0.5")])
+def test_a_buffer_wider_than_half_the_label_gap_is_refused_with_the_papers_reason(tmp_path, key, value, gap):
+    """x0 <= d/2 (the paper's condition): stage2.x0 3.0 used to train with loss 0.0 and exit 0."""
+    import yaml
+
+    from stsreg.infra.config import load_params
+    from stsreg.infra.errors import ParamsError
+
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    node = raw
+    *path, last = key.split(".")
+    for name in path:
+        node = node[name]
+    node[last] = value
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ParamsError, match=rf"{key}: {value:g} exceeds .*{gap}.*x0 <= d/2"):
+        load_params(tmp_path / "params.yaml")
+    node[last] = 0.5  # the bound itself holds
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    load_params(tmp_path / "params.yaml")

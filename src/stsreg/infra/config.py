@@ -491,12 +491,47 @@ def _check(value: Any, meta: Mapping) -> str:
     return ""
 
 
+#: The buffer of Translated ReLU / Smooth K2 (``x0``, a half-width on the label scale) against ``d``, the gap between
+#: adjacent categories of the annotation scale the loss trains on: the paper's condition ``x0 <= d/2``. Field ->
+#: (d, the scale it is on). NLI labels are 0/1/2; STS-B's and SICK-R's annotators chose integers on 0-5 / 1-5 (the
+#: averaged gold scores fall between them), so d = 1 on both.
+BUFFER_GAPS: dict[str, tuple[float, str]] = {
+    "stage1.x0": (1.0, "NLI labels 0/1/2"), "stage1.encoder.x0": (1.0, "NLI labels 0/1/2"),
+    "nli_table.x0": (1.0, "NLI labels 0/1/2"), "stage2.x0": (1.0, "the 0-5 STS scale's integer categories"),
+    "search.x0": (1.0, "the 0-5 STS scale's integer categories"),
+    "search.enqueue.x0": (1.0, "the 0-5 STS scale's integer categories"),
+}
+
+
+def _buffer_problems(params: Params, source: str) -> list[str]:
+    """``x0 > d/2`` for any buffer of :data:`BUFFER_GAPS`, with the paper's reason."""
+    problems = []
+    for field_path, (gap, scale) in BUFFER_GAPS.items():
+        section, *rest = field_path.split(".")
+        values: list = [getattr(params, section)]
+        for name in rest:
+            values = [x for v in values for x in (v if isinstance(v, tuple) else (v,))]
+            values = [getattr(v, name) for v in values]
+        flat = [x for v in values for x in (v if isinstance(v, tuple) else (v,))]
+        bad = [x for x in flat if x > gap / 2]
+        if bad:
+            problems.append(f"{source}: {field_path}: {max(bad):g} exceeds d/2 = {gap / 2:g} (d = {gap:g}, the gap "
+                            f"between adjacent categories of {scale}): the buffer x0 must satisfy x0 <= d/2 (Zhang & "
+                            "Li 2024): inside it the loss and its gradient are zero, and a buffer wider than half the gap "
+                            "leaves predictions that round to the wrong category unpenalised")
+    return problems
+
+
 def parse_params(raw: Any, source: str = "params.yaml") -> Params:
-    """Validate an already parsed params mapping; raises :class:`ParamsError` listing every problem."""
+    """Validate an already parsed params mapping; raises :class:`ParamsError` listing every problem (the types and
+    ranges of each field, then the buffers' ``x0 <= d/2``, :data:`BUFFER_GAPS`)."""
     loader = _Loader(source)
     params = loader.build(Params, raw, "")
     if loader.problems:
         raise ParamsError("\n".join(loader.problems))
+    problems = _buffer_problems(params, source)
+    if problems:
+        raise ParamsError("\n".join(problems))
     return params
 
 

@@ -42,10 +42,34 @@ def missing_inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
     return [(path, stage) for path, stage in needs if not Path(path).exists()]
 
 
+#: Columns of a prepared STS table (``stsreg prepare`` writes them) that training and evaluation read.
+STS_COLUMNS = ("dataset", "split", "sentence1", "sentence2", "score")
+
+
+def sts_table_problem(path: str) -> str:
+    """Why ``path`` is not a prepared STS table (``""`` when it is): not Parquet, or columns missing (found ones listed)."""
+    import pyarrow.parquet as pq
+
+    try:
+        found = pq.read_schema(path).names
+    except Exception as exc:  # noqa: BLE001 (pyarrow raises several kinds for a file that is not Parquet)
+        return f"{path} is not a Parquet table ({type(exc).__name__}); pass a table `stsreg prepare` wrote"
+    absent = [c for c in STS_COLUMNS if c not in found]
+    if absent:
+        return (f"{path} has no column(s) {absent} (found: {found}); a prepared STS table has {list(STS_COLUMNS)}: "
+                "`stsreg prepare` writes data/prepared/sts.parquet from the raw files")
+    return ""
+
+
 def check_inputs(args: argparse.Namespace) -> None:
-    """Raise :class:`InputError` naming every missing input and the stage to run first."""
+    """Raise :class:`InputError` naming every missing input and the stage to run first, or a table in the wrong shape."""
     missing = missing_inputs(args)
     if missing:
         first = missing[0][1]
         lines = [f"{path} is missing (written by the `{stage}` stage)" for path, stage in missing]
         raise InputError("; ".join(lines) + f": run `dvc repro {first}` first, or `make run` for the whole pipeline")
+    sts = getattr(args, "sts", None)
+    if sts and (args.command == "evaluate" or (args.command == "train" and args.stage == "2")):
+        problem = sts_table_problem(sts)
+        if problem:
+            raise InputError(problem)

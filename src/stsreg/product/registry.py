@@ -17,7 +17,7 @@ import pandas as pd
 from stsreg.infra import tracking
 from stsreg.infra.config import PromoteParams
 from stsreg.infra.errors import InputError
-from stsreg.product.sts_eval import paired_on_predictions
+from stsreg.product.sts_eval import CoverageError, paired_on_predictions
 
 log = logging.getLogger(__name__)
 
@@ -104,12 +104,16 @@ def _predictions(c, mv) -> pd.DataFrame:
 
 
 def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: str = MODEL_NAME,
-            baseline=None, baseline_name: str = "the untouched backbone", uri: str | None = None) -> dict:
+            baseline=None, baseline_name: str = "the untouched backbone", uri: str | None = None,
+            rescore=None) -> dict:
     """Move ``champion`` to ``challenger`` if it gains >= margin avg7 *and* the gain is significant.
 
     With no champion yet, the challenger faces ``baseline()`` instead (the predictions table of the untouched
     backbone, computed only then), so the first champion is never worse than the model the user downloaded;
-    without a ``baseline`` the first version is promoted. Records the decision as tags on the challenger version
+    without a ``baseline`` the first version is promoted. Pairs are matched by content; where the champion's stored
+    predictions do not cover today's test pairs (a test table changed), ``rescore(champion_version)`` scores the
+    champion on today's tables first (without ``rescore`` the gate refuses). Records the decision as tags on the
+    challenger version
     and returns ``{"promoted", "reason", "challenger", "champion", ...test}``. Never touches ``champion``
     on failure (any exception leaves the aliases as they were).
     """
@@ -127,7 +131,16 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
         other, against, kept = ((baseline(), f"{baseline_name} (no champion yet)", "no champion yet")
                                 if champion is None else
                                 (_predictions(c, champion), f"champion v{champion.version}", "kept the champion"))
-        test = paired_on_predictions(_predictions(c, challenger), other, gate.unseen_only, n_resamples, seed).as_dict()
+        mine = _predictions(c, challenger)
+        try:
+            test = paired_on_predictions(mine, other, gate.unseen_only, n_resamples, seed).as_dict()
+        except CoverageError as exc:
+            if champion is None or rescore is None:
+                raise InputError(f"cannot compare the challenger with {against}: {exc}") from exc
+            log.info("champion v%s's stored predictions do not cover today's test pairs (%s): re-scoring it",
+                     champion.version, exc)
+            against += ", re-scored on today's test tables"
+            test = paired_on_predictions(mine, rescore(champion), gate.unseen_only, n_resamples, seed).as_dict()
         view = "avg7-unseen" if gate.unseen_only else "avg7"
         gain = f"{view} {test['diff']:+.2f} (95% CI {test['low']:+.2f}..{test['high']:+.2f}, p={test['p_value']:.3f}) vs {against}"
         ok_margin, ok_sig = test["diff"] >= gate.margin, test["p_value"] < gate.alpha

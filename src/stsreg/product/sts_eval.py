@@ -22,7 +22,14 @@ from scipy.stats import pearsonr, spearmanr
 from stsreg.product.bootstrap_ci import PairedResult, paired_test, spearman_ci
 from stsreg.product.data.catalogue import EVAL_TASKS, stsb_split, unique_sentences
 
-PAIR_KEY = ["task", "file", "line"]  # identifies a scored pair across prediction tables
+#: What identifies a scored pair across prediction tables: its content, never its place in a file (a row inserted
+#: above it, or a reordered file, must not pair it with another pair). Identical pairs within one task (published
+#: test sets repeat some) are told apart by their occurrence number, ``occurrence``, added by :func:`keyed`.
+PAIR_KEY = ["task", "sentence1", "sentence2", "score", "occurrence"]
+
+
+class CoverageError(ValueError):
+    """Two prediction tables do not score the same test pairs (a test table changed since one of them was made)."""
 
 
 #: The number the project optimises and gates on: mean Spearman x100 of cosine over the 7 tasks (:func:`task_metrics`).
@@ -123,12 +130,29 @@ def intervals(scored: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, conf
 
 
 
+def keyed(predictions: pd.DataFrame) -> pd.DataFrame:
+    """The test pairs of a prediction table with :data:`PAIR_KEY` (the occurrence of each identical pair added).
+    A table without the pairs' text (written before pairs were matched by content) raises :class:`CoverageError`."""
+    absent = [c for c in PAIR_KEY[:-1] if c not in predictions.columns]
+    if absent:
+        raise CoverageError(f"the prediction table has no {absent} column(s): it predates matching pairs by content")
+    test = predictions[predictions.task.isin(EVAL_TASKS)]
+    return test.assign(occurrence=test.groupby(PAIR_KEY[:-1], sort=False).cumcount())
+
+
 def paired_on_predictions(a: pd.DataFrame, b: pd.DataFrame, unseen_only: bool = False, n_resamples: int = 1000,
                           seed: int = 0) -> PairedResult:
     """Paired bootstrap of avg7 (cosine Spearman), ``a`` minus ``b``: two prediction tables (``predictions.parquet``
-    of the evaluation) over the same test pairs, matched by ``PAIR_KEY``; ``unseen_only`` keeps the unseen pairs."""
-    on = a.merge(b[PAIR_KEY + ["cosine"]], on=PAIR_KEY, suffixes=("", "_b"), validate="1:1")
-    on = on[on.task.isin(EVAL_TASKS)]
+    of the evaluation) over the same test pairs, matched by content (:data:`PAIR_KEY`); ``unseen_only`` keeps the
+    unseen pairs. Raises :class:`CoverageError` when a test pair of ``a`` has no twin in ``b``: comparing different
+    pairs would report a gain that is not one."""
+    a, b = keyed(a), keyed(b)
+    on = a.merge(b[PAIR_KEY + ["cosine"]], on=PAIR_KEY, suffixes=("", "_b"), how="left", validate="1:1")
+    missing = on.cosine_b.isna()
+    if missing.any():
+        per_task = on[missing].task.value_counts().sort_index().to_dict()
+        raise CoverageError(f"{int(missing.sum())} of {len(on)} test pairs have no prediction in the other table "
+                            f"(per task: {per_task}): the test tables changed since it was scored")
     if unseen_only:
         on = on[~on.seen_in_train]
     tasks = [(t.score.to_numpy(), t.cosine.to_numpy(), t.cosine_b.to_numpy()) for _, t in on.groupby("task")]

@@ -47,7 +47,9 @@ def run_evaluate(params: Params, model_dir: Path, sts_path: Path, out_dir: Path)
     metrics = task_metrics(scored)
     metrics.update(intervals(scored, p.n_resamples, params.seed, p.confidence))
     metrics["precision"] = precision.describe(model.amp_dtype)  # what the encoder ran in
-    keep = ["task", "dataset", "subset", "file", "line", "score", "seen_in_train", "cosine", "prediction"]
+    # the pair's text is kept: the promotion gate matches two models' predictions by content, not by file and line
+    keep = ["task", "dataset", "subset", "file", "line", "sentence1", "sentence2", "score", "seen_in_train", "cosine",
+            "prediction"]
     atomic.to_parquet(scored[keep], out_dir / "predictions.parquet")
     atomic.write_text(out_dir / "table.md", format_table(metrics) + "\n")
     atomic.write_text(out_dir / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True))  # last: the stage's marker
