@@ -116,7 +116,7 @@ def test_champion_eval_flow_evaluates_the_champion_and_tags_its_version(registry
 
     work, _, decisions, c = registry
     with caplog.at_level(logging.INFO):
-        out = champion_eval_flow(project_dir=str(work), params_path="params.yaml", sts_path="sts.parquet", heartbeat_s=0.5)
+        out = champion_eval_flow(project_dir=str(work), params_path="params.yaml", sts_path="sts.parquet", heartbeat_s=0.05)
     assert out["version"] == 2  # the fine-tuned model promoted in the fixture
     # the flow-run log says the evaluation still runs while it is silent (every 30 s in a deployment)
     assert any(r.getMessage().startswith("still evaluating champion v2") for r in caplog.records)

@@ -154,7 +154,7 @@ def test_numeric_strings_yaml_leaves_as_text_are_floats_but_nothing_else_is_coer
     from stsreg.infra.config import parse_params
 
     assert parse_params({"stage2": {"lr": "1e-5"}}).stage2.lr == 1e-5  # YAML 1.1 reads 1e-5 as a string
-    assert parse_params({"stage2": {"x0": 1}}).stage2.x0 == 1.0
+    assert parse_params({"stage2": {"x0": 0}}).stage2.x0 == 0.0  # an int is a float (x0 <= d/2 = 0.5 holds)
     for bad in ({"stage2": {"group_by_length": "yes"}}, {"stage2": {"group_by_length": 1}}, {"seed": 4.2},
                 {"compare": {"seeds": "42"}}, {"stage1": None, "stage2": []}):
         with pytest.raises(InputError):

@@ -28,7 +28,8 @@ from stsreg.infra.errors import ParamsError
 
 #: ``params.stage2`` fields every trial takes as they are (the search never changes them).
 FIXED = ("batch_size", "weight_decay", "layer_decay", "max_grad_norm", "max_train_pairs", "checkpoint_every",
-         "eval_batch_size", "cos_a", "cos_b", "zero_negative", "temperature", "contrastive_min_label")
+         "eval_batch_size", "cos_a", "cos_b", "zero_negative", "temperature", "contrastive_min_label", "train_tables",
+         "dev_table")
 #: Searched fields in the order the report shows them.
 SEARCHED = ("loss", "epochs", "lr", "warmup_ratio", "labels", "group_by_length", "x0", "k", "joint_lambda")
 RANGES = ("lr", "x0", "k", "joint_lambda", "warmup_ratio")

@@ -86,6 +86,43 @@ class LeakageParams:
     remove_from_training: bool = knob(False, "drop training pairs that occur in an evaluation test set")
 
 
+#: Names the public STS tables use (a declared table may not take one).
+PUBLIC_STS_TABLES = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+#: Where declared tables live: a folder DVC tracks as a dependency of ``prepare``, so a changed or grown file there
+#: reruns the pipeline from ``prepare`` (``dvc repro promote``, the scheduled retrain).
+TABLES_DIR = "data/tables"
+
+
+@dataclass(frozen=True)
+class StsTableColumns:
+    """The user's column names for the three columns a pair needs (and, optionally, its split)."""
+
+    sentence1: str = knob("sentence1", "column holding the first sentence", pattern=r".+")
+    sentence2: str = knob("sentence2", "column holding the second sentence", pattern=r".+")
+    score: str = knob("score", "column holding the gold similarity, on `scale`", pattern=r".+")
+    split: str = knob("", "column holding train / dev / test per row; empty: splits by a stable hash of the pair "
+                          "(dev_fraction, test_fraction)")
+
+
+@dataclass(frozen=True)
+class StsTableSource:
+    """A user's table of scored sentence pairs (CSV, TSV, JSONL or Parquet by extension) under ``data/tables/``.
+
+    Its scores are mapped linearly from ``scale`` to the 0-5 scale the losses, the buffer ``x0`` and the cosine map
+    are set on; ``d`` (the gap between the annotation scale's categories) maps with them, and every stage-2 buffer
+    is checked against it (``x0 <= d/2``)."""
+
+    name: str = knob(help="table name: a metric prefix and a value of `dataset` (not a public table's name)",
+                     pattern=r"[a-z][a-z0-9_]*")
+    file: str = knob(help=f"path under {TABLES_DIR}/ (e.g. {TABLES_DIR}/support_pairs.csv)", pattern=r".+")
+    columns: StsTableColumns = knob(factory=StsTableColumns)
+    scale: tuple[float, ...] = knob((0.0, 5.0), "[lo, hi]: the range of the gold scores as annotated")
+    d: float = knob(1.0, "gap between adjacent categories of the annotation scale (1 for integer 0-5 ratings; "
+                         "averaged gold scores fall between categories)", gt=0)
+    dev_fraction: float = knob(0.1, "hash splits: share of pairs in dev", ge=0, lt=1)
+    test_fraction: float = knob(0.1, "hash splits: share of pairs in test", ge=0, lt=1)
+
+
 @dataclass(frozen=True)
 class PrepareParams:
     nli_train: tuple[str, ...] = knob((), "NLI `source/split` entries that feed training (stage 1); see data/nli_sources in README")
@@ -95,6 +132,8 @@ class PrepareParams:
     leakage: LeakageParams = knob(factory=LeakageParams)
     allow_local_edits: bool = knob(False, "prepare raw files whose size or sha256 differs from data/sources.json "
                                    "(listed in the data summary and tagged on training runs); false: refuse them")
+    sts_tables: tuple[StsTableSource, ...] = knob((), "your own scored pairs: tables under data/tables/ prepared, "
+                                                  "split, validated and scored beside the public ones")
 
 
 @dataclass(frozen=True)
@@ -183,6 +222,10 @@ class Stage2Params:
     eval_batch_size: int = knob(64, ge=1)
     keep: str = knob("best", "best: the best dev evaluation including step 0 (never hands on a model worse than its "
                      "start) | trained: the best after step 0 (the authors' selection)", choices=KEEP_MODES)
+    train_tables: tuple[str, ...] = knob(("stsb", "sickr"), "STS tables whose train split stage 2 trains on (public "
+                                         "or declared in prepare.sts_tables)", pattern=r"[a-z][a-z0-9_]*")
+    dev_table: str = knob("stsb", "the table whose dev split selects the checkpoint (the only labels any choice reads)",
+                          pattern=r"[a-z][a-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -204,6 +247,8 @@ class PromoteParams:
     unseen_only: bool = knob(False, "test on the unseen (leakage-free) test pairs only")
     against_backbone: bool = knob(True, "no champion yet: the challenger must beat the untouched backbone "
                                         "(model.backbone) by the same gate; false: the first version is promoted")
+    metrics: tuple[str, ...] = knob(("avg7",), "what the gate judges: avg7 (the 7 public tasks) and/or declared table "
+                               "names (their test split); every entry must pass", pattern=r"[a-z][a-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -522,6 +567,42 @@ def _buffer_problems(params: Params, source: str) -> list[str]:
     return problems
 
 
+def _table_problems(params: Params, source: str) -> list[str]:
+    """Declared tables: unique names that are not public ones, files under :data:`TABLES_DIR`, a valid scale; the
+    tables stage 2 and the gate name exist; stage 2's buffer holds on every table it trains on."""
+    problems, declared = [], {t.name: t for t in params.prepare.sts_tables}
+    for t in params.prepare.sts_tables:
+        where = f"{source}: prepare.sts_tables[{t.name}]"
+        if t.name in PUBLIC_STS_TABLES or t.name in ("avg7", "stsb_dev"):
+            problems.append(f"{where}: the name {t.name!r} is taken by a public table or metric; choose another")
+        if not Path(t.file).as_posix().startswith(TABLES_DIR + "/"):
+            problems.append(f"{where}: file {t.file!r} must be under {TABLES_DIR}/ (DVC tracks that folder for prepare)")
+        if len(t.scale) != 2 or not t.scale[0] < t.scale[1]:
+            problems.append(f"{where}: scale must be [lo, hi] with lo < hi, got {list(t.scale)}")
+        elif t.d > t.scale[1] - t.scale[0]:
+            problems.append(f"{where}: d = {t.d:g} is wider than the scale {list(t.scale)}")
+        if t.dev_fraction + t.test_fraction >= 1:
+            problems.append(f"{where}: dev_fraction + test_fraction must leave rows to train on")
+    if len(declared) != len(params.prepare.sts_tables):
+        problems.append(f"{source}: prepare.sts_tables: two tables share a name")
+    known = set(declared) | {"stsb", "sickr"}
+    for key, names in (("stage2.train_tables", params.stage2.train_tables), ("stage2.dev_table", (params.stage2.dev_table,)),
+                       ("promote.metrics", tuple(n for n in params.promote.metrics if n != "avg7"))):
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            problems.append(f"{source}: {key}: unknown table(s) {unknown}; known: {sorted(known)} (declare yours in "
+                            "prepare.sts_tables)")
+    for name in params.stage2.train_tables:
+        if name in declared:
+            t = declared[name]
+            gap = t.d * 5.0 / (t.scale[1] - t.scale[0]) if len(t.scale) == 2 and t.scale[1] > t.scale[0] else 1.0
+            if params.stage2.x0 > gap / 2:
+                problems.append(f"{source}: stage2.x0: {params.stage2.x0:g} exceeds d/2 = {gap / 2:g} for table {name} "
+                                f"(d = {t.d:g} on its scale {list(t.scale)}, {gap:g} on the 0-5 scale the losses use): "
+                                "the buffer must satisfy x0 <= d/2 (Zhang & Li 2024)")
+    return problems
+
+
 def parse_params(raw: Any, source: str = "params.yaml") -> Params:
     """Validate an already parsed params mapping; raises :class:`ParamsError` listing every problem (the types and
     ranges of each field, then the buffers' ``x0 <= d/2``, :data:`BUFFER_GAPS`)."""
@@ -529,7 +610,7 @@ def parse_params(raw: Any, source: str = "params.yaml") -> Params:
     params = loader.build(Params, raw, "")
     if loader.problems:
         raise ParamsError("\n".join(loader.problems))
-    problems = _buffer_problems(params, source)
+    problems = _buffer_problems(params, source) + _table_problems(params, source)
     if problems:
         raise ParamsError("\n".join(problems))
     return params

@@ -17,6 +17,7 @@ import pandas as pd
 from stsreg.infra import tracking
 from stsreg.infra.config import PromoteParams
 from stsreg.infra.errors import InputError
+from stsreg.product.data.catalogue import EVAL_TASKS
 from stsreg.product.sts_eval import CoverageError, paired_on_predictions
 
 log = logging.getLogger(__name__)
@@ -132,23 +133,34 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
                                 if champion is None else
                                 (_predictions(c, champion), f"champion v{champion.version}", "kept the champion"))
         mine = _predictions(c, challenger)
+        criteria = {crit: (EVAL_TASKS if crit == "avg7" else (crit,)) for crit in gate.metrics}
+
+        def judge(theirs: pd.DataFrame) -> dict[str, dict]:
+            return {crit: paired_on_predictions(mine, theirs, gate.unseen_only, n_resamples, seed, tasks).as_dict()
+                    for crit, tasks in criteria.items()}
+
         try:
-            test = paired_on_predictions(mine, other, gate.unseen_only, n_resamples, seed).as_dict()
+            tests = judge(other)
         except CoverageError as exc:
             if champion is None or rescore is None:
                 raise InputError(f"cannot compare the challenger with {against}: {exc}") from exc
             log.info("champion v%s's stored predictions do not cover today's test pairs (%s): re-scoring it",
                      champion.version, exc)
             against += ", re-scored on today's test tables"
-            test = paired_on_predictions(mine, rescore(champion), gate.unseen_only, n_resamples, seed).as_dict()
-        view = "avg7-unseen" if gate.unseen_only else "avg7"
-        gain = f"{view} {test['diff']:+.2f} (95% CI {test['low']:+.2f}..{test['high']:+.2f}, p={test['p_value']:.3f}) vs {against}"
-        ok_margin, ok_sig = test["diff"] >= gate.margin, test["p_value"] < gate.alpha
-        reason = gain + ("; promoted" if ok_margin and ok_sig else
-                         f"; {kept}: " + " and ".join(
-                             ([f"gain below margin {gate.margin}"] if not ok_margin else [])
-                             + ([f"not significant at alpha {gate.alpha}"] if not ok_sig else [])))
-        out.update(promoted=ok_margin and ok_sig, reason=reason, test=test)
+            tests = judge(rescore(champion))
+        passed, parts = True, []
+        for crit, test in tests.items():
+            view = f"{crit}-unseen" if gate.unseen_only else crit
+            gain = f"{view} {test['diff']:+.2f} (95% CI {test['low']:+.2f}..{test['high']:+.2f}, p={test['p_value']:.3f})"
+            ok_margin, ok_sig = test["diff"] >= gate.margin, test["p_value"] < gate.alpha
+            passed &= ok_margin and ok_sig
+            parts.append((gain, [f"gain below margin {gate.margin}"] * (not ok_margin)
+                          + [f"not significant at alpha {gate.alpha}"] * (not ok_sig), crit))
+        gains = "; ".join(g for g, _, _ in parts) + f" vs {against}"
+        failed = [(f"{crit}: " if len(parts) > 1 else "") + " and ".join(why) for _, why, crit in parts if why]
+        reason = gains + ("; promoted" if passed else f"; {kept}: " + "; ".join(failed))
+        first = tests[gate.metrics[0]]
+        out.update(promoted=passed, reason=reason, test=first, **({"tests": tests} if len(tests) > 1 else {}))
     if out["promoted"]:
         c.set_registered_model_alias(name, "champion", challenger.version)
     c.set_model_version_tag(name, challenger.version, "promotion.decision", "promoted" if out["promoted"] else "kept champion")

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from scipy.stats import pearsonr, spearmanr
 
 from stsreg.product.bootstrap_ci import PairedResult, paired_test, spearman_ci
-from stsreg.product.data.catalogue import EVAL_TASKS, stsb_split, unique_sentences
+from stsreg.product.data.catalogue import EVAL_TASKS, dev_split, unique_sentences
 
 #: What identifies a scored pair across prediction tables: its content, never its place in a file (a row inserted
 #: above it, or a reordered file, must not pair it with another pair). Identical pairs within one task (published
@@ -63,11 +63,19 @@ def spearman_cosine(model, sentences1, sentences2, gold, batch_size: int = 64, s
 
 
 def eval_pairs(sts: pd.DataFrame) -> pd.DataFrame:
-    """The prepared STS table -> the pairs evaluation scores: the 7 test sets + STS-B dev, with a ``task`` column
-    (``sts12`` ... ``sickr``, ``stsb_dev``)."""
-    test = sts[sts.dataset.isin(EVAL_TASKS) & (sts.split == "test")].assign(task=lambda d: d.dataset)
-    dev = stsb_split(sts, "dev").assign(task="stsb_dev")
+    """The prepared STS table -> the pairs evaluation scores: the 7 test sets, then each declared table's test split
+    (``prepare.sts_tables``), + STS-B dev, with a ``task`` column (``sts12`` ... ``sickr``, a declared table's name,
+    ``stsb_dev``)."""
+    public = sts[sts.dataset.isin(EVAL_TASKS) & (sts.split == "test")]
+    own = sts[~sts.dataset.isin(EVAL_TASKS) & (sts.split == "test")]
+    test = pd.concat([public, own]).assign(task=lambda d: d.dataset)
+    dev = dev_split(sts, "stsb").assign(task="stsb_dev")
     return pd.concat([test, dev], ignore_index=True)
+
+
+def own_tasks(scored: pd.DataFrame) -> list[str]:
+    """The declared tables scored beside the 7 public tasks, in table order."""
+    return [t for t in dict.fromkeys(scored.task) if t not in EVAL_TASKS and t != "stsb_dev"]
 
 
 def score_pairs(model, pairs: pd.DataFrame, batch_size: int = 64, show_progress: bool | None = None) -> pd.DataFrame:
@@ -92,7 +100,7 @@ def task_metrics(scored: pd.DataFrame) -> dict[str, float]:
     ``<task>_<subset>_spearman`` per subset, ``avg7_*`` plain means over the 7 tasks, ``stsb_dev_spearman``.
     """
     out: dict[str, float] = {}
-    for task in EVAL_TASKS:
+    for task in (*EVAL_TASKS, *own_tasks(scored)):  # declared tables: the same names, outside avg7
         t = scored[scored.task == task]
         if t.empty:
             raise ValueError(f"no test pairs for {task}")
@@ -104,7 +112,7 @@ def task_metrics(scored: pd.DataFrame) -> dict[str, float]:
         out[f"{task}_unseen_spearman"] = spearman(unseen.score, unseen.cosine)
         out[f"{task}_unseen_pairs"] = float(len(unseen))
         out[f"{task}_pairs"] = float(len(t))
-        if task != "sickr" and t.subset.nunique() > 1:
+        if task in EVAL_TASKS and task != "sickr" and t.subset.nunique() > 1:
             for subset, s in t.groupby("subset", sort=True):
                 out[f"{task}_{_slug(subset)}_spearman"] = spearman(s.score, s.cosine)
     for kind in ("spearman", "pearson", "prediction_spearman", "prediction_mae", "unseen_spearman"):
@@ -122,31 +130,33 @@ def intervals(scored: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, conf
     """
     out: dict[str, float] = {}
     for view, rows in (("spearman", scored), ("unseen_spearman", scored[~scored.seen_in_train])):
-        tasks = {t: (g.score.to_numpy(), g.cosine.to_numpy()) for t, g in rows.groupby("task") if t in EVAL_TASKS}
+        tasks = {t: (g.score.to_numpy(), g.cosine.to_numpy()) for t, g in rows.groupby("task") if t != "stsb_dev"}
         for task, arrays in list(tasks.items()) + [("avg7", None)]:
-            data = list(tasks.values()) if arrays is None else [arrays]
+            # avg7: the 7 public tasks only, in groupby order (the resampling's order, so its numbers stay put)
+            data = [a for t, a in tasks.items() if t in EVAL_TASKS] if arrays is None else [arrays]
             out[f"{task}_{view}_low"], out[f"{task}_{view}_high"] = spearman_ci(data, n_resamples, seed, confidence)
     return out
 
 
 
-def keyed(predictions: pd.DataFrame) -> pd.DataFrame:
+def keyed(predictions: pd.DataFrame, tasks: tuple[str, ...] = EVAL_TASKS) -> pd.DataFrame:
     """The test pairs of a prediction table with :data:`PAIR_KEY` (the occurrence of each identical pair added).
     A table without the pairs' text (written before pairs were matched by content) raises :class:`CoverageError`."""
     absent = [c for c in PAIR_KEY[:-1] if c not in predictions.columns]
     if absent:
         raise CoverageError(f"the prediction table has no {absent} column(s): it predates matching pairs by content")
-    test = predictions[predictions.task.isin(EVAL_TASKS)]
+    test = predictions[predictions.task.isin(tasks)]
     return test.assign(occurrence=test.groupby(PAIR_KEY[:-1], sort=False).cumcount())
 
 
 def paired_on_predictions(a: pd.DataFrame, b: pd.DataFrame, unseen_only: bool = False, n_resamples: int = 1000,
-                          seed: int = 0) -> PairedResult:
+                          seed: int = 0, tasks: tuple[str, ...] = EVAL_TASKS) -> PairedResult:
     """Paired bootstrap of avg7 (cosine Spearman), ``a`` minus ``b``: two prediction tables (``predictions.parquet``
     of the evaluation) over the same test pairs, matched by content (:data:`PAIR_KEY`); ``unseen_only`` keeps the
-    unseen pairs. Raises :class:`CoverageError` when a test pair of ``a`` has no twin in ``b``: comparing different
-    pairs would report a gain that is not one."""
-    a, b = keyed(a), keyed(b)
+    unseen pairs; ``tasks``: the tasks averaged (default the 7 public ones: avg7; one declared table: its own test).
+    Raises :class:`CoverageError` when a test pair of ``a`` has no twin in ``b``: comparing different pairs would
+    report a gain that is not one."""
+    a, b = keyed(a, tasks), keyed(b, tasks)
     on = a.merge(b[PAIR_KEY + ["cosine"]], on=PAIR_KEY, suffixes=("", "_b"), how="left", validate="1:1")
     missing = on.cosine_b.isna()
     if missing.any():
@@ -155,10 +165,11 @@ def paired_on_predictions(a: pd.DataFrame, b: pd.DataFrame, unseen_only: bool = 
                             f"(per task: {per_task}): the test tables changed since it was scored")
     if unseen_only:
         on = on[~on.seen_in_train]
-    tasks = [(t.score.to_numpy(), t.cosine.to_numpy(), t.cosine_b.to_numpy()) for _, t in on.groupby("task")]
-    if len(tasks) != len(EVAL_TASKS):
-        raise ValueError(f"the two prediction tables share pairs of only {len(tasks)} of the {len(EVAL_TASKS)} tasks")
-    return paired_test(tasks, n_resamples, seed)
+    arrays = [(t.score.to_numpy(), t.cosine.to_numpy(), t.cosine_b.to_numpy()) for _, t in on.groupby("task")]
+    if len(arrays) != len(tasks):
+        raise CoverageError(f"the prediction tables hold pairs of only {len(arrays)} of the tasks {list(tasks)}")
+    return paired_test(arrays, n_resamples, seed)
+
 
 def format_table(metrics: dict[str, float]) -> str:
     """Markdown: the 7 tasks + avg7 in both views with intervals, Pearson, and the served score's Spearman / MAE."""
@@ -170,7 +181,9 @@ def format_table(metrics: dict[str, float]) -> str:
 
     lines = ["| task | Spearman (95% CI) | unseen Spearman (95% CI) | unseen pairs | Pearson | served score Spearman | "
              "served score MAE |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for task, label in names.items():
+    own = [k.removesuffix("_pairs") for k in metrics
+           if k.endswith("_pairs") and not k.endswith("_unseen_pairs") and k.removesuffix("_pairs") not in names]
+    for task, label in [*names.items(), *((t, f"{t} (yours)") for t in own)]:
         pairs = f"{metrics[task + '_unseen_pairs']:.0f}/{metrics[task + '_pairs']:.0f}" if task != "avg7" else ""
         lines.append(f"| {label} | {metrics[task + '_spearman']:.2f}{ci(task + '_spearman')} | "
                      f"{metrics[task + '_unseen_spearman']:.2f}{ci(task + '_unseen_spearman')} | {pairs} | "

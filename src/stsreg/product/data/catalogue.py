@@ -101,14 +101,20 @@ def all_nli_entries(extra: tuple[ExtraNLISource, ...] = ()) -> list[str]:
 
 
 # --- Selections of the prepared tables: the one home of "which rows train, which rows select" -----------------
-#: The STS tables stage 2 (and the comparison's rows) train on; their test pairs are the evaluation's.
+#: The STS tables stage 2 (and the comparison's rows) train on by default (``stage2.train_tables``).
 TRAIN_DATASETS = ("stsb", "sickr")
 
 
-def sts_training_pairs(sts: pd.DataFrame) -> pd.DataFrame:
-    """STS-B train + SICK-R train rows (sentence1, sentence2, score on the data's scale: STS-B 0-5, SICK-R 1-5),
-    in table order, index reset."""
-    return sts[sts.dataset.isin(TRAIN_DATASETS) & (sts.split == "train")].reset_index(drop=True)
+def sts_training_pairs(sts: pd.DataFrame, tables: tuple[str, ...] = TRAIN_DATASETS) -> pd.DataFrame:
+    """The train rows of ``tables`` (default STS-B + SICK-R; declared tables too: ``stage2.train_tables``):
+    sentence1, sentence2, score on the 0-5 scale (STS-B 0-5, SICK-R 1-5 as annotated; declared tables mapped from
+    their scale), in table order, index reset."""
+    return sts[sts.dataset.isin(tables) & (sts.split == "train")].reset_index(drop=True)
+
+
+def dev_split(sts: pd.DataFrame, table: str = "stsb") -> pd.DataFrame:
+    """The dev rows of ``table`` (``stage2.dev_table``, default STS-B), index reset: the only labels a choice reads."""
+    return sts[(sts.dataset == table) & (sts.split == "dev")].reset_index(drop=True)
 
 
 def stsb_split(sts: pd.DataFrame, split: str) -> pd.DataFrame:

@@ -34,10 +34,24 @@ def pair_keys(a: pd.Series, b: pd.Series, mode: str) -> pd.Series:
     raise ValueError(f"unknown leakage match mode {mode!r}; use one of {MATCH_MODES}")
 
 
+def train_tables(sts: pd.DataFrame) -> list[str]:
+    """Every STS table with a train split, in table order (STS-B, SICK-R, then declared tables): each is a training
+    table whatever stage 2 chooses, so a test pair in any of them is marked seen."""
+    return list(dict.fromkeys(sts.loc[sts.split == "train", "dataset"]))
+
+
+def test_tables(sts: pd.DataFrame) -> list[str]:
+    """Every table with a test split: the 7 public tasks (in reporting order), then declared tables."""
+    tested = set(sts.loc[sts.split == "test", "dataset"])
+    return [t for t in EVAL_TASKS if t in tested] + [t for t in dict.fromkeys(sts.loc[sts.split == "test", "dataset"])
+                                                     if t not in EVAL_TASKS]
+
+
 def training_keys(sts: pd.DataFrame, nli_train: pd.DataFrame, mode: str) -> dict[str, set[str]]:
-    """Key sets of the training tables: STS-B train, SICK-R train and the NLI training table."""
+    """Key sets of the training tables: each STS table's train split (STS-B, SICK-R, declared ones) and the NLI
+    training table."""
     out = {}
-    for name in ("stsb", "sickr"):
+    for name in train_tables(sts):
         t = sts[(sts.dataset == name) & (sts.split == "train")]
         out[f"{name}_train"] = set(pair_keys(t.sentence1, t.sentence2, mode))
     out["nli_train"] = set(pair_keys(nli_train.premise, nli_train.hypothesis, mode))
@@ -47,10 +61,10 @@ def training_keys(sts: pd.DataFrame, nli_train: pd.DataFrame, mode: str) -> dict
 def find_leaks(sts: pd.DataFrame, nli_train: pd.DataFrame, mode: str) -> pd.DataFrame:
     """Boolean frame (rows of ``sts``, one column per training table) marking test rows seen in it.
 
-    Only rows with ``split == 'test'`` of the seven evaluation tasks can be True.
+    Only rows with ``split == 'test'`` (of any table) can be True.
     """
     keys = pair_keys(sts.sentence1, sts.sentence2, mode)
-    is_test = (sts.split == "test") & sts.dataset.isin(EVAL_TASKS)
+    is_test = sts.split == "test"
     return pd.DataFrame({name: is_test & keys.isin(ks) for name, ks in training_keys(sts, nli_train, mode).items()},
                         index=sts.index)
 
@@ -60,7 +74,7 @@ def leakage_metrics(sts: pd.DataFrame, nli_train: pd.DataFrame, mode: str) -> di
     table the pairs seen in it under ``mode`` (the configured one)."""
     metrics = {}
     by_mode = {mode: find_leaks(sts, nli_train, mode) for mode in MATCH_MODES}
-    for task in EVAL_TASKS:
+    for task in test_tables(sts):
         rows = (sts.dataset == task) & (sts.split == "test")
         entry = {"test_pairs": int(rows.sum())}
         for mode, leaks in by_mode.items():
@@ -79,5 +93,5 @@ def remove_from_training(table: pd.DataFrame, a: str, b: str, eval_keys: set[str
 
 
 def eval_pair_keys(sts: pd.DataFrame, mode: str) -> set[str]:
-    t = sts[(sts.split == "test") & sts.dataset.isin(EVAL_TASKS)]
+    t = sts[sts.split == "test"]
     return set(pair_keys(t.sentence1, t.sentence2, mode))

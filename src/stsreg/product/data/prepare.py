@@ -29,10 +29,10 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from stsreg.infra import atomic
+from stsreg.infra import atomic, hashing
 from stsreg.infra.config import Params
-from stsreg.product.data import leakage
-from stsreg.product.data.catalogue import SCORE_RANGE, TRAIN_DATASETS, Part, all_nli_entries, nli_parts, sts_parts
+from stsreg.product.data import leakage, user_tables
+from stsreg.product.data.catalogue import SCORE_RANGE, Part, all_nli_entries, nli_parts, sts_parts
 from stsreg.product.data.precheck import check_inputs
 from stsreg.product.data.rejects import PrepareError, check_rejected_fraction, refused_dir, write_rejects
 from stsreg.product.data.schemas import NLI_LABELS, nli_schema, sts_schema, validate
@@ -160,25 +160,23 @@ def _mark_leakage(sts: pd.DataFrame, nli_train: pd.DataFrame, lp) -> tuple:
     removed_counts = {}
     if lp.remove_from_training:
         eval_keys = leakage.eval_pair_keys(sts, mode)
-        is_train = sts.dataset.isin(TRAIN_DATASETS) & (sts.split == "train")
+        tables = leakage.train_tables(sts)
+        is_train = sts.dataset.isin(tables) & (sts.split == "train")
         sts_kept, sts_removed = leakage.remove_from_training(sts[is_train], "sentence1", "sentence2", eval_keys, mode)
         sts = pd.concat([sts[~is_train], sts_kept]).sort_index().reset_index(drop=True)
         nli_train, nli_removed = leakage.remove_from_training(nli_train, "premise", "hypothesis", eval_keys, mode)
         for frame in (sts_removed, nli_removed):
             frame = frame.rename(columns={"dataset": "table", "source": "table", "premise": "sentence1", "hypothesis": "sentence2"})
             leak_rows.append(frame.assign(removed_from_training=True))
-        removed_counts = {
-            "stsb_train": int((sts_removed.dataset == "stsb").sum()),
-            "sickr_train": int((sts_removed.dataset == "sickr").sum()),
-            "nli_train": len(nli_removed),
-        }
+        removed_counts = {**{f"{t}_train": int((sts_removed.dataset == t).sum()) for t in tables},
+                          "nli_train": len(nli_removed)}
     leak_table = pd.concat(leak_rows, ignore_index=True)[
         ["table", "split", "sentence1", "sentence2", "file", "line", "seen_in", "removed_from_training"]]
     return sts, nli_train, leak_metrics, leak_table, removed_counts
 
 
 def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path: Path, params: Params, *,
-            registry: Path) -> dict:
+            registry: Path, project: Path = Path(".")) -> dict:
     """Run the whole stage; returns the full summary (``prepared_dir/summary.json``; its :func:`headline` goes to
     ``metrics_path``). Raises :class:`PrepareError` last.
 
@@ -202,6 +200,15 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
         entry[f"rows_{part.split}"] += counts["kept"]
         for name, value in counts.items():
             entry[name] += value
+    user_kept = []
+    for table in p.sts_tables:  # the user's own tables (prepare.sts_tables): one reading path, same accounting
+        k, r, counts = user_tables.read_table(table, project)
+        user_kept.append(k)
+        rejects[table.name].append(r)
+        for name, value in counts.items():
+            stats[table.name][name] += value
+        stats[table.name].update(scale=list(table.scale), d=table.d, file=table.file,
+                                 sha256=hashing.sha256_file(project / table.file))
 
     datasets = {name: {**entry, "rejected_fraction": round(entry["rejected"] / entry["read"], 6) if entry["read"] else 0.0}
                 for name, entry in stats.items()}
@@ -209,7 +216,7 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
     # a refused run replaces nothing: its rejects go aside, the previous tables and metrics stay as they were
     check_rejected_fraction(datasets, p.max_rejected_fraction, rejects, duplicates, refused_dir(rejected_dir))
 
-    sts = pd.concat(kept["sts"], ignore_index=True)
+    sts = pd.concat(kept["sts"] + user_kept, ignore_index=True)
     nli = pd.concat(kept["nli"], ignore_index=True)
     nli_train = _select_nli_train(nli, p.nli_train)
 

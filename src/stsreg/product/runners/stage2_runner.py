@@ -8,20 +8,28 @@ import pandas as pd
 
 from stsreg.infra import runtime
 from stsreg.infra.config import Params
-from stsreg.product.data.catalogue import sample_pairs, sts_training_pairs, stsb_split
+from stsreg.product.data.catalogue import TRAIN_DATASETS, dev_split, sample_pairs, sts_training_pairs
 from stsreg.product.model import SiameseRegressor
 from stsreg.product.objective import Objective
 from stsreg.product.runners import NOOP
 from stsreg.product.training.stage2_training import fine_tune
 
 
-def stage2_data(sts_path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(train, dev): STS-B train + SICK-R train on their raw scales, and STS-B dev.
+def stage2_data(sts_path: Path, tables: tuple[str, ...] = TRAIN_DATASETS, dev_table: str = "stsb"
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(train, dev): the train rows of ``tables`` (default STS-B + SICK-R) on the 0-5 scale, and ``dev_table``'s dev
+    rows (default STS-B dev).
 
     Test rows are never read (a parquet filter keeps them out of memory): training and every choice made on
     its dev curve (checkpoint selection, the search) cannot see a test label."""
+    from stsreg.infra.errors import InputError
+
     sts = pd.read_parquet(sts_path, filters=[("split", "in", ["train", "dev"])])
-    return sts_training_pairs(sts), stsb_split(sts, "dev")
+    train, dev = sts_training_pairs(sts, tables), dev_split(sts, dev_table)
+    if train.empty:
+        raise InputError(f"{sts_path}: no train rows in the tables {list(tables)} (stage2.train_tables): run "
+                         "`dvc repro prepare` after declaring a table")
+    return train, dev
 
 
 def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, out_dir: Path, ckpt_dir: Path,
@@ -34,8 +42,8 @@ def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, ou
     model = init if isinstance(init, SiameseRegressor) else SiameseRegressor.load(init, precision=params.model.precision)
     model.token_cache = runtime.cache_dir("tokens")
     runtime.set_seed(params.seed)
-    train, dev = stage2_data(sts_path)
     p = params.stage2
+    train, dev = stage2_data(sts_path, p.train_tables, p.dev_table)
     train = sample_pairs(train, p.max_train_pairs, params.seed)
     return fine_tune(model, train, dev, Objective.from_params(p), p, params.seed, out_dir, ckpt_dir, device, log_metric,
                      keep=keep, on_eval=on_eval)

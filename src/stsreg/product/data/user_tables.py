@@ -1,0 +1,151 @@
+"""Your own scored pairs: a declared table (``prepare.sts_tables``) read, checked, split and put on the 0-5 scale.
+
+One path for every format, chosen by the file's extension: ``.csv``, ``.tsv``, ``.jsonl`` (``.json`` lines) and
+``.parquet`` (pyarrow, through pandas). What a row becomes:
+
+- kept: ``dataset`` (the table's name), ``split``, ``sentence1``, ``sentence2``, ``score`` (mapped linearly from the
+  declared ``scale`` to 0-5, the scale of the losses, the buffer and the cosine map), ``file``, ``line`` (the row's
+  line in a CSV/TSV/JSONL file, header counted; its row number, from 1, in Parquet) and ``raw_score`` (as written);
+- rejected (named by file, line and reason, kept in ``data/rejected/<name>.parquet`` and counted): an empty
+  sentence, a score that is not a number or lies outside the scale, a split value other than train/dev/test.
+
+Splits come from a split column, or from a stable hash of the pair's content (:func:`hash_split`): appending or
+reordering rows never moves a pair from one split to another, so the test set stays the test set as data grows.
+
+A table is refused whole (one line, :class:`~stsreg.infra.errors.InputError`, nothing written) when a named column
+is missing (the columns found are listed), when most scores lie outside the declared scale (the observed range is
+given), when a split has too few pairs or one score only (Spearman is undefined), or when a pair sits in both the
+train and the test split.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from stsreg.infra.config import StsTableSource
+from stsreg.infra.errors import InputError
+
+#: Formats by extension -> how pandas reads them (every value as text: a score is checked, never coerced by a reader).
+FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
+#: The internal scale every table's scores are mapped to (the public tables' 0-5).
+INTERNAL = (0.0, 5.0)
+#: A dev or test split needs this many pairs for a Spearman worth reporting.
+MIN_SPLIT_PAIRS = 10
+SPLITS = ("train", "dev", "test")
+
+
+def read_frame(path: Path) -> tuple[pd.DataFrame, int]:
+    """The file as text columns and the line number of its first row (2 after a CSV/TSV header, 1 for JSONL and
+    Parquet rows)."""
+    kind = FORMATS.get(path.suffix.lower())
+    if kind is None:
+        raise InputError(f"{path}: unknown format {path.suffix!r}; use one of {sorted(FORMATS)}")
+    if not path.is_file():
+        raise InputError(f"{path}: no such file (declared in prepare.sts_tables)")
+    try:
+        if kind in ("csv", "tsv"):
+            return pd.read_csv(path, sep="," if kind == "csv" else "\t", dtype=str, keep_default_na=False,
+                               quoting=0 if kind == "csv" else 3, encoding="utf-8"), 2
+        if kind == "jsonl":
+            return pd.read_json(path, lines=True, dtype=False).astype(object), 1
+        return pd.read_parquet(path).astype(object), 1
+    except (ValueError, UnicodeDecodeError, OSError) as exc:
+        raise InputError(f"{path}: not a readable {kind} table: {str(exc).splitlines()[0]}") from None
+
+
+def pair_hash(sentence1: pd.Series, sentence2: pd.Series) -> np.ndarray:
+    """(n,) floats in [0, 1): a stable hash of each (stripped sentence1, stripped sentence2)."""
+    keys = sentence1.astype(str).str.strip() + "\t" + sentence2.astype(str).str.strip()
+    return np.array([int.from_bytes(hashlib.sha256(k.encode()).digest()[:8], "big") / 2**64 for k in keys])
+
+
+def hash_split(sentence1: pd.Series, sentence2: pd.Series, dev_fraction: float, test_fraction: float) -> pd.Series:
+    """train / dev / test per pair from :func:`pair_hash`: below ``test_fraction`` test, then dev, then train."""
+    h = pair_hash(sentence1, sentence2)
+    return pd.Series(np.where(h < test_fraction, "test", np.where(h < test_fraction + dev_fraction, "dev", "train")),
+                     index=sentence1.index)
+
+
+def to_internal(score: pd.Series, scale: tuple[float, float]) -> pd.Series:
+    """Scores on ``scale`` -> the 0-5 scale (linear; the public tables' own scale when it is already 0-5)."""
+    lo, hi = scale
+    return (score - lo) * (INTERNAL[1] - INTERNAL[0]) / (hi - lo) + INTERNAL[0]
+
+
+def _looks_like(values: pd.Series) -> str:
+    lo, hi = float(values.min()), float(values.max())
+    for name, (a, b) in {"0-1": (0, 1), "0-5": (0, 5), "1-5": (1, 5), "0-10": (0, 10), "0-100": (0, 100)}.items():
+        if a <= lo and hi <= b:
+            return f"the scores run {lo:g}..{hi:g}, which looks like a {name} scale"
+    return f"the scores run {lo:g}..{hi:g}"
+
+
+def read_table(t: StsTableSource, project: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Read declared table ``t`` (its ``file`` relative to ``project``). Returns (kept rows, rejected rows with
+    file / line / reason / raw, counts) or raises :class:`InputError` for a table refused whole."""
+    path = project / t.file
+    frame, first_line = read_frame(path)
+    cols = t.columns
+    wanted = {"sentence1": cols.sentence1, "sentence2": cols.sentence2, "score": cols.score}
+    if cols.split:
+        wanted["split"] = cols.split
+    absent = [f"{theirs!r} ({ours})" for ours, theirs in wanted.items() if theirs not in frame.columns]
+    if absent:
+        raise InputError(f"{t.file}: no column {', '.join(absent)}; the file has {list(frame.columns)}: map yours in "
+                         f"prepare.sts_tables[{t.name}].columns")
+    df = pd.DataFrame({k: frame[v] for k, v in wanted.items()})
+    df["line"] = np.arange(first_line, first_line + len(df))
+    for c in ("sentence1", "sentence2"):
+        df[c] = df[c].map(lambda x: "" if x is None or (isinstance(x, float) and np.isnan(x)) else str(x)).str.strip()
+    df["raw_score"] = df["score"].astype(str)
+    score = pd.to_numeric(df["score"].astype(str).str.strip(), errors="coerce")
+    lo, hi = t.scale
+    reasons = pd.Series("", index=df.index, dtype=object)
+    reasons[(df.sentence1 == "") | (df.sentence2 == "")] = "empty sentence after stripping whitespace"
+    reasons[(reasons == "") & score.isna()] = "score is not a number"
+    outside = score.notna() & ((score < lo) | (score > hi))
+    reasons[(reasons == "") & outside] = f"score outside the declared scale [{lo:g}, {hi:g}]"
+    numeric = score.notna().sum()
+    if numeric and outside.sum() > numeric / 2:
+        raise InputError(f"{t.file}: {int(outside.sum())} of {int(numeric)} scores lie outside the declared scale "
+                         f"[{lo:g}, {hi:g}]; {_looks_like(score.dropna())}: set prepare.sts_tables[{t.name}].scale")
+    if cols.split:
+        split = df["split"].astype(str).str.strip().str.lower()
+        reasons[(reasons == "") & ~split.isin(SPLITS)] = f"split is not one of {list(SPLITS)}"
+    else:
+        split = hash_split(df.sentence1, df.sentence2, t.dev_fraction, t.test_fraction)
+    bad = reasons != ""
+    rejects = pd.DataFrame({"dataset": t.name, "split": split[bad].where(split[bad].isin(SPLITS), "unknown"),
+                            "file": t.file, "line": df.line[bad], "reason": reasons[bad],
+                            "raw": df.sentence1[bad] + "\t" + df.sentence2[bad] + "\t" + df.raw_score[bad]})
+    kept = pd.DataFrame({"dataset": t.name, "subset": t.name, "split": split[~bad], "sentence1": df.sentence1[~bad],
+                         "sentence2": df.sentence2[~bad], "score": to_internal(score[~bad], (lo, hi)).astype(float),
+                         "file": t.file, "line": df.line[~bad].astype(int)}).reset_index(drop=True)
+    _check_splits(t, kept)
+    counts = {"read": len(df), "kept": len(kept), "rejected": int(bad.sum()),
+              **{f"rows_{s}": int((kept.split == s).sum()) for s in SPLITS}}
+    return kept, rejects.reset_index(drop=True), counts
+
+
+def _check_splits(t: StsTableSource, kept: pd.DataFrame) -> None:
+    """Refuse a table whose splits cannot be used: too few or constant dev/test pairs, or a pair in train and test."""
+    for split in ("dev", "test"):
+        rows = kept[kept.split == split]
+        if len(rows) < MIN_SPLIT_PAIRS:
+            raise InputError(f"{t.file}: the {split} split has {len(rows)} pairs (at least {MIN_SPLIT_PAIRS} are needed "
+                             f"for a Spearman): add rows or raise {split}_fraction")
+        if rows.score.nunique() < 2:
+            raise InputError(f"{t.file}: every {split} pair scores {rows.score.iloc[0]:g}: Spearman is undefined on "
+                             "constant scores")
+    if len(kept[kept.split == "train"]) == 0:
+        raise InputError(f"{t.file}: no pair in the train split")
+    key = kept.sentence1 + "\t" + kept.sentence2
+    both = set(key[kept.split == "train"]) & set(key[kept.split == "test"])
+    if both:
+        example = next(iter(sorted(both))).replace("\t", " | ")
+        raise InputError(f"{t.file}: {len(both)} pair(s) sit in both the train and the test split (e.g. {example!r}): "
+                         "a test pair must never be trained on")
