@@ -197,6 +197,26 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "params.yaml where it exists, else precision auto)")
     se.set_defaults(func=commands.cmd_serve)
 
+    dc = sub.add_parser("data", help="preview a table of your own scored pairs before declaring it (writes nothing)",
+                        description="`stsreg data check FILE`: read FILE (CSV, TSV, JSONL or Parquet) the way prepare "
+                                    "will, print rows per split, rejects with line and reason, a histogram of the "
+                                    "scores, and the prepare.sts_tables entry to paste. Exit 2 where prepare would "
+                                    "refuse it.")
+    dc.add_argument("action", choices=["check"], help="what to do")
+    dc.add_argument("file", help="the table (a path; under data/tables/ to be declared)")
+    dc.add_argument("--sentence1", default="sentence1", help="column of the first sentence")
+    dc.add_argument("--sentence2", default="sentence2", help="column of the second sentence")
+    dc.add_argument("--score", default="score", help="column of the gold score")
+    dc.add_argument("--split", default="", help="column of train/dev/test (default: none, splits by a stable hash)")
+    dc.add_argument("--scale", type=float, nargs=2, metavar=("LO", "HI"), default=None,
+                    help="the scores' range (default: the smallest of 0-1, 0-5, 1-5, 0-10, 0-100 that holds them)")
+    dc.add_argument("--d", type=float, default=None,
+                    help="gap between the annotation scale's categories (default: 1 on scales wider than 1, else a tenth)")
+    dc.add_argument("--name", default=None, help="table name (default: from the file name)")
+    dc.add_argument("--dev-fraction", type=float, default=0.1, help="hash splits: share of pairs in dev")
+    dc.add_argument("--test-fraction", type=float, default=0.1, help="hash splits: share of pairs in test")
+    dc.set_defaults(func=commands.cmd_data)
+
     sv = sub.add_parser("servers", help="start/stop/status of the local Prefect + MLflow servers and UIs (and a worker)",
                         description="start: Prefect server + UI, MLflow tracking server + UI (both on 127.0.0.1, state "
                                     "under the project) and a process worker for pool stsreg-process; prints the URLs. "

@@ -34,6 +34,14 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data(args: argparse.Namespace) -> int:
+    from stsreg.product.data.check import check
+
+    print(check(args.file, args.sentence1, args.sentence2, args.score, args.split, args.scale, args.d, args.name,
+                args.dev_fraction, args.test_fraction))
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from pipelines.product.release_flow import evaluate_flow
     from stsreg.product.sts_eval import format_table
@@ -142,6 +150,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_servers(args: argparse.Namespace) -> int:
     from stsreg.infra import local_servers
+    from stsreg.infra.mlflow_ui import runs_page
 
     project = Path(args.project)
     if args.action == "start":
@@ -156,7 +165,7 @@ def cmd_servers(args: argparse.Namespace) -> int:
                    "(`stsreg servers stop` switches back)" if not args.no_profile else
                    f"no Prefect profile written: export PREFECT_API_URL={urls['prefect_api']} for `prefect ...`")
         print(f"Prefect UI   {urls['prefect']}   (API {urls['prefect_api']})\n"
-              f"MLflow UI    {local_servers.runs_page(urls['mlflow'])}\n"
+              f"MLflow UI    {runs_page(urls['mlflow'])}\n"
               f"worker       pool {local_servers.POOL}: {'running' if not args.no_worker else 'not started'}\n"
               f"{profile}\n"
               f"for `mlflow ...` commands: export MLFLOW_TRACKING_URI={urls['mlflow']}\n"

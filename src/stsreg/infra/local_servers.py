@@ -36,10 +36,12 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from stsreg.infra.mlflow_ui import label_experiments
+from stsreg.infra.ports import check_ports
+from stsreg.infra.prefect_profile import PROFILE, activate_profile, deactivate_profile, profile_active
+
 STATE_DIR = ".stsreg"
 POOL = "stsreg-process"
-#: The Prefect profile ``start`` writes and activates (``prefect profile ls`` shows it).
-PROFILE = "stsreg"
 #: The processes ``start`` runs, in the order ``stop`` stops them (a worker outliving its server hangs).
 PROCESSES = ("worker", "prefect", "mlflow")
 
@@ -108,34 +110,6 @@ def _spawn(layout: Layout, name: str, cmd: list[str], env: dict[str, str]) -> in
     return proc.pid
 
 
-def port_holder(port: int) -> str:
-    """Who listens on TCP ``port``, as ``ss`` reports it (``"python3 (pid 123)"``), or ``"another process"``."""
-    try:
-        out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, timeout=3).stdout
-    except (OSError, subprocess.SubprocessError):
-        return "another process"
-    import re
-
-    found = re.search(r'users:\(\("(?P<name>[^"]+)",pid=(?P<pid>\d+)', out)
-    return f"{found['name']} (pid {found['pid']})" if found else "another process"
-
-
-def check_ports(host: str, ports: dict[str, int]) -> None:
-    """Raise ``RuntimeError`` naming each port of ``ports`` (name -> port) that ``host`` cannot bind now."""
-    import socket
-
-    busy = []
-    for name, port in ports.items():
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT is free for the server too
-            try:
-                s.bind((host, port))
-            except OSError:
-                busy.append(f"port {port} ({name}) on {host} is in use by {port_holder(port)}")
-    if busy:
-        raise RuntimeError("; ".join(busy) + ": stop it or choose other ports (--prefect-port / --mlflow-port)")
-
-
 def _wait(url: str, pid: int, name: str, log: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -180,7 +154,7 @@ def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, work
                                                  str(prefect_port), "--analytics-off"], env)
         _wait(urls["prefect_api"] + "/health", prefect_pid, "prefect server", layout.log_file("prefect"), timeout)
         _wait(urls["mlflow"] + "/health", mlflow_pid, "mlflow server", layout.log_file("mlflow"), timeout)
-        _label_experiments(urls["mlflow"])
+        label_experiments(urls["mlflow"])
         if worker:
             wenv = {**env, "PREFECT_API_URL": urls["prefect_api"], "MLFLOW_TRACKING_URI": urls["mlflow"]}
             _spawn(layout, "worker", [_bin("prefect"), "worker", "start", "--pool", POOL, "--type", "process"], wenv)
@@ -191,57 +165,6 @@ def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, work
         urls["previous_profile"] = activate_profile(urls["prefect_api"])
     layout.urls_file.write_text(json.dumps(urls, indent=2))
     return {**urls, "running": True}
-
-
-def runs_page(mlflow_url: str, experiment: str = "stsreg") -> str:
-    """The MLflow UI page of ``experiment``'s runs (the model-training view, not the GenAI overview), or the UI's home
-    while the experiment does not exist yet."""
-    from stsreg.infra import tracking
-
-    try:
-        exp = tracking.client(mlflow_url).get_experiment_by_name(experiment)
-    except Exception:  # noqa: BLE001 (a link is not worth a failed start)
-        exp = None
-    query = "?workflowType=machine_learning"
-    return f"{mlflow_url}/#/experiments/{exp.experiment_id}/runs{query}" if exp else f"{mlflow_url}/#/experiments{query}"
-
-
-def _label_experiments(mlflow_url: str) -> None:
-    """Mark the store's experiments as model training (:func:`stsreg.infra.tracking.label_experiment`), so the UI opens
-    them on their runs; experiments logged before the label existed get it here."""
-    from stsreg.infra import tracking
-
-    c = tracking.client(mlflow_url)
-    for exp in c.search_experiments():
-        tracking.label_experiment(c, exp)
-
-
-def activate_profile(api_url: str) -> str | None:
-    """Write the Prefect profile :data:`PROFILE` with ``PREFECT_API_URL=api_url`` into the user's profiles file and
-    make it active (what ``prefect profile create/use`` + ``prefect config set`` do); returns the profile that was
-    active before (``stop`` restores it), or None when it already was ours."""
-    from prefect.settings import Profile, load_profiles, save_profiles
-
-    profiles = load_profiles()
-    before = profiles.active_name
-    profiles.update_profile(PROFILE, {"PREFECT_API_URL": api_url}) if PROFILE in profiles.names else \
-        profiles.add_profile(Profile(name=PROFILE, settings={"PREFECT_API_URL": api_url}))
-    profiles.set_active(PROFILE)
-    save_profiles(profiles)
-    return None if before == PROFILE else before
-
-
-def deactivate_profile(previous: str | None) -> None:
-    """Make ``previous`` (else ``ephemeral``) the active Prefect profile again, if :data:`PROFILE` is still active."""
-    from prefect.settings import load_profiles, save_profiles
-
-    profiles = load_profiles()
-    if profiles.active_name != PROFILE:
-        return  # the user switched profiles meanwhile: theirs stays
-    fallback = previous if previous in profiles.names else "ephemeral"
-    if fallback in profiles.names:
-        profiles.set_active(fallback)
-        save_profiles(profiles)
 
 
 def _recorded(layout: Layout, timeout: float = 1.0) -> tuple[dict, bool]:
@@ -311,22 +234,9 @@ def use_running(project: Path = Path(".")) -> bool:
         return False
     urls, up = _recorded(Layout(project.resolve()), timeout=0.5)
     if not up:
-        if "PREFECT_PROFILE" not in os.environ and "PREFECT_API_URL" not in os.environ and _profile_active():
+        if "PREFECT_PROFILE" not in os.environ and "PREFECT_API_URL" not in os.environ and profile_active():
             os.environ["PREFECT_PROFILE"] = "ephemeral"
         return False
     os.environ.setdefault("PREFECT_API_URL", urls["prefect_api"])
     os.environ.setdefault("MLFLOW_TRACKING_URI", urls["mlflow"])
     return True
-
-
-def _profile_active() -> bool:
-    """Whether the user's active Prefect profile is :data:`PROFILE` (read from the profiles file, not imported
-    settings: this runs before Prefect is configured)."""
-    import tomllib
-
-    path = Path(os.environ.get("PREFECT_PROFILES_PATH")
-                or Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect")) / "profiles.toml")
-    try:
-        return tomllib.loads(path.read_text()).get("active") == PROFILE
-    except (OSError, tomllib.TOMLDecodeError):
-        return False

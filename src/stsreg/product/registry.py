@@ -104,6 +104,21 @@ def _predictions(c, mv) -> pd.DataFrame:
         return pd.read_parquet(c.download_artifacts(mv.run_id, PREDICTIONS, tmp))
 
 
+def _verdict(gate: PromoteParams, tests: dict[str, dict], against: str, kept: str) -> tuple[bool, str]:
+    """(passed, reason): every criterion of ``promote.metrics`` must gain >= margin *and* be significant."""
+    passed, parts = True, []
+    for crit, test in tests.items():
+        view = f"{crit}-unseen" if gate.unseen_only else crit
+        gain = f"{view} {test['diff']:+.2f} (95% CI {test['low']:+.2f}..{test['high']:+.2f}, p={test['p_value']:.3f})"
+        ok_margin, ok_sig = test["diff"] >= gate.margin, test["p_value"] < gate.alpha
+        passed &= ok_margin and ok_sig
+        parts.append((gain, [f"gain below margin {gate.margin}"] * (not ok_margin)
+                      + [f"not significant at alpha {gate.alpha}"] * (not ok_sig), crit))
+    gains = "; ".join(g for g, _, _ in parts) + f" vs {against}"
+    failed = [(f"{crit}: " if len(parts) > 1 else "") + " and ".join(why) for _, why, crit in parts if why]
+    return passed, gains + ("; promoted" if passed else f"; {kept}: " + "; ".join(failed))
+
+
 def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: str = MODEL_NAME,
             baseline=None, baseline_name: str = "the untouched backbone", uri: str | None = None,
             rescore=None) -> dict:
@@ -148,17 +163,7 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
                      champion.version, exc)
             against += ", re-scored on today's test tables"
             tests = judge(rescore(champion))
-        passed, parts = True, []
-        for crit, test in tests.items():
-            view = f"{crit}-unseen" if gate.unseen_only else crit
-            gain = f"{view} {test['diff']:+.2f} (95% CI {test['low']:+.2f}..{test['high']:+.2f}, p={test['p_value']:.3f})"
-            ok_margin, ok_sig = test["diff"] >= gate.margin, test["p_value"] < gate.alpha
-            passed &= ok_margin and ok_sig
-            parts.append((gain, [f"gain below margin {gate.margin}"] * (not ok_margin)
-                          + [f"not significant at alpha {gate.alpha}"] * (not ok_sig), crit))
-        gains = "; ".join(g for g, _, _ in parts) + f" vs {against}"
-        failed = [(f"{crit}: " if len(parts) > 1 else "") + " and ".join(why) for _, why, crit in parts if why]
-        reason = gains + ("; promoted" if passed else f"; {kept}: " + "; ".join(failed))
+        passed, reason = _verdict(gate, tests, against, kept)
         first = tests[gate.metrics[0]]
         out.update(promoted=passed, reason=reason, test=first, **({"tests": tests} if len(tests) > 1 else {}))
     if out["promoted"]:

@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from stsreg.infra import atomic, hashing
+from stsreg.infra import atomic
 from stsreg.infra.config import Params
 from stsreg.product.data import leakage, user_tables
 from stsreg.product.data.catalogue import SCORE_RANGE, Part, all_nli_entries, nli_parts, sts_parts
@@ -200,15 +200,7 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
         entry[f"rows_{part.split}"] += counts["kept"]
         for name, value in counts.items():
             entry[name] += value
-    user_kept = []
-    for table in p.sts_tables:  # the user's own tables (prepare.sts_tables): one reading path, same accounting
-        k, r, counts = user_tables.read_table(table, project)
-        user_kept.append(k)
-        rejects[table.name].append(r)
-        for name, value in counts.items():
-            stats[table.name][name] += value
-        stats[table.name].update(scale=list(table.scale), d=table.d, file=table.file,
-                                 sha256=hashing.sha256_file(project / table.file))
+    user_kept = user_tables.read_tables(p.sts_tables, project, rejects, stats)
 
     datasets = {name: {**entry, "rejected_fraction": round(entry["rejected"] / entry["read"], 6) if entry["read"] else 0.0}
                 for name, entry in stats.items()}

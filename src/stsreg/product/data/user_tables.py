@@ -28,6 +28,7 @@ import pandas as pd
 
 from stsreg.infra.config import StsTableSource
 from stsreg.infra.errors import InputError
+from stsreg.infra.hashing import sha256_file
 
 #: Formats by extension -> how pandas reads them (every value as text: a score is checked, never coerced by a reader).
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
@@ -149,3 +150,18 @@ def _check_splits(t: StsTableSource, kept: pd.DataFrame) -> None:
         example = next(iter(sorted(both))).replace("\t", " | ")
         raise InputError(f"{t.file}: {len(both)} pair(s) sit in both the train and the test split (e.g. {example!r}): "
                          "a test pair must never be trained on")
+
+
+def read_tables(tables, project: Path, rejects: dict, stats: dict) -> list[pd.DataFrame]:
+    """The user's tables (``prepare.sts_tables``) through their one reading path; their rejects and counts join the
+    public tables' (``rejects`` and ``stats`` are updated), with each table's scale, ``d``, file and sha256."""
+    kept = []
+    for table in tables:
+        k, r, counts = read_table(table, project)
+        kept.append(k)
+        rejects[table.name].append(r)
+        for name, value in counts.items():
+            stats[table.name][name] += value
+        stats[table.name].update(scale=list(table.scale), d=table.d, file=table.file,
+                                 sha256=sha256_file(project / table.file))
+    return kept

@@ -1,0 +1,31 @@
+"""What the MLflow UI opens on: experiments labelled as model training, and the link to an experiment's runs.
+
+MLflow 3's UI opens an experiment on a GenAI overview ("No data available") unless the experiment's tag
+``mlflow.experimentKind`` says it holds model training, and keeps a "workflow type" (GenAI / machine learning) per
+browser; the link :func:`runs_page` builds asks for the machine-learning view of the experiment's runs.
+"""
+
+from __future__ import annotations
+
+
+def runs_page(mlflow_url: str, experiment: str = "stsreg") -> str:
+    """The MLflow UI page of ``experiment``'s runs (the model-training view, not the GenAI overview), or the UI's home
+    while the experiment does not exist yet."""
+    from stsreg.infra import tracking
+
+    try:
+        exp = tracking.client(mlflow_url).get_experiment_by_name(experiment)
+    except Exception:  # noqa: BLE001 (a link is not worth a failed start)
+        exp = None
+    query = "?workflowType=machine_learning"
+    return f"{mlflow_url}/#/experiments/{exp.experiment_id}/runs{query}" if exp else f"{mlflow_url}/#/experiments{query}"
+
+
+def label_experiments(mlflow_url: str) -> None:
+    """Mark the store's experiments as model training (:func:`stsreg.infra.tracking.label_experiment`), so the UI opens
+    them on their runs; experiments logged before the label existed get it here."""
+    from stsreg.infra import tracking
+
+    c = tracking.client(mlflow_url)
+    for exp in c.search_experiments():
+        tracking.label_experiment(c, exp)
