@@ -25,6 +25,8 @@ from prefect import flow, task
 from stsreg.infra import atomic, runtime, tracking
 from stsreg.product import model_card, registry
 from stsreg.infra.config import load_params
+from stsreg.product.data.catalogue import EVAL_TASKS
+from stsreg.product.lineage import log_tables
 from stsreg.infra.hashing import fingerprint, sha256_file
 from stsreg.product.runners.eval_runner import headline as eval_headline, run_evaluate
 
@@ -50,6 +52,8 @@ def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str,
     logged = {"evaluate": dataclasses.asdict(params.evaluate), "seed": params.seed}
     with tracking.tracked_run(experiment, run_name, logged, tags, uri) as run:
         metrics = run_evaluate(params, Path(model_dir), Path(sts_path), Path(out_dir))
+        tested = [*EVAL_TASKS, *(t.name for t in params.prepare.sts_tables)]  # lineage: every test table scored
+        log_tables(tracking.client(uri), run.run_id, sts_path, {"evaluation": [(t, "test") for t in tested]})
         tracking.log_metrics(run.run_id, metrics, uri=uri)
         tracking.client(uri).set_tag(run.run_id, "precision", metrics["precision"])
         for name in ("table.md", "metrics.json", "predictions.parquet"):

@@ -16,6 +16,7 @@ from prefect import flow, task
 from pipelines.product.training_run import EXPERIMENT, finish, logged, run_tags
 from stsreg.infra import atomic, runtime, tracking
 from stsreg.infra.config import load_params
+from stsreg.product.lineage import log_tables
 from stsreg.product.runners.stage2_runner import run_stage2
 
 
@@ -35,6 +36,9 @@ def tracked_stage2(params_path: str, sts_path: str, init_dir: str, out_dir: str,
     if not runtime.is_main_process():
         return run_stage2(params, Path(sts_path), Path(init_dir), Path(out_dir), Path(ckpt_dir))
     with tracking.tracked_run(EXPERIMENT, "stage2", logged(params, "2"), run_tags([sts_path])) as run:
+        p = params.stage2  # lineage: the tables trained on and the one selected on, as MLflow datasets
+        log_tables(tracking.client(run.uri), run.run_id, sts_path,
+                   {"training": [(t, "train") for t in p.train_tables], "validation": [(p.dev_table, "dev")]})
         summary = run_stage2(params, Path(sts_path), Path(init_dir), Path(out_dir), Path(ckpt_dir), run)
         if curves_dir:
             _write_curves(summary, Path(curves_dir))

@@ -75,6 +75,10 @@ def test_evaluation_run_holds_metrics_and_predictions(registry):
     assert run.data.metrics["avg7_spearman"] == pytest.approx(ev["avg7_spearman"])
     assert {"sts12_spearman", "sickr_spearman", "avg7_unseen_spearman", "stsb_dev_spearman"} <= set(run.data.metrics)
     assert {a.path for a in c.list_artifacts(ev["run_id"], "eval")} >= {"eval/predictions.parquet", "eval/table.md"}
+    # lineage: each test table scored is an MLflow dataset of the run (name, digest, rows), context evaluation
+    inputs = {d.dataset.name: d for d in run.inputs.dataset_inputs}
+    assert {"sts12/test", "stsb/test", "sickr/test"} <= set(inputs) and len(inputs["stsb/test"].dataset.digest) >= 8
+    assert {t.value for t in inputs["stsb/test"].tags} == {"evaluation"}
     # the headline file (what `dvc metrics show` prints): exactly the declared keys, equal to the full metrics
     from stsreg.product import sts_eval
     from stsreg.product.runners.eval_runner import HEADLINE

@@ -24,6 +24,7 @@ def tiny_project(root: Path, backbone: str, git: bool = False) -> Path:
          if (REPO / name).is_dir() else shutil.copy(REPO / name, project / name))
     (project / "data").mkdir()
     (project / "data/sources.json").write_text(json.dumps(fixture_sources()))
+    shutil.copytree(REPO / "data/tables", project / "data/tables")  # prepare's input folder for declared tables
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["fetch"].update(mirror=str(FIXTURE_RAW), allow_download=False)
     raw["prepare"].update(max_rejected_fraction=1.0, nli_train=["snli/dev", "snli/test", "snli_cad/train", "mnli/dev_matched"])

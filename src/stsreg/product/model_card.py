@@ -46,13 +46,27 @@ def _stage1(p: Params) -> str:
             f"{p.stage1.epochs} epochs, batch {p.stage1.batch_size}, lr {p.stage1.lr:g}.")
 
 
+#: How the card names the public tables; a declared table is named by its name and scale.
+_PUBLIC = {"stsb": "STS-B", "sickr": "SICK-R"}
+
+
+def _table(p: Params, name: str) -> str:
+    own = {t.name: t for t in p.prepare.sts_tables}
+    if name in own:
+        t = own[name]
+        return f"{name} ({t.file}, scale [{t.scale[0]:g}, {t.scale[1]:g}] mapped to 0-5, d {t.d:g})"
+    return _PUBLIC.get(name, name)
+
+
 def _stage2(p: Params) -> str:
     s = p.stage2
     loss = f"`{s.loss}` (x0 {s.x0:g}, k {s.k:g}" + (f", cosine map a={s.cos_a:g}, b={s.cos_b:g})" if "cos" in s.loss else ")")
-    return (f"- **Stage 2, STS** (STS-B train + SICK-R train, labels `{s.labels}`): everything fine-tuned with {loss}, "
+    tables = " + ".join(f"{_table(p, t)} train" for t in s.train_tables)
+    return (f"- **Stage 2, STS** ({tables}, labels `{s.labels}`): everything fine-tuned with {loss}, "
             f"{s.epochs} epoch(s), batch {s.batch_size}, lr {s.lr:g}, weight decay {s.weight_decay:g}, warmup "
-            f"{s.warmup_ratio:g}, layer decay {s.layer_decay:g}; the checkpoint kept is the `{s.keep}` STS-B dev "
-            f"evaluation (every {s.eval_every} steps). No test label is read during training or selection.")
+            f"{s.warmup_ratio:g}, layer decay {s.layer_decay:g}; the checkpoint kept is the `{s.keep}` "
+            f"{_table(p, s.dev_table).split(' (')[0]} dev evaluation (every {s.eval_every} steps). No test label is "
+            "read during training or selection.")
 
 
 def render(params: Params, model_dir: Path, metrics: dict, table_md: str, git_commit: str = "unknown") -> str:
