@@ -16,9 +16,11 @@ export DO_NOT_TRACK ?= true
 export MLFLOW_DISABLE_TELEMETRY ?= true
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
+# installs trust the system's certificate store (as pip does), so a proxy whose CA the machine trusts works
+export UV_SYSTEM_CERTS ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install docs run repro compare nli-table baselines search claims paper profile bench bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test test-slow lock clean
+.PHONY: help install docs run repro compare nli-table baselines search claims paper profile bench bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -63,8 +65,12 @@ profile: install ## memory / step-time grid per (method, batch, length) and memo
 
 BENCH_REPEATS ?= 3
 BENCH_DEVICE ?= cpu
-bench: install ## benchmarks vs sentence-transformers, time to a champion included -> reports/benchmarks.{md,json} (~50 min; after `make run`; BENCH_DEVICE=cuda: reports/benchmarks-cuda.*)
+bench: install ## benchmarks vs sentence-transformers, time to a champion included -> reports/benchmarks.{md,json} (~50 min; after `make run`; BENCH_DEVICE=cuda: reports/benchmarks-cuda.*), then bench-data
 	python -m benchmarks.bench --repeats $(BENCH_REPEATS) --device $(BENCH_DEVICE)
+	python -m benchmarks.data_scale
+
+bench-data: install ## preparing a user table of 100k and 1M generated pairs: rows/s and peak memory -> reports/benchmarks-data.{md,json} (~2 min)
+	python -m benchmarks.data_scale
 
 bench-champion: install ## time to a champion: make run's compute vs the sentence-transformers script, with scores -> reports/benchmarks-champion.{md,json} (~35 min)
 	python -m benchmarks.bench --only champion --repeats 1 --out reports/benchmarks-champion

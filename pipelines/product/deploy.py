@@ -6,7 +6,7 @@
 
 | deployment                        | flow                 | schedule                     |
 |-----------------------------------|----------------------|------------------------------|
-| ``stsreg-retrain/weekly``         | retrain + promote    | ``schedule.retrain_cron``    |
+| ``stsreg-retrain/weekly``         | retrain + promote    | ``schedule.retrain_cron``, and each ``stsreg.data.changed`` event of the project |
 | ``stsreg-champion-eval/daily``    | evaluate the champion| ``schedule.champion_eval_cron`` |
 | ``stsreg-profile-run/manual``     | ``dvc repro profile``| none (run it from the UI/CLI)|
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipelines.product.data_events import retrain_trigger
 from stsreg.infra.config import ScheduleParams
 
 DEPLOYMENTS = (
@@ -67,9 +68,12 @@ def deploy(project: Path, schedule: ScheduleParams, pool: str | None = None, ima
         project_dir = "/work" if image else str(project)
         job_variables = {"image": image, "volumes": [f"{project}:/work"]} if image else {}
         source = Flow.from_source(source=str(project), entrypoint=entrypoint)
+        # the retrain also starts when labelled data is added (stsreg data add emits the event), not only weekly
+        triggers = [retrain_trigger(project)] if flow_name == "stsreg-retrain" and not image else None
         source.deploy(name=name, work_pool_name=pool, image=image, build=False, push=False, schedules=schedules,
                       concurrency_limit=1 if flow_name == "stsreg-retrain" else None, parameters={"project_dir": project_dir},
                       job_variables=job_variables, tags=["stsreg"], print_next_steps=False, ignore_warnings=True,
+                      triggers=triggers,
                       description=(source.description or "").strip().split("\n")[0])
         names.append(f"{flow_name}/{name}")
     if schedule.gpu_pool:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
+from pipelines.product.data_events import table_changes
 from pipelines.product.heartbeat import EVERY_S, heartbeat
 from stsreg.product import registry
 from stsreg.infra import tracking
@@ -66,6 +67,21 @@ def dvc_repro(project_dir: str, target: str, heartbeat_s: float = EVERY_S) -> li
     if code != 0:
         raise RuntimeError(f"`dvc repro {target}` failed (exit {proc.returncode}) after stages {ran}:\n" + "\n".join(tail))
     return ran
+
+
+def _pairs(sts_file: Path):
+    """The prepared STS table's pairs (None before the first prepare): what the retrain compares to say which tables
+    gained or lost rows."""
+    import pandas as pd
+
+    return pd.read_parquet(sts_file, columns=["dataset", "sentence1", "sentence2", "score"]) if sts_file.exists() else None
+
+
+def _tables_line(changed: dict) -> str:
+    if not changed:
+        return ""
+    parts = [f"{t} +{c['added']}/-{c['removed']}" for t, c in sorted(changed.items())]
+    return "tables changed (rows added/removed): " + ", ".join(parts) + ". "
 
 
 def describe(before: dict, after: dict, ran: list[str], promotion: dict | None) -> str:
@@ -124,9 +140,11 @@ def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s
     schedule = load_params(project / "params.yaml").schedule
     started = time.time()
     remote = None
+    sts_file = project / "data/prepared/sts.parquet"
     with pipeline_lock(project, lock_timeout_s):
         locked = time.time()
         before = registry_state(uri)
+        tables_before = _pairs(sts_file)
         ran = []
         if schedule.gpu_pool and target == "promote":
             ran = dvc_repro(str(project), "stage1", heartbeat_s)
@@ -136,12 +154,14 @@ def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s
         ran += dvc_repro(str(project), target, heartbeat_s)
         pushed = dvc_push(str(project))
         after = registry_state(uri)
+        changed = table_changes(tables_before, _pairs(sts_file)) if "prepare" in ran else {}
         released = time.time()
     promotion_file = project / "reports/registry/promotion.json"
     promotion = json.loads(promotion_file.read_text()) if promotion_file.exists() else None
-    report = {"ran": ran, "stage2_remote": remote, "pushed": pushed, "before": before, "after": after,
+    report = {"ran": ran, "tables_changed": changed, "stage2_remote": remote, "pushed": pushed, "before": before, "after": after,
               "new_version": after["latest"] != before["latest"],
-              "promoted": after["champion"] != before["champion"], "summary": describe(before, after, ran, promotion),
+              "promoted": after["champion"] != before["champion"],
+              "summary": _tables_line(changed) + describe(before, after, ran, promotion),
               "started": started, "lock_acquired": locked, "lock_released": released}
     out = project / "reports/retrain/last_run.json"
     out.parent.mkdir(parents=True, exist_ok=True)

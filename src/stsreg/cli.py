@@ -201,9 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
                         description="`stsreg data check FILE`: read FILE (CSV, TSV, JSONL or Parquet) the way prepare "
                                     "will, print rows per split, rejects with line and reason, a histogram of the "
                                     "scores, and the prepare.sts_tables entry to paste. Exit 2 where prepare would "
-                                    "refuse it.")
-    dc.add_argument("action", choices=["check"], help="what to do")
-    dc.add_argument("file", help="the table (a path; under data/tables/ to be declared)")
+                                    "refuse it. `stsreg data add FILE --table NAME`: append FILE's rows to a declared "
+                                    "table (checked first) and emit the Prefect event that starts a retrain.")
+    dc.add_argument("action", choices=["check", "add"], help="check: preview a file; add: append rows to a table")
+    dc.add_argument("file", help="the table to check, or the rows to add (same columns as the table's file)")
+    dc.add_argument("--table", default=None, help="add: the declared table (prepare.sts_tables name) to append to")
+    dc.add_argument("--params", default="params.yaml", help="add: " + PARAMS_HELP)
     dc.add_argument("--sentence1", default="sentence1", help="column of the first sentence")
     dc.add_argument("--sentence2", default="sentence2", help="column of the second sentence")
     dc.add_argument("--score", default="score", help="column of the gold score")

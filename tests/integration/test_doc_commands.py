@@ -49,13 +49,19 @@ _DOCKER = "needs a Docker engine (none here; the Dockerfile is linted by tests/u
 _REMOTE = "needs a second machine or a shared DVC remote; the same path runs on loopback in tests/integration/test_two_hosts.py"
 _LONG = "a full-size run ({}); its stage runs on the fixture in {}"
 
+#: docs/own_data.md, typed in order on a table of the user's own (the check in the default suite, the rest slow).
+DATA_CHECK = "stsreg data check data/tables/support_pairs.jsonl --sentence1 query --sentence2 answer --score rating"
+DATA_ADD = "stsreg data add new_rows.jsonl --table support"
+OWN_DATA = (ACTIVATE, DATA_CHECK, "dvc repro promote", "stsreg report", DATA_ADD)
+_OWN = "run in this order by test_own_data_page_as_typed (make test-slow; the check also in the default suite)"
+
 #: Every command a page prints -> what runs it (or what it needs that these machines lack).
 DECLARED: dict[str, str] = {
     "make run": _FULL, ACTIVATE: _FAST, "stsreg report": _FULL, "dvc metrics show": _FULL, "dvc plots show": _FULL,
     "make servers": _FAST, "make deploy": _FAST, RETRAIN: _FAST, "make servers-stop": _FAST, "make serve": _FULL,
     CURL_PAIR: _FULL, CURL_SENTENCE: "the same server answers it in the full sequence", MLFLOW_UI: _FULL,
     "curl -s 127.0.0.1:5001/metadata": _FULL,
-    "make test": "what .ci/run runs: this suite",
+    "make test": "what .ci/run runs: this suite", DATA_CHECK: _OWN, DATA_ADD: _OWN,
     "make docs": "tests/unit/test_readme.py::test_the_docs_site_builds_strictly (mkdocs build --strict)",
     "make compare": _LONG.format("~60 min per seed", "tests/flows/test_compare_flow.py"),
     "make nli-table": _LONG.format("~30 min per seed", "tests/flows/test_nli_table_flow.py"),
@@ -88,7 +94,7 @@ DECLARED: dict[str, str] = {
     "dvc remote add -d shared URL": _REMOTE,
     'git commit -am "a shared DVC remote" && git push': _REMOTE,
     "make servers SERVERS_HOST=0.0.0.0": _REMOTE,
-    "dvc push": _REMOTE, "dvc pull": _REMOTE, "dvc repro promote": "what make run and the retrain run (full sequence)",
+    "dvc push": _REMOTE, "dvc pull": _REMOTE, "dvc repro promote": _OWN + "; also what make run and the retrain run",
     "docker build -t stsreg-worker .": _DOCKER,
     "docker run --gpus all -e PREFECT_API_URL=http://cpu-host:4200/api -e STSREG_WORK_POOL=stsreg-gpu stsreg-worker":
         _DOCKER + "; " + _GPU,
@@ -110,7 +116,7 @@ def test_every_documented_command_is_declared():
     assert not undeclared, f"commands printed by the docs without a test or a stated need: {undeclared}"
     gone = sorted(set(DECLARED) - documented)
     assert not gone, f"declared commands no page prints any more (remove them from DECLARED): {gone}"
-    for sequence in (OPS_FAST, FULL):
+    for sequence in (OPS_FAST, FULL, OWN_DATA):
         assert set(sequence) <= documented
 
 
@@ -123,6 +129,7 @@ def _ordered_on(page: str, sequence: tuple[str, ...]) -> None:
 
 def test_the_sequences_follow_the_pages_order():
     _ordered_on("docs/operations.md", OPS_FAST)
+    _ordered_on("docs/own_data.md", OWN_DATA)
     _ordered_on("README.md", ("make run", ACTIVATE, "make servers", MLFLOW_UI, "make serve", CURL_PAIR, "stsreg report"))
 
 
@@ -296,3 +303,72 @@ def _wait_for_the_retrain(shell: Shell, timeout: float = 600) -> None:
         assert not {"FAILED", "CRASHED"} & set(states), states
         time.sleep(3)
     pytest.fail("the retrain did not complete in time")
+
+
+def _support_pairs(project: Path, n: int, seed: int, name: str) -> None:
+    """The user's own file: their column names (query, answer, rating) and a 0-1 scale, as JSON lines."""
+    import json
+
+    from tests.conftest import tiny_sts
+
+    t = tiny_sts(n, seed)
+    rows = [{"query": a, "answer": b, "rating": s / 5} for a, b, s in zip(t.sentence1, t.sentence2, t.score)]
+    (project / name).parent.mkdir(parents=True, exist_ok=True)
+    (project / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _page_yaml(page: str) -> dict:
+    """The page's ``yaml`` block, parsed: the entry the page tells the user to paste into params.yaml."""
+    import re
+
+    import yaml
+
+    (block,) = re.findall(r"^```yaml\n(.*?)^```", (REPO / page).read_text(), re.S | re.M)
+    return yaml.safe_load(block)
+
+
+def _paste(project: Path, entry: dict) -> None:
+    import yaml
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    for section, values in entry.items():
+        params[section].update(values)
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def test_own_data_check_as_typed(tiny_backbone, tmp_path):
+    project = user_project(tmp_path, tiny_backbone)
+    _support_pairs(project, 300, 0, "data/tables/support_pairs.jsonl")
+    shell = Shell(project, tmp_path / "home")
+    shell.type(ACTIVATE)
+    out = shell.type(DATA_CHECK)
+    assert "300 rows read, 300 kept" in out and "scale: [0, 1]" in out and "name: support_pairs" in out
+    entry = _page_yaml("docs/own_data.md")["prepare"]["sts_tables"][0]
+    assert entry["columns"] == {"sentence1": "query", "sentence2": "answer", "score": "rating"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_own_data_page_as_typed(tiny_backbone, tmp_path):
+    """The page's commands in order, with the page's params entry pasted: trained on the user's table too, selected
+    on its dev split, scored and gated on it, then grown by `stsreg data add` (no servers: it says what to run)."""
+    import json
+
+    project = user_project(tmp_path, tiny_backbone)
+    _support_pairs(project, 300, 0, "data/tables/support_pairs.jsonl")
+    _support_pairs(project, 40, 9, "new_rows.jsonl")
+    shell = Shell(project, tmp_path / "home")
+    for command in OWN_DATA:
+        if command == "dvc repro promote":
+            _paste(project, _page_yaml("docs/own_data.md"))
+        out = shell.type(command)
+        if command == "stsreg report":
+            assert "support" in out
+        if command == DATA_ADD:
+            assert "added 40 rows to data/tables/support_pairs.jsonl" in out and "dvc repro promote" in out
+    metrics = json.loads((project / "reports/eval/metrics.json").read_text())
+    assert {"support_spearman", "support_spearman_low", "support_unseen_spearman", "avg7_spearman"} <= set(metrics)
+    decision = json.loads((project / "reports/registry/promotion.json").read_text())
+    assert decision["promoted"] is not None and "support" in decision["reason"] or "first" in decision["reason"]
+    runs = shell.type("dvc status promote")
+    assert "data/tables" in runs  # the grown table makes the pipeline stale from prepare
