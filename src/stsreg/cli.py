@@ -230,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--mlflow-port", type=int, default=5000, help="MLflow server and UI")
     sv.add_argument("--no-worker", action="store_true", help="do not start the process worker")
     sv.add_argument("--host", default="127.0.0.1", help="listen address; 0.0.0.0 for workers on other machines")
+    sv.add_argument("--timeout", type=float, default=180.0, help="seconds each server may take to answer its health "
+                                                                 "check before the start is abandoned (and stopped)")
     sv.add_argument("--no-profile", action="store_true",
                     help="do not write and activate the Prefect profile `stsreg` (the `prefect` command then needs "
                          "PREFECT_API_URL)")

@@ -182,7 +182,7 @@ def cmd_servers(args: argparse.Namespace) -> int:
     if args.action == "start":
         try:
             urls = local_servers.start(project, args.prefect_port, args.mlflow_port, worker=not args.no_worker,
-                                       host=args.host, profile=not args.no_profile)
+                                       timeout=args.timeout, host=args.host, profile=not args.no_profile)
         except RuntimeError as exc:
             print(f"servers failed to start: {exc}", file=sys.stderr)
             return 1
