@@ -60,6 +60,27 @@ def append_rows(project: Path, table, rows_file: Path) -> int:
     return len(new)
 
 
+def add_rows(project: Path, tables, name: str, rows_file: Path) -> tuple:
+    """Append ``rows_file`` to the declared table ``name`` (of ``tables``, ``prepare.sts_tables``), check the grown
+    table as ``prepare`` will read it (refused whole: the file is put back, nothing appended), then emit
+    :data:`DATA_EVENT`. Returns (the table, rows added, whether a Prefect server received the event)."""
+    from stsreg.infra.errors import InputError
+    from stsreg.product.data.user_tables import read_table
+
+    declared = {t.name: t for t in tables}
+    if name not in declared:
+        raise InputError(f"--table {name!r} is not declared in prepare.sts_tables (declared: {sorted(declared)})")
+    table = declared[name]
+    backup = (project / table.file).read_bytes()
+    added = append_rows(project, table, rows_file)
+    try:
+        read_table(table, project)
+    except InputError:
+        (project / table.file).write_bytes(backup)
+        raise
+    return table, added, emit_data_changed(project, table.name, added)
+
+
 def emit_data_changed(project: Path, table: str, rows_added: int) -> bool:
     """Emit :data:`DATA_EVENT` to the Prefect server in use; returns whether one was there to receive it."""
     from prefect.events import emit_event

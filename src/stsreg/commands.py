@@ -46,22 +46,9 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def _data_add(args: argparse.Namespace) -> int:
     """``stsreg data add ROWS --table NAME``: append (after the same checks prepare makes), then emit the event."""
-    from pipelines.product.data_events import append_rows, emit_data_changed
-    from stsreg.infra.errors import InputError
-    from stsreg.product.data.user_tables import read_table
+    from pipelines.product.data_events import add_rows
 
-    tables = {t.name: t for t in load_params(args.params).prepare.sts_tables}
-    if args.table not in tables:
-        raise InputError(f"--table {args.table!r} is not declared in prepare.sts_tables (declared: {sorted(tables)})")
-    table, project = tables[args.table], Path(".")
-    backup = (project / table.file).read_bytes()
-    added = append_rows(project, table, Path(args.file))
-    try:
-        read_table(table, project)  # the grown table as prepare will read it: refused whole -> nothing appended
-    except InputError:
-        (project / table.file).write_bytes(backup)
-        raise
-    sent = emit_data_changed(project, table.name, added)
+    table, added, sent = add_rows(Path("."), load_params(args.params).prepare.sts_tables, args.table, Path(args.file))
     print(f"added {added} rows to {table.file} ({table.name}); "
           + ("event stsreg.data.changed sent: the retrain deployment starts" if sent else
              "no Prefect server in use: `dvc repro promote` retrains and gates (or `make servers` + `make deploy`)"))

@@ -329,6 +329,8 @@ def test_the_registered_model_carries_its_model_card(registry):
     assert f"avg7 {ev['avg7_spearman']:.2f} Spearman [{ev['avg7_spearman_low']:.2f}, {ev['avg7_spearman_high']:.2f}]" in card
     assert (work / "eval2/table.md").read_text().strip() in card
     assert "## Usage" in card and "## Training" in card and "## Intended use and limitations" in card
+    assert "| Serving precision (`serve.precision`) | `auto`: bf16 autocast where" in card  # what `stsreg serve` runs in
+    assert "(STS-B train + SICK-R train, labels" in card  # the training tables, from stage2.train_tables
     local = mlflow.artifacts.download_artifacts(f"runs:/{reg['run_id']}/model", tracking_uri=uri, dst_path=str(work / "dl"))
     weights = [p.parent for p in (work / "dl/model/artifacts").glob("*/modules.json")]
     assert len(weights) == 1 and (weights[0] / "README.md").read_text() == card
