@@ -14,14 +14,20 @@ def format_data_report(metrics: dict) -> str:
     for name, d in metrics["datasets"].items():
         other = sum(v for k, v in d.items() if k.startswith("rows_") and k not in ("rows_train", "rows_dev", "rows_test"))
         lines.append(f"| {name} | {d.get('rows_train', 0)} | {d.get('rows_dev', 0)} | {d.get('rows_test', 0)} | {other} | "
-                     f"{d['rejected']} | {d['duplicate_pairs']} | {d['unscored_skipped']} |")
+                     f"{d['rejected']} | {d.get('duplicate_pairs', 0)} | {d.get('unscored_skipped', 0)} |")
+    # one column per training table (STS-B, SICK-R, any declared table's train split, NLI), as prepare counted them
+    first = next(iter(metrics["leakage"].values()), {})
+    tables = [k.removeprefix("seen_in_") for k in first if k.startswith("seen_in_")]
+    names = {"stsb_train": "STS-B train", "sickr_train": "SICK train", "nli_train": "NLI train"}
+    mode = metrics["leakage_match"]
     lines += ["", f"NLI training rows: {metrics['nli_train_rows']}", "",
-              f"Leakage ({metrics['leakage_match']} match) — evaluation test pairs also in a training table:", "",
-              f"| task | test pairs | seen (exact) | seen (normalized) | in STS-B train | in SICK train | in NLI train | unseen ({metrics['leakage_match']}) |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+              f"Leakage ({mode} match) — evaluation test pairs also in a training table:", "",
+              "| task | test pairs | seen (exact) | seen (normalized) | "
+              + " | ".join(f"in {names.get(t, t.replace('_train', ' train'))}" for t in tables) + f" | unseen ({mode}) |",
+              "|---|---:|---:|---:|" + "---:|" * len(tables) + "---:|"]
     for task, d in metrics["leakage"].items():
-        lines.append(f"| {task} | {d['test_pairs']} | {d['seen_exact']} | {d['seen_normalized']} | {d['seen_in_stsb_train']} | "
-                     f"{d['seen_in_sickr_train']} | {d['seen_in_nli_train']} | {d['unseen_' + metrics['leakage_match']]} |")
+        lines.append(f"| {task} | {d['test_pairs']} | {d['seen_exact']} | {d['seen_normalized']} | "
+                     + " | ".join(str(d.get(f"seen_in_{t}", 0)) for t in tables) + f" | {d['unseen_' + mode]} |")
     if metrics.get("leakage_removed"):
         lines += ["", f"Removed from training for leakage: {metrics['leakage_removed']}"]
     return "\n".join(lines)

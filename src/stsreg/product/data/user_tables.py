@@ -127,8 +127,9 @@ def read_table(t: StsTableSource, project: Path) -> tuple[pd.DataFrame, pd.DataF
                          "sentence2": df.sentence2[~bad], "score": to_internal(score[~bad], (lo, hi)).astype(float),
                          "file": t.file, "line": df.line[~bad].astype(int)}).reset_index(drop=True)
     _check_splits(t, kept)
-    counts = {"read": len(df), "kept": len(kept), "rejected": int(bad.sum()),
-              **{f"rows_{s}": int((kept.split == s).sum()) for s in SPLITS}}
+    repeated = kept.duplicated(["split", "sentence1", "sentence2"])  # kept, counted, as prepare's flag mode does
+    counts = {"read": len(df), "kept": len(kept), "rejected": int(bad.sum()), "duplicate_pairs": int(repeated.sum()),
+              "unscored_skipped": 0, **{f"rows_{s}": int((kept.split == s).sum()) for s in SPLITS}}
     return kept, rejects.reset_index(drop=True), counts
 
 
