@@ -37,8 +37,8 @@ def retrain_trigger(project: Path):
 
 def append_rows(project: Path, table, rows_file: Path) -> int:
     """Append the rows of ``rows_file`` (any supported format, the table's own column names) to declared ``table``'s
-    file, in the file's format; returns how many. Refuses (InputError, nothing written) a file whose columns differ
-    or that the reading path would refuse whole."""
+    file, in the file's format; returns how many. Refuses (InputError, nothing written) a file whose columns differ;
+    :func:`add_rows` checks the grown table as ``prepare`` reads it."""
     from stsreg.infra import atomic
     from stsreg.infra.errors import InputError
     from stsreg.product.data.user_tables import read_frame

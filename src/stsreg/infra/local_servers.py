@@ -179,7 +179,7 @@ def status(project: Path) -> dict:
     """What runs, checked, not remembered: each process (``prefect``, ``mlflow``, ``worker``) with its pid and whether
     it lives, each server's health check, and ``running`` only when both servers answer."""
     layout = Layout(project.resolve())
-    urls, up = _recorded(layout)
+    urls = json.loads(layout.urls_file.read_text()) if layout.urls_file.exists() else {}
     procs = {}
     for name in PROCESSES:
         pid_file = layout.pid_file(name)
@@ -188,7 +188,7 @@ def status(project: Path) -> dict:
     if not urls:
         return {"running": False, "processes": procs}
     health = {"prefect": _healthy(urls["prefect_api"] + "/health"), "mlflow": _healthy(urls["mlflow"] + "/health")}
-    return {**{k: v for k, v in urls.items() if k != "previous_profile"}, "running": up, "healthy": health,
+    return {**{k: v for k, v in urls.items() if k != "previous_profile"}, "running": all(health.values()), "healthy": health,
             "worker": procs["worker"]["alive"], "processes": procs}
 
 

@@ -1,8 +1,10 @@
 """What the MLflow UI opens on: experiments labelled as model training, and the link to an experiment's runs.
 
-MLflow 3's UI opens an experiment on a GenAI overview ("No data available") unless the experiment's tag
-``mlflow.experimentKind`` says it holds model training, and keeps a "workflow type" (GenAI / machine learning) per
-browser; the link :func:`runs_page` builds asks for the machine-learning view of the experiment's runs.
+MLflow 3.17's UI keeps a "workflow type" (GenAI / Model training) per browser, starting on GenAI, and opens an
+experiment on its GenAI overview ("No data available") there even when the experiment's tag ``mlflow.experimentKind``
+says it holds model training (checked in headless Chromium). The link :func:`runs_page` builds asks for the
+machine-learning view of the experiment's runs, which is what lands a user on them; the tag is kept for the UI's
+own reading of an experiment's kind.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ def runs_page(mlflow_url: str, experiment: str = "stsreg") -> str:
 
 
 def label_experiments(mlflow_url: str) -> None:
-    """Mark the store's experiments as model training (:func:`stsreg.infra.tracking.label_experiment`), so the UI opens
-    them on their runs; experiments logged before the label existed get it here."""
+    """Mark the store's experiments as model training (:func:`stsreg.infra.tracking.label_experiment`); experiments
+    logged before the label existed get it here."""
     from stsreg.infra import tracking
 
     c = tracking.client(mlflow_url)

@@ -23,7 +23,9 @@ def activate_profile(api_url: str) -> str | None:
 
     profiles = load_profiles()
     before = profiles.active_name
-    profiles.update_profile(PROFILE, {"PREFECT_API_URL": api_url}) if PROFILE in profiles.names else \
+    if PROFILE in profiles.names:
+        profiles.update_profile(PROFILE, {"PREFECT_API_URL": api_url})
+    else:
         profiles.add_profile(Profile(name=PROFILE, settings={"PREFECT_API_URL": api_url}))
     profiles.set_active(PROFILE)
     save_profiles(profiles)

@@ -52,11 +52,14 @@ def json_depth(body: bytes) -> int:
 _ERROR_CODES = {400: "BAD_REQUEST", 413: "REQUEST_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE"}
 
 
-async def _reply(send, status: int, message: str) -> None:
-    body = json.dumps({"error_code": _ERROR_CODES[status], "message": message}).encode()
+async def _send_json(send, status: int, body: bytes) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _reply(send, status: int, message: str) -> None:
+    await _send_json(send, status, json.dumps({"error_code": _ERROR_CODES[status], "message": message}).encode())
 
 
 class RequestGuard:
@@ -70,10 +73,7 @@ class RequestGuard:
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == "/metadata":
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(self.metadata)).encode())]})
-            return await send({"type": "http.response.body", "body": self.metadata})
+            return await _send_json(send, 200, self.metadata)
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             return await self.app(scope, receive, send)
         too_large = f"request body over {self.max_body_bytes} bytes; split the batch into smaller requests"

@@ -50,8 +50,6 @@ def check(file: str, sentence1: str, sentence2: str, score: str, split: str = ""
     if not name[0].isalpha():
         name = "t_" + name
     columns = StsTableColumns(sentence1=sentence1, sentence2=sentence2, score=score, split=split)
-    probe = StsTableSource(name=name, file=file, columns=columns, scale=(-1e300, 1e300), d=1.0,
-                           dev_fraction=dev_fraction, test_fraction=test_fraction)
     if score in frame.columns:
         import pandas as pd
 
@@ -60,10 +58,10 @@ def check(file: str, sentence1: str, sentence2: str, score: str, split: str = ""
         d = d if d is not None else guess_gap(numeric, scale)
     table = StsTableSource(name=name, file=file, columns=columns, scale=tuple(scale or (0.0, 5.0)),
                            d=d if d is not None else 1.0, dev_fraction=dev_fraction, test_fraction=test_fraction)
-    kept, rejects, counts = user_tables.read_table(table if score in frame.columns else probe, Path("."))
-    raw = user_tables.to_internal(kept.score, (0.0, 5.0))  # internal 0-5 back to the file's scale, for the histogram
+    # a missing score column is refused here, by the column check, before any scale is used
+    kept, rejects, counts = user_tables.read_table(table, Path("."))
     lo, hi = table.scale
-    on_scale = raw / 5.0 * (hi - lo) + lo
+    on_scale = kept.score / 5.0 * (hi - lo) + lo  # the internal 0-5 back on the file's scale, for the histogram
     declared = path.as_posix().startswith(TABLES_DIR + "/")
     where = path.as_posix() if declared else f"{TABLES_DIR}/{path.name}"
     lines = [f"{file}: {counts['read']} rows read, {counts['kept']} kept "
