@@ -67,9 +67,9 @@ def add_rows(project: Path, tables, name: str, rows_file: Path) -> tuple:
     from stsreg.infra.errors import InputError
     from stsreg.product.data.user_tables import read_table
 
-    declared = {t.name: t for t in tables}
+    declared = {t.name: t for t in tables if not t.reader}  # the public tables are read from the mirror, not grown
     if name not in declared:
-        raise InputError(f"--table {name!r} is not declared in prepare.sts_tables (declared: {sorted(declared)})")
+        raise InputError(f"--table {name!r} is not a table of yours in prepare.sts_tables (yours: {sorted(declared)})")
     table = declared[name]
     backup = (project / table.file).read_bytes()
     added = append_rows(project, table, rows_file)

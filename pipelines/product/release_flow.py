@@ -25,7 +25,6 @@ from prefect import flow, task
 from stsreg.infra import atomic, runtime, tracking
 from stsreg.product import model_card, registry
 from stsreg.infra.config import load_params
-from stsreg.product.data.catalogue import EVAL_TASKS
 from stsreg.product.lineage import log_tables
 from stsreg.infra.hashing import fingerprint, sha256_file
 from stsreg.product.runners.eval_runner import headline as eval_headline, run_evaluate
@@ -52,7 +51,7 @@ def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str,
     logged = {"evaluate": dataclasses.asdict(params.evaluate), "seed": params.seed}
     with tracking.tracked_run(experiment, run_name, logged, tags, uri) as run:
         metrics = run_evaluate(params, Path(model_dir), Path(sts_path), Path(out_dir))
-        tested = [*EVAL_TASKS, *(t.name for t in params.prepare.sts_tables)]  # lineage: every test table scored
+        tested = [t.name for t in params.prepare.sts_tables]  # lineage: every test table scored
         log_tables(tracking.client(uri), run.run_id, sts_path, {"evaluation": [(t, "test") for t in tested]})
         tracking.log_metrics(run.run_id, metrics, uri=uri)
         tracking.client(uri).set_tag(run.run_id, "precision", metrics["precision"])
@@ -83,7 +82,8 @@ def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: l
     run_id = json.loads((Path(eval_dir) / "mlflow_run.json").read_text())["run_id"]
     metrics = json.loads((Path(eval_dir) / "metrics.json").read_text())
     commit = tracking.git_commit()
-    card = model_card.render(load_params(params_path), Path(model_dir), metrics,
+    params = load_params(params_path)
+    card = model_card.render(params, Path(model_dir), metrics,
                              (Path(eval_dir) / "table.md").read_text(encoding="utf-8"), commit)
     atomic.write_text(Path(out_path).with_name("model_card.md"), card)
     tags = {f"data_sha256.{Path(p).name}": sha256_file(p) for p in data_paths}
@@ -92,7 +92,8 @@ def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: l
                  "stsb_dev_spearman": f"{metrics.get('stsb_dev_spearman', float('nan')):.2f}"})
     # its own MLflow run ("register", no model compute: precision "none") times the step for `stsreg report`
     with tracking.tracked_run(EXPERIMENT, "register", {}, _run_tags(precision="none", eval_run_id=run_id)):
-        mv = registry.log_and_register(run_id, Path(model_dir), Path(eval_dir) / "predictions.parquet", tags, card=card)
+        mv = registry.log_and_register(run_id, Path(model_dir), Path(eval_dir) / "predictions.parquet", tags, card=card,
+                                       scale=params.serve.scale)
     out = {"name": mv.name, "version": int(mv.version), "run_id": run_id, "alias": "challenger", "tags": tags}
     atomic.write_text(out_path, json.dumps(out, indent=2))
     return out

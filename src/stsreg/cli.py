@@ -193,8 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--precision", choices=("auto", "fp32", "bf16"), default=None,
                     help="auto: bf16 autocast where the hardware has native bf16 (and a probe shows the embeddings "
                          "hold), else fp32 | fp32 | bf16 (default: serve.precision of --params)")
-    se.add_argument("--params", default=None, help="params file whose serve.precision is the default (default: "
-                                                   "params.yaml where it exists, else precision auto)")
+    se.add_argument("--scale", type=float, nargs=2, metavar=("LO", "HI"), default=None,
+                    help="give the served score on [LO, HI] (the model's 0-5 score mapped linearly; default: "
+                         "serve.scale of --params)")
+    se.add_argument("--params", default=None, help="params file whose serve.precision and serve.scale are the "
+                                                   "defaults (default: params.yaml where it exists, else precision "
+                                                   "auto and the scale the version was registered with)")
     se.set_defaults(func=commands.cmd_serve)
 
     dc = sub.add_parser("data", help="preview a table of your own scored pairs before declaring it (writes nothing)",

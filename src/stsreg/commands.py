@@ -150,12 +150,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     uri = tracking.tracking_uri()
     source = serve.resolve(args.model_uri, uri)  # a missing store, server or alias stops here, in one line
     params = args.params or ("params.yaml" if Path("params.yaml").is_file() else None)
-    precision = args.precision or (load_params(params).serve.precision if params else "auto")
-    app = serve.build_app(source, uri, int(args.max_body_mb * 1024 * 1024), args.max_depth, precision)
+    settings = load_params(params).serve if params else None
+    precision = args.precision or (settings.precision if settings else "auto")
+    scale = tuple(args.scale) if args.scale else (settings.scale if settings else None)
+    app = serve.build_app(source, uri, int(args.max_body_mb * 1024 * 1024), args.max_depth, precision, scale)
     info = json.loads(app.metadata)
     print(f"serving {args.model_uri} ({source} in {uri}) on http://{args.host}:{args.port}/invocations; "
           f"precision {info.get('precision', '?')} (setting {precision}) on {info.get('device', '?')}, "
-          f"{info.get('max_length', '?')} tokens per sentence; bodies up to {args.max_body_mb} MB, JSON up to "
+          f"{info.get('max_length', '?')} tokens per sentence, scores on {info.get('score_scale', '?')}; bodies up to {args.max_body_mb} MB, JSON up to "
           f"{args.max_depth} levels deep; GET /metadata says what is served", flush=True)
     serve.serve(app, args.host, args.port)
     return 0

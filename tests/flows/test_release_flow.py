@@ -206,6 +206,30 @@ def test_served_precision_is_a_setting_printed_at_start_and_answered_at_metadata
         assert json.loads(app.metadata)["precision"] == forced
 
 
+def test_served_score_is_given_on_the_declared_scale(server, registry):
+    """The served score is on [0, 5] by default (the registered model config, answered at /metadata); `serve.scale`
+    (or --scale) gives the same score mapped linearly to another scale, the cosine unchanged."""
+    import mlflow.artifacts
+    import mlflow.pyfunc
+    import pandas as pd
+
+    from stsreg.product.serve import build_app, resolve
+
+    work, uri, _, _ = registry
+    assert requests.get(server + "/metadata", timeout=30).json()["score_scale"] == [0.0, 5.0]
+    pair = pd.DataFrame({"sentence1": ["a man plays guitar"], "sentence2": ["a woman plays music"]})
+    default = json.loads(build_app(resolve(f"models:/{NAME}@champion", uri), uri).metadata)
+    assert default["score_scale"] == [0.0, 5.0]
+    on_0_5 = _post(server, {"dataframe_records": pair.to_dict("records")}).json()["predictions"][0]
+    app = build_app(resolve(f"models:/{NAME}@champion", uri), uri, scale=(1.0, 10.0))
+    assert json.loads(app.metadata)["score_scale"] == [1.0, 10.0]
+    local = mlflow.artifacts.download_artifacts(artifact_uri=resolve(f"models:/{NAME}@champion", uri), tracking_uri=uri)
+    model = mlflow.pyfunc.load_model(local, model_config={"scale": [1.0, 10.0]})
+    on_1_10 = model.predict(pair).iloc[0]
+    assert on_1_10.score == pytest.approx(1.0 + on_0_5["score"] * 9.0 / 5.0, abs=1e-4)
+    assert on_1_10.cosine == pytest.approx(on_0_5["cosine"], abs=1e-5)
+
+
 def _post(url, payload):
     return requests.post(url + "/invocations", json=payload, timeout=120)
 

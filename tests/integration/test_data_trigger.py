@@ -49,7 +49,7 @@ def test_added_rows_trigger_a_retrain_that_registers_and_gates(tiny_backbone, tm
     project = tiny_project(tmp_path, tiny_backbone, git=True)
     _pairs(200, 0).to_csv(project / "data/tables/reviews.csv", index=False)
     params = yaml.safe_load((project / "params.yaml").read_text())
-    params["prepare"]["sts_tables"] = [{"name": "reviews", "file": "data/tables/reviews.csv", "scale": [1, 5], "d": 1,
+    params["prepare"]["sts_tables"] += [{"name": "reviews", "file": "data/tables/reviews.csv", "scale": [1, 5], "d": 1,
                                         "columns": {"sentence1": "left", "sentence2": "right", "score": "stars"}}]
     params["stage2"].update(train_tables=["stsb", "sickr", "reviews"], dev_table="reviews")
     params["promote"]["metrics"] = ["avg7", "reviews"]

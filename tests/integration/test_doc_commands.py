@@ -341,7 +341,10 @@ def _paste(project: Path, entry: dict) -> None:
 
     params = yaml.safe_load((project / "params.yaml").read_text())
     for section, values in entry.items():
+        # the page's tables go after the public ones, as it says; every other key replaces the default
+        tables = values.pop("sts_tables", [])
         params[section].update(values)
+        params[section]["sts_tables"] = params[section].get("sts_tables", []) + tables if tables else params[section].get("sts_tables")
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 

@@ -101,7 +101,7 @@ def test_prepare_refuses_a_bad_table_and_writes_nothing(tmp_path, own_project, c
 
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["fetch"]["mirror"] = str(FIXTURE_RAW)
-    raw["prepare"].update(max_rejected_fraction=1.0, nli_train=["snli/dev"], sts_tables=[
+    raw["prepare"].update(max_rejected_fraction=1.0, nli_train=["snli/dev"], sts_tables=raw["prepare"]["sts_tables"] + [
         {"name": "mine", "file": "data/tables/pairs.csv", "columns": {"sentence1": "query", "sentence2": "answer",
                                                                     "score": "rating"}, "scale": [0, 1], "d": 0.1}])
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
@@ -146,3 +146,63 @@ def test_another_scale_trains_the_same_weights_as_the_table_pre_scaled_to_0_5(tm
         trained.append(weights(tmp_path / f"out-{file[-5]}"))
     for name, tensor in trained[0].items():
         assert torch.allclose(tensor, trained[1][name], atol=1e-6), name
+
+
+def test_the_public_tables_are_declared_entries_like_yours():
+    """params.yaml lists the 7 public tables in prepare.sts_tables (reader, scale, d), the knob's default too; one
+    left out is refused (avg7 is their mean), a public reader under another name too, and stage 2's buffer is
+    checked against each table's own d."""
+    from stsreg.infra.config import PUBLIC_STS_TABLES, PUBLIC_TABLES, ParamsError, load_params, parse_params
+    from tests.conftest import REPO
+
+    declared = load_params(REPO / "params.yaml").prepare.sts_tables
+    assert declared == PUBLIC_TABLES and [t.reader for t in declared] == list(PUBLIC_STS_TABLES)
+    sickr = declared[-1]
+    assert sickr.scale == (1.0, 5.0) and not sickr.rescale and sickr.internal_gap() == 1.0
+    entries = [{"name": t.name, "reader": t.reader, "scale": list(t.scale), "d": t.d, "rescale": t.rescale}
+               for t in PUBLIC_TABLES]
+    with pytest.raises(ParamsError, match=r"public table\(s\) \['sts13'\] are not declared; avg7 is the mean"):
+        parse_params({"prepare": {"sts_tables": [e for e in entries if e["name"] != "sts13"]}})
+    renamed = [{**e, "name": "benchmark"} if e["name"] == "stsb" else e for e in entries]
+    with pytest.raises(ParamsError, match=r"keeps its reader's name \('stsb'\)"):
+        parse_params({"prepare": {"sts_tables": renamed}})
+    # STS-B declared with d = 0.5: x0 0.3 breaks x0 <= d/2 on it (and only on it), as on any table of yours
+    finer = [{**e, "d": 0.5} if e["name"] == "stsb" else e for e in entries]
+    with pytest.raises(ParamsError, match=r"stage2.x0: 0.3 exceeds d/2 = 0.25 for table stsb"):
+        parse_params({"prepare": {"sts_tables": finer}, "stage2": {"x0": 0.3}})
+    assert parse_params({"prepare": {"sts_tables": finer}, "stage2": {"x0": 0.3, "train_tables": ["sickr"]}})
+
+
+def test_prepare_reads_a_public_table_on_its_declared_scale(tmp_path, own_project):
+    """No score range is wired to a dataset name: declaring STS-B on [0, 10] maps its (0-5) gold scores to 0-2.5, as
+    a table of yours on 0-10 would be; SICK-R's rescale: false keeps 1-5 as annotated."""
+    import shutil
+
+    import yaml
+
+    import stsreg.cli
+    from tests.conftest import FIXTURE_RAW, REPO, fixture_registry
+
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw["fetch"]["mirror"] = str(FIXTURE_RAW)
+    raw["prepare"].update(max_rejected_fraction=1.0, nli_train=["snli/dev"])
+    shutil.copytree(FIXTURE_RAW, tmp_path / "data/raw")
+    registry = fixture_registry(tmp_path / "data/sources.json")
+    prepared = {}
+    for stsb_scale in ([0, 5], [0, 10]):
+        for t in raw["prepare"]["sts_tables"]:
+            if t["name"] == "stsb":
+                t["scale"] = stsb_scale
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+        assert stsreg.cli.main(["prepare", "--registry", str(registry)]) == 0
+        prepared[stsb_scale[1]] = pd.read_parquet(tmp_path / "data/prepared/sts.parquet")
+    on_5, on_10 = prepared[5], prepared[10]
+    both = on_5.merge(on_10, on=["dataset", "split", "file", "line"], suffixes=("_5", "_10"), validate="1:1")
+    stsb = both[both.dataset == "stsb"]
+    assert len(stsb) and stsb.score_10.tolist() == pytest.approx((stsb.score_5 / 2).tolist())
+    others = both[both.dataset != "stsb"]
+    assert len(others) == (on_5.dataset != "stsb").sum() and (others.score_10 == others.score_5).all()
+    sick = on_5[on_5.dataset == "sickr"].score
+    assert sick.min() >= 1.0 and sick.max() <= 5.0
+    summary = json.loads((tmp_path / "data/prepared/summary.json").read_text())
+    assert summary["datasets"]["stsb"]["scale"] == [0, 10] and summary["datasets"]["sickr"]["reader"] == "sickr"

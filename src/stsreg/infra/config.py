@@ -106,21 +106,39 @@ class StsTableColumns:
 
 @dataclass(frozen=True)
 class StsTableSource:
-    """A user's table of scored sentence pairs (CSV, TSV, JSONL or Parquet by extension) under ``data/tables/``.
+    """A table of scored sentence pairs: a public benchmark read from the data mirror by its own reader (``reader``:
+    its raw files are listed in data/sources.json, its splits are its files), or yours, a ``file`` under
+    ``data/tables/`` (CSV, TSV, JSONL or Parquet by extension; splits by a column or a stable hash of each pair).
 
     Its scores are mapped linearly from ``scale`` to the 0-5 scale the losses, the buffer ``x0`` and the cosine map
-    are set on; ``d`` (the gap between the annotation scale's categories) maps with them, and every stage-2 buffer
-    is checked against it (``x0 <= d/2``)."""
+    are set on (``rescale: false`` keeps a scale that lies inside 0-5 as annotated, as the paper trains SICK-R's 1-5);
+    ``d`` (the gap between the annotation scale's categories) maps with them, and every stage-2 buffer is checked
+    against it (``x0 <= d/2``)."""
 
-    name: str = knob(help="table name: a metric prefix and a value of `dataset` (not a public table's name)",
-                     pattern=r"[a-z][a-z0-9_]*")
-    file: str = knob(help=f"path under {TABLES_DIR}/ (e.g. {TABLES_DIR}/support_pairs.csv)", pattern=r".+")
+    name: str = knob(help="table name: a metric prefix and a value of `dataset`; a public table keeps its reader's "
+                          "name", pattern=r"[a-z][a-z0-9_]*")
+    reader: str = knob("", "a public benchmark read from the data mirror: sts12 .. sts16, stsb, sickr; empty: `file`",
+                       choices=("", *PUBLIC_STS_TABLES))
+    file: str = knob("", f"path under {TABLES_DIR}/ (e.g. {TABLES_DIR}/support_pairs.csv); empty for a `reader` table")
     columns: StsTableColumns = knob(factory=StsTableColumns)
     scale: tuple[float, ...] = knob((0.0, 5.0), "[lo, hi]: the range of the gold scores as annotated")
+    rescale: bool = knob(True, "map the scores linearly from `scale` to 0-5; false: keep them as annotated (a scale "
+                               "inside 0-5)")
     d: float = knob(1.0, "gap between adjacent categories of the annotation scale (1 for integer 0-5 ratings; "
                          "averaged gold scores fall between categories)", gt=0)
     dev_fraction: float = knob(0.1, "hash splits: share of pairs in dev", ge=0, lt=1)
     test_fraction: float = knob(0.1, "hash splits: share of pairs in test", ge=0, lt=1)
+
+    def internal_gap(self) -> float:
+        """``d`` on the 0-5 scale the losses use (``scale`` a valid [lo, hi])."""
+        lo, hi = self.scale
+        return self.d * 5.0 / (hi - lo) if self.rescale else self.d
+
+
+#: The public tables, the default of ``prepare.sts_tables``: STS12-16 and STS-B gold scores are 0-5; SICK relatedness
+#: is 1-5, kept as annotated (the paper's setting); the annotators chose integers (d = 1) and the gold scores average them.
+PUBLIC_TABLES = tuple(StsTableSource(name=n, reader=n, scale=(1.0, 5.0) if n == "sickr" else (0.0, 5.0),
+                                     rescale=n != "sickr", d=1.0) for n in PUBLIC_STS_TABLES)
 
 
 @dataclass(frozen=True)
@@ -132,8 +150,8 @@ class PrepareParams:
     leakage: LeakageParams = knob(factory=LeakageParams)
     allow_local_edits: bool = knob(False, "prepare raw files whose size or sha256 differs from data/sources.json "
                                    "(listed in the data summary and tagged on training runs); false: refuse them")
-    sts_tables: tuple[StsTableSource, ...] = knob((), "your own scored pairs: tables under data/tables/ prepared, "
-                                                  "split, validated and scored beside the public ones")
+    sts_tables: tuple[StsTableSource, ...] = knob(PUBLIC_TABLES, "the scored-pair tables: the 7 public benchmarks "
+                                                  "(avg7) and yours, each prepared, split, validated and scored")
 
 
 @dataclass(frozen=True)
@@ -395,6 +413,9 @@ class ServeParams:
     precision: str = knob("auto", "auto (bf16 autocast where the CPU/GPU has native bf16 and a probe shows the "
                           "embeddings hold, else fp32) | fp32 | bf16; `stsreg serve --precision` overrides it",
                           choices=("auto", "fp32", "bf16"))
+    scale: tuple[float, ...] = knob((0.0, 5.0), "[lo, hi]: the scale the served `score` is given on (the model's 0-5 "
+                                    "score mapped linearly; e.g. [0, 1] for a table declared on 0-1); `stsreg serve "
+                                    "--scale LO HI` overrides it")
 
 
 @dataclass(frozen=True)
@@ -538,11 +559,12 @@ def _check(value: Any, meta: Mapping) -> str:
 
 #: The buffer of Translated ReLU / Smooth K2 (``x0``, a half-width on the label scale) against ``d``, the gap between
 #: adjacent categories of the annotation scale the loss trains on: the paper's condition ``x0 <= d/2``. Field ->
-#: (d, the scale it is on). NLI labels are 0/1/2; STS-B's and SICK-R's annotators chose integers on 0-5 / 1-5 (the
-#: averaged gold scores fall between them), so d = 1 on both.
+#: (d, the scale it is on). NLI labels are 0/1/2; the search runs on STS-B and SICK-R, whose annotators chose integers
+#: on 0-5 / 1-5 (the averaged gold scores fall between them), so d = 1. ``stage2.x0`` is checked against the ``d`` of
+#: each table it trains on (:func:`_table_problems`).
 BUFFER_GAPS: dict[str, tuple[float, str]] = {
     "stage1.x0": (1.0, "NLI labels 0/1/2"), "stage1.encoder.x0": (1.0, "NLI labels 0/1/2"),
-    "nli_table.x0": (1.0, "NLI labels 0/1/2"), "stage2.x0": (1.0, "the 0-5 STS scale's integer categories"),
+    "nli_table.x0": (1.0, "NLI labels 0/1/2"),
     "search.x0": (1.0, "the 0-5 STS scale's integer categories"),
     "search.enqueue.x0": (1.0, "the 0-5 STS scale's integer categories"),
 }
@@ -568,38 +590,52 @@ def _buffer_problems(params: Params, source: str) -> list[str]:
 
 
 def _table_problems(params: Params, source: str) -> list[str]:
-    """Declared tables: unique names that are not public ones, files under :data:`TABLES_DIR`, a valid scale; the
+    """Declared tables: unique names; a public table under its reader's name, every public one declared (avg7 is
+    their mean); your files under :data:`TABLES_DIR` and names no public table or metric uses; valid scales; the
     tables stage 2 and the gate name exist; stage 2's buffer holds on every table it trains on."""
     problems, declared = [], {t.name: t for t in params.prepare.sts_tables}
     for t in params.prepare.sts_tables:
         where = f"{source}: prepare.sts_tables[{t.name}]"
-        if t.name in PUBLIC_STS_TABLES or t.name in ("avg7", "stsb_dev"):
-            problems.append(f"{where}: the name {t.name!r} is taken by a public table or metric; choose another")
-        if not Path(t.file).as_posix().startswith(TABLES_DIR + "/"):
-            problems.append(f"{where}: file {t.file!r} must be under {TABLES_DIR}/ (DVC tracks that folder for prepare)")
+        if t.reader:
+            if t.name != t.reader or t.file:
+                problems.append(f"{where}: a public table keeps its reader's name ({t.reader!r}) and has no file")
+        else:
+            if t.name in PUBLIC_STS_TABLES or t.name in ("avg7", "stsb_dev"):
+                problems.append(f"{where}: the name {t.name!r} is taken by a public table or metric; choose another")
+            if not Path(t.file).as_posix().startswith(TABLES_DIR + "/"):
+                problems.append(f"{where}: file {t.file!r} must be under {TABLES_DIR}/ (DVC tracks that folder for "
+                                "prepare)")
         if len(t.scale) != 2 or not t.scale[0] < t.scale[1]:
             problems.append(f"{where}: scale must be [lo, hi] with lo < hi, got {list(t.scale)}")
         elif t.d > t.scale[1] - t.scale[0]:
             problems.append(f"{where}: d = {t.d:g} is wider than the scale {list(t.scale)}")
+        elif not t.rescale and not (0.0 <= t.scale[0] and t.scale[1] <= 5.0):
+            problems.append(f"{where}: rescale: false keeps scores as annotated, so the scale must lie inside 0-5")
         if t.dev_fraction + t.test_fraction >= 1:
             problems.append(f"{where}: dev_fraction + test_fraction must leave rows to train on")
     if len(declared) != len(params.prepare.sts_tables):
         problems.append(f"{source}: prepare.sts_tables: two tables share a name")
-    known = set(declared) | {"stsb", "sickr"}
+    missing = [n for n in PUBLIC_STS_TABLES if n not in declared]
+    if missing:
+        problems.append(f"{source}: prepare.sts_tables: the public table(s) {missing} are not declared; avg7 is the "
+                        "mean over all 7: keep their entries (params.yaml's defaults) and add yours after them")
     for key, names in (("stage2.train_tables", params.stage2.train_tables), ("stage2.dev_table", (params.stage2.dev_table,)),
                        ("promote.metrics", tuple(n for n in params.promote.metrics if n != "avg7"))):
-        unknown = [n for n in names if n not in known]
+        unknown = [n for n in names if n not in declared]
         if unknown:
-            problems.append(f"{source}: {key}: unknown table(s) {unknown}; known: {sorted(known)} (declare yours in "
+            problems.append(f"{source}: {key}: unknown table(s) {unknown}; known: {sorted(declared)} (declare yours in "
                             "prepare.sts_tables)")
     for name in params.stage2.train_tables:
-        if name in declared:
-            t = declared[name]
-            gap = t.d * 5.0 / (t.scale[1] - t.scale[0]) if len(t.scale) == 2 and t.scale[1] > t.scale[0] else 1.0
-            if params.stage2.x0 > gap / 2:
-                problems.append(f"{source}: stage2.x0: {params.stage2.x0:g} exceeds d/2 = {gap / 2:g} for table {name} "
-                                f"(d = {t.d:g} on its scale {list(t.scale)}, {gap:g} on the 0-5 scale the losses use): "
-                                "the buffer must satisfy x0 <= d/2 (Zhang & Li 2024)")
+        t = declared.get(name)
+        if t is None or len(t.scale) != 2 or not t.scale[0] < t.scale[1]:
+            continue
+        gap = t.internal_gap()
+        if params.stage2.x0 > gap / 2:
+            problems.append(f"{source}: stage2.x0: {params.stage2.x0:g} exceeds d/2 = {gap / 2:g} for table {name} "
+                            f"(d = {t.d:g} on its scale {list(t.scale)}, {gap:g} on the 0-5 scale the losses use): "
+                            "the buffer x0 must satisfy x0 <= d/2 (Zhang & Li 2024): inside it the loss and its "
+                            "gradient are zero, and a buffer wider than half the gap leaves predictions that round "
+                            "to the wrong category unpenalised")
     return problems
 
 
@@ -611,6 +647,8 @@ def parse_params(raw: Any, source: str = "params.yaml") -> Params:
     if loader.problems:
         raise ParamsError("\n".join(loader.problems))
     problems = _buffer_problems(params, source) + _table_problems(params, source)
+    if len(params.serve.scale) != 2 or not params.serve.scale[0] < params.serve.scale[1]:
+        problems.append(f"{source}: serve.scale must be [lo, hi] with lo < hi, got {list(params.serve.scale)}")
     if problems:
         raise ParamsError("\n".join(problems))
     return params

@@ -29,6 +29,13 @@ def _score_served(model_config: dict) -> str:
     return "the regression head's output on [u, v, |u-v|], on the 0-5 STS scale"
 
 
+def _scale_served(scale: tuple[float, float]) -> str:
+    lo, hi = scale
+    if (lo, hi) == (0.0, 5.0):
+        return "0-5, the STS scale the model trained on; `stsreg serve --scale LO HI` maps it to another"
+    return f"{lo:g}-{hi:g}: the model's 0-5 score mapped linearly (`{lo:g} + score * {hi - lo:g} / 5`)"
+
+
 def _precision_served(setting: str) -> str:
     if setting == "auto":
         return ("`auto`: bf16 autocast where the CPU (avx512_bf16 / AMX) or GPU has native bf16 and a probe shows the "
@@ -46,16 +53,16 @@ def _stage1(p: Params) -> str:
             f"{p.stage1.epochs} epochs, batch {p.stage1.batch_size}, lr {p.stage1.lr:g}.")
 
 
-#: How the card names the public tables; a declared table is named by its name and scale.
+#: How the card names the public tables; a table of yours is named by its name, file and scale.
 _PUBLIC = {"stsb": "STS-B", "sickr": "SICK-R"}
 
 
 def _table(p: Params, name: str) -> str:
-    own = {t.name: t for t in p.prepare.sts_tables}
-    if name in own:
-        t = own[name]
-        return f"{name} ({t.file}, scale [{t.scale[0]:g}, {t.scale[1]:g}] mapped to 0-5, d {t.d:g})"
-    return _PUBLIC.get(name, name)
+    t = {t.name: t for t in p.prepare.sts_tables}.get(name)
+    if t is None or t.reader:
+        return _PUBLIC.get(name, name)
+    mapped = "mapped to 0-5" if t.rescale else "kept as annotated"
+    return f"{name} ({t.file}, scale [{t.scale[0]:g}, {t.scale[1]:g}] {mapped}, d {t.d:g})"
 
 
 def _stage2(p: Params) -> str:
@@ -91,6 +98,7 @@ def render(params: Params, model_dir: Path, metrics: dict, table_md: str, git_co
         f"| Pooling | {config['pooling']} |", "| Similarity | cosine |",
         f"| Score served (`stsreg serve`, MLflow pyfunc) | {_score_served(config)} |",
         f"| Serving precision (`serve.precision`) | {_precision_served(params.serve.precision)} |",
+        f"| Served score scale (`serve.scale`) | {_scale_served(params.serve.scale)} |",
         f"| Code | stsreg, git commit `{git_commit}` |", "",
         "## Usage", "", "```python", "from sentence_transformers import SentenceTransformer", "",
         "model = SentenceTransformer(\"path/to/this/folder\")",

@@ -4,7 +4,8 @@ Input, one of two shapes:
 - pairs: string columns ``sentence1`` and ``sentence2`` (one row per pair) -> a DataFrame with ``cosine`` (cosine
   similarity of the embeddings, -1..1: the evaluation score) and ``score`` (the model's 0-5 similarity,
   :meth:`~stsreg.product.model.SiameseRegressor.predict`: the cosine map its stage 2 trained, ``clamp(a*cos+b, 0, 5)``, or
-  the head's output for a head-trained model; ``make run`` reports its Spearman and mean absolute error per task);
+  the head's output for a head-trained model; ``make run`` reports its Spearman and mean absolute error per task),
+  mapped linearly to the served scale (model config ``scale``, ``serve.scale``; [0, 5] unless set);
 - sentences: one string column ``sentence`` -> a DataFrame with ``embedding`` (the pooled sentence vector, a list
   of ``dim`` floats, not normalised: what sentence-transformers' ``encode`` gives).
 
@@ -71,8 +72,16 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
         self.model_dir = context.artifacts["model"]  # the saved model folder, for evaluation of a registered version
         # precision (auto | fp32 | bf16): `mlflow.pyfunc.load_model(..., model_config={"precision": ...})`, as
         # `stsreg serve --precision` passes it; auto when absent (bf16 only where the hardware has it natively)
-        precision = (getattr(context, "model_config", None) or {}).get("precision", "auto")
+        config = getattr(context, "model_config", None) or {}
+        precision = config.get("precision", "auto")
+        self.scale = tuple(config.get("scale", (0.0, 5.0)))  # the served score's [lo, hi] (serve.scale at registration)
         self.model = SiameseRegressor.load(self.model_dir, precision=precision).eval()
+
+    def set_scale(self, lo: float, hi: float) -> None:
+        """Give the served ``score`` on [lo, hi] from now on (the model's 0-5 score mapped linearly)."""
+        if not lo < hi:
+            raise ValueError(f"a scale needs lo < hi, got [{lo}, {hi}]")
+        self.scale = (float(lo), float(hi))
 
     def set_precision(self, precision: str) -> None:
         """Run the loaded model in ``precision`` (auto | fp32 | bf16) from now on (versions logged before the model
@@ -85,9 +94,11 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
         from stsreg.product.precision import describe
 
         return {"precision_setting": self.model.precision, "precision": describe(self.model.amp_dtype),
-                "device": str(self.model.device), "max_length": self.model.config.max_length}
+                "device": str(self.model.device), "max_length": self.model.config.max_length,
+                "score_scale": list(self.scale)}
 
     def predict(self, context, model_input, params=None):
+        from stsreg.product.data.user_tables import from_internal
         from stsreg.product.sts_eval import score_pairs
 
         kind, pairs = validate_request(model_input, self.max_pairs)
@@ -97,4 +108,5 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
         if pairs.empty:
             return pd.DataFrame({"cosine": pd.Series(dtype=float), "score": pd.Series(dtype=float)})
         scored = score_pairs(self.model, pairs[list(COLUMNS)], self.batch_size, show_progress=False)
-        return pd.DataFrame({"cosine": scored.cosine.astype(float), "score": scored.prediction.astype(float)}).reset_index(drop=True)
+        score = from_internal(scored.prediction.astype(float), self.scale)
+        return pd.DataFrame({"cosine": scored.cosine.astype(float), "score": score}).reset_index(drop=True)

@@ -149,9 +149,10 @@ def resolve(model_uri: str, tracking_uri: str) -> str:
 
 
 def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-              max_depth: int = DEFAULT_MAX_DEPTH, precision: str = "auto"):
+              max_depth: int = DEFAULT_MAX_DEPTH, precision: str = "auto", scale: tuple[float, float] | None = None):
     """MLflow's scoring app for ``artifact_uri`` (what :func:`resolve` returns; fetched from ``tracking_uri``), guarded,
-    its model run in ``precision`` (auto | fp32 | bf16). The app's ``metadata`` attribute says what it serves."""
+    its model run in ``precision`` (auto | fp32 | bf16), its ``score`` given on ``scale`` ([lo, hi]; None: the scale
+    the version was registered with). The app's ``metadata`` attribute says what it serves."""
     import mlflow.artifacts
     import mlflow.pyfunc
     from mlflow.pyfunc import scoring_server
@@ -162,6 +163,8 @@ def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAUL
     metadata = {"model_uri": artifact_uri}
     if hasattr(inner, "set_precision"):  # a stsreg model (any other pyfunc is served as MLflow serves it)
         inner.set_precision(precision)
+        if scale is not None:
+            inner.set_scale(*scale)
         metadata.update(inner.serving_info())
     return RequestGuard(scoring_server.init(model), max_body_bytes, max_depth, metadata)
 

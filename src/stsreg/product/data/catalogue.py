@@ -4,7 +4,8 @@ Names used everywhere downstream (tables, rejects files, metric keys):
 STS datasets ``sts12 .. sts16, stsb, sickr`` with splits train/dev/test (STS12-16 are test only);
 NLI sources ``snli, mnli, xnli, anli, snli_cad`` with their published split names.
 
-Score ranges: STS12-16 and STS-B gold scores are 0-5, SICK relatedness is 1-5.
+Which of them are prepared, on which score scale and with which ``d``, is declared in ``prepare.sts_tables``
+(``reader: sts12 .. sickr``; :data:`stsreg.infra.config.PUBLIC_TABLES`): this module only knows how to read them.
 """
 
 from __future__ import annotations
@@ -22,9 +23,6 @@ from stsreg.product.data.readers import Parsed
 
 #: The seven evaluation tasks of the SentEval "all" protocol, in reporting order.
 EVAL_TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
-
-SCORE_RANGE = {"sts12": (0.0, 5.0), "sts13": (0.0, 5.0), "sts14": (0.0, 5.0), "sts15": (0.0, 5.0),
-               "sts16": (0.0, 5.0), "stsb": (0.0, 5.0), "sickr": (1.0, 5.0)}
 
 _STS_YEARS = {
     "sts12": ("STS12", "STS.input.{}.txt", "STS.gs.{}.txt", 2,
@@ -68,11 +66,19 @@ def _sts_year_part(name: str) -> Part:
     return Part(name, "test", read, "sts", files)
 
 
-def sts_parts() -> list[Part]:
-    parts = [_sts_year_part(name) for name in _STS_YEARS]
-    parts += [Part("stsb", split, lambda root, f=f: readers.read_stsb(root / f, root), "sts", (f,)) for split, f in _STSB.items()]
-    parts += [Part("sickr", split, lambda root, f=f: readers.read_sick(root / f, root), "sts", (f,)) for split, f in _SICK.items()]
-    return parts
+#: The mirror's readers of public STS tables (``prepare.sts_tables[].reader``) -> the parts, one per split, they read.
+READERS: dict[str, Callable[[], list[Part]]] = {
+    **{name: (lambda name=name: [_sts_year_part(name)]) for name in _STS_YEARS},
+    "stsb": lambda: [Part("stsb", split, lambda root, f=f: readers.read_stsb(root / f, root), "sts", (f,))
+                     for split, f in _STSB.items()],
+    "sickr": lambda: [Part("sickr", split, lambda root, f=f: readers.read_sick(root / f, root), "sts", (f,))
+                      for split, f in _SICK.items()],
+}
+
+
+def sts_parts(names: tuple[str, ...] = EVAL_TASKS) -> list[Part]:
+    """The parts of the public tables ``names`` (their readers' names), in that order."""
+    return [part for name in names for part in READERS[name]()]
 
 
 def nli_parts(extra: tuple[ExtraNLISource, ...] = ()) -> list[Part]:

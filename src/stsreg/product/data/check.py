@@ -16,17 +16,6 @@ import numpy as np
 from stsreg.infra.config import TABLES_DIR, StsTableColumns, StsTableSource
 from stsreg.product.data import user_tables
 
-#: Scales a file's scores are snapped to when ``--scale`` is not given: the smallest that holds them all.
-KNOWN_SCALES = ((0.0, 1.0), (0.0, 5.0), (1.0, 5.0), (0.0, 10.0), (0.0, 100.0))
-
-
-def guess_scale(scores: np.ndarray) -> tuple[float, float]:
-    """The smallest of :data:`KNOWN_SCALES` holding every score, else the observed [min, max]."""
-    lo, hi = float(np.min(scores)), float(np.max(scores))
-    fits = [s for s in KNOWN_SCALES if s[0] <= lo and hi <= s[1]]
-    return min(fits, key=lambda s: s[1] - s[0]) if fits else (lo, hi)
-
-
 def guess_gap(scores: np.ndarray, scale: tuple[float, float]) -> float:
     """``d``: 1 when the scores are integer ratings (or averages of them) on a scale wider than 1, else a tenth of
     the scale (say so: the annotation scale's categories are the user's to state)."""
@@ -54,14 +43,15 @@ def check(file: str, sentence1: str, sentence2: str, score: str, split: str = ""
         import pandas as pd
 
         numeric = pd.to_numeric(frame[score].astype(str).str.strip(), errors="coerce").dropna().to_numpy()
-        scale = tuple(scale) if scale else (guess_scale(numeric) if numeric.size else (0.0, 5.0))
+        scale = tuple(scale) if scale else (user_tables.guess_scale(numeric) or (float(numeric.min()), float(numeric.max()))
+                                            if numeric.size else (0.0, 5.0))
         d = d if d is not None else guess_gap(numeric, scale)
     table = StsTableSource(name=name, file=file, columns=columns, scale=tuple(scale or (0.0, 5.0)),
                            d=d if d is not None else 1.0, dev_fraction=dev_fraction, test_fraction=test_fraction)
     # a missing score column is refused here, by the column check, before any scale is used
     kept, rejects, counts = user_tables.read_table(table, Path("."))
     lo, hi = table.scale
-    on_scale = kept.score / 5.0 * (hi - lo) + lo  # the internal 0-5 back on the file's scale, for the histogram
+    on_scale = user_tables.from_internal(kept.score, table.scale)  # back on the file's scale, for the histogram
     declared = path.as_posix().startswith(TABLES_DIR + "/")
     where = path.as_posix() if declared else f"{TABLES_DIR}/{path.name}"
     lines = [f"{file}: {counts['read']} rows read, {counts['kept']} kept "
@@ -76,7 +66,8 @@ def check(file: str, sentence1: str, sentence2: str, score: str, split: str = ""
     if not declared:
         lines.append(f"\ncopy it under {TABLES_DIR}/ first (`cp {file} {where}`; `dvc add {where}` for a large file)")
     cols = {"sentence1": sentence1, "sentence2": sentence2, "score": score, **({"split": split} if split else {})}
-    lines += ["\nparams.yaml, under prepare:", "  sts_tables:", f"    - name: {name}", f"      file: {where}",
+    lines += ["\nparams.yaml: add it to prepare.sts_tables, after the public tables:", f"    - name: {name}",
+              f"      file: {where}",
               "      columns: {" + ", ".join(f"{k}: {v}" for k, v in cols.items()) + "}",
               f"      scale: [{lo:g}, {hi:g}]", f"      d: {table.d:g}"]
     if not split:

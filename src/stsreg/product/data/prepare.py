@@ -30,9 +30,9 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from stsreg.infra import atomic
-from stsreg.infra.config import Params
+from stsreg.infra.config import Params, StsTableSource
 from stsreg.product.data import leakage, user_tables
-from stsreg.product.data.catalogue import SCORE_RANGE, Part, all_nli_entries, nli_parts, sts_parts
+from stsreg.product.data.catalogue import Part, all_nli_entries, nli_parts, sts_parts
 from stsreg.product.data.precheck import check_inputs
 from stsreg.product.data.rejects import PrepareError, check_rejected_fraction, refused_dir, write_rejects
 from stsreg.product.data.schemas import NLI_LABELS, nli_schema, sts_schema, validate
@@ -74,9 +74,10 @@ def _frame(part: Part, rows: list[dict]) -> tuple[pd.DataFrame, dict[str, int]]:
     return df[cols].reset_index(drop=True), counts
 
 
-def load_part(part: Part, raw_root: Path, duplicate_pairs: str
+def load_part(part: Part, raw_root: Path, duplicate_pairs: str, table: StsTableSource | None = None
               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict]:
     """Read and validate one (dataset, split). Returns (kept rows, rejected rows, duplicate pairs, counts).
+    ``table``: an STS part's declaration (its scale: scores outside are rejected, kept ones mapped to 0-5); NLI: None.
 
     Duplicate pairs: every later copy of a pair already seen in the split, with its ``line`` and the
     ``first_line`` of the copy that was kept (``prepare.duplicate_pairs: flag`` keeps them all)."""
@@ -88,7 +89,7 @@ def load_part(part: Part, raw_root: Path, duplicate_pairs: str
     if part.kind == "sts":
         raw_value = df["score"]
         df["score"] = pd.to_numeric(df["score"], errors="coerce").astype(float)
-        schema = sts_schema(*SCORE_RANGE[part.dataset])
+        schema = sts_schema(*table.scale)
         text = ("sentence1", "sentence2")
     else:
         raw_value = df["label"]
@@ -115,6 +116,8 @@ def load_part(part: Part, raw_root: Path, duplicate_pairs: str
     kept = df[~bad].reset_index(drop=True)
     if part.kind == "nli":
         kept["label"] = kept["label"].map(NLI_LABELS).astype("int8")
+    else:
+        kept["score"] = user_tables.to_internal(kept["score"], table.scale, table.rescale)
     counts = {"read": len(df) + len(parsed.rejects), "kept": len(kept), "rejected": len(rejects),
               "duplicate_pairs": int((duplicate & ~bad).sum()), "unscored_skipped": parsed.skipped, **normalised}
     return kept, rejects[REJECT_COLUMNS], duplicates, counts
@@ -184,7 +187,8 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
     ``min_rows``); the outputs are written atomically, folders first and the metrics file last."""
     started = time.monotonic()
     p = params.prepare
-    parts = sts_parts() + nli_parts(params.fetch.extra_nli)
+    public = {t.name: t for t in p.sts_tables if t.reader}  # declared public tables, read by the mirror's readers
+    parts = sts_parts(tuple(t.reader for t in public.values())) + nli_parts(params.fetch.extra_nli)
     _check_nli_train(p.nli_train, all_nli_entries(params.fetch.extra_nli))
     changed = check_inputs(parts, raw_root, registry, p.allow_local_edits, params.fetch.extra_nli)
     kept: dict[str, list[pd.DataFrame]] = {"sts": [], "nli": []}
@@ -192,7 +196,7 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
     duplicates: list[pd.DataFrame] = []
     stats: dict[str, dict] = defaultdict(lambda: defaultdict(int))
     for part in tqdm(parts, desc="prepare", unit="part", disable=None):
-        k, r, d, counts = load_part(part, raw_root, p.duplicate_pairs)
+        k, r, d, counts = load_part(part, raw_root, p.duplicate_pairs, public.get(part.dataset))
         kept[part.kind].append(k)
         rejects[part.dataset].append(r)
         duplicates.append(d)
@@ -200,7 +204,9 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
         entry[f"rows_{part.split}"] += counts["kept"]
         for name, value in counts.items():
             entry[name] += value
-    user_kept = user_tables.read_tables(p.sts_tables, project, rejects, stats)
+    for t in public.values():
+        stats[t.name].update(scale=list(t.scale), d=t.d, reader=t.reader)
+    user_kept = user_tables.read_tables(tuple(t for t in p.sts_tables if not t.reader), project, rejects, stats)
 
     datasets = {name: {**entry, "rejected_fraction": round(entry["rejected"] / entry["read"], 6) if entry["read"] else 0.0}
                 for name, entry in stats.items()}

@@ -71,18 +71,36 @@ def hash_split(sentence1: pd.Series, sentence2: pd.Series, dev_fraction: float, 
                      index=sentence1.index)
 
 
-def to_internal(score: pd.Series, scale: tuple[float, float]) -> pd.Series:
-    """Scores on ``scale`` -> the 0-5 scale (linear; the public tables' own scale when it is already 0-5)."""
+def to_internal(score: pd.Series, scale: tuple[float, float], rescale: bool = True) -> pd.Series:
+    """Scores on ``scale`` -> the 0-5 scale (linear); unchanged where ``scale`` is 0-5 already or ``rescale`` is false
+    (a scale inside 0-5 kept as annotated: SICK-R's 1-5)."""
+    if not rescale or tuple(scale) == INTERNAL:
+        return score
     lo, hi = scale
     return (score - lo) * (INTERNAL[1] - INTERNAL[0]) / (hi - lo) + INTERNAL[0]
 
 
+def from_internal(score, scale: tuple[float, float]):
+    """Scores on the 0-5 scale -> ``scale`` (the inverse of :func:`to_internal`; the served score's map)."""
+    lo, hi = scale
+    return (score - INTERNAL[0]) * (hi - lo) / (INTERNAL[1] - INTERNAL[0]) + lo
+
+
+#: Common annotation scales: what a file's scores are said to look like, and what `stsreg data check` proposes.
+KNOWN_SCALES = ((0.0, 1.0), (0.0, 5.0), (1.0, 5.0), (0.0, 10.0), (0.0, 100.0))
+
+
+def guess_scale(scores) -> tuple[float, float] | None:
+    """The smallest of :data:`KNOWN_SCALES` holding every score (a non-empty array), else None."""
+    lo, hi = float(np.min(scores)), float(np.max(scores))
+    fits = [s for s in KNOWN_SCALES if s[0] <= lo and hi <= s[1]]
+    return min(fits, key=lambda s: s[1] - s[0]) if fits else None
+
+
 def _looks_like(values: pd.Series) -> str:
-    lo, hi = float(values.min()), float(values.max())
-    for name, (a, b) in {"0-1": (0, 1), "0-5": (0, 5), "1-5": (1, 5), "0-10": (0, 10), "0-100": (0, 100)}.items():
-        if a <= lo and hi <= b:
-            return f"the scores run {lo:g}..{hi:g}, which looks like a {name} scale"
-    return f"the scores run {lo:g}..{hi:g}"
+    guess = guess_scale(values.to_numpy())
+    seen = f"the scores run {float(values.min()):g}..{float(values.max()):g}"
+    return f"{seen}, which looks like a {guess[0]:g}-{guess[1]:g} scale" if guess else seen
 
 
 def read_table(t: StsTableSource, project: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
@@ -124,7 +142,7 @@ def read_table(t: StsTableSource, project: Path) -> tuple[pd.DataFrame, pd.DataF
                             "file": t.file, "line": df.line[bad], "reason": reasons[bad],
                             "raw": df.sentence1[bad] + "\t" + df.sentence2[bad] + "\t" + df.raw_score[bad]})
     kept = pd.DataFrame({"dataset": t.name, "subset": t.name, "split": split[~bad], "sentence1": df.sentence1[~bad],
-                         "sentence2": df.sentence2[~bad], "score": to_internal(score[~bad], (lo, hi)).astype(float),
+                         "sentence2": df.sentence2[~bad], "score": to_internal(score[~bad], (lo, hi), t.rescale).astype(float),
                          "file": t.file, "line": df.line[~bad].astype(int)}).reset_index(drop=True)
     _check_splits(t, kept)
     repeated = kept.duplicated(["split", "sentence1", "sentence2"])  # kept, counted, as prepare's flag mode does
