@@ -220,7 +220,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not Path(args.metrics).exists():
         print(f"no data summary at {args.metrics}; run `dvc repro` first", file=sys.stderr)
         return 2
-    print(run_report(Path(args.metrics), Path(args.models), Path(args.eval_metrics), Path(args.promotion)))
+    dev_table = load_params(args.params).stage2.dev_table if Path(args.params).is_file() else "stsb"
+    print(run_report(Path(args.metrics), Path(args.models), Path(args.eval_metrics), Path(args.promotion), dev_table))
     from stsreg.infra import tracking
     from stsreg.product.timings import format_timings
 

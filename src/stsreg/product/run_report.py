@@ -9,12 +9,15 @@ from pathlib import Path
 
 def format_data_report(metrics: dict) -> str:
     """Markdown tables of per-dataset counts and per-task leakage from ``data/prepared/summary.json``."""
-    lines = ["| dataset | train | dev | test | other | rejected | duplicate pairs | unscored skipped |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| dataset | source | scale (d) | train | dev | test | other | rejected | duplicate pairs | unscored skipped |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, d in metrics["datasets"].items():
         other = sum(v for k, v in d.items() if k.startswith("rows_") and k not in ("rows_train", "rows_dev", "rows_test"))
-        lines.append(f"| {name} | {d.get('rows_train', 0)} | {d.get('rows_dev', 0)} | {d.get('rows_test', 0)} | {other} | "
-                     f"{d['rejected']} | {d.get('duplicate_pairs', 0)} | {d.get('unscored_skipped', 0)} |")
+        source = d.get("file") or (f"mirror ({d['reader']})" if "reader" in d else "mirror")  # NLI: the mirror's files
+        scale = f"{d['scale'][0]:g}-{d['scale'][1]:g} ({d['d']:g})" if "scale" in d else ""
+        lines.append(f"| {name} | {source} | {scale} | {d.get('rows_train', 0)} | {d.get('rows_dev', 0)} | "
+                     f"{d.get('rows_test', 0)} | {other} | {d['rejected']} | {d.get('duplicate_pairs', 0)} | "
+                     f"{d.get('unscored_skipped', 0)} |")
     # one column per training table (STS-B, SICK-R, any declared table's train split, NLI), as prepare counted them
     first = next(iter(metrics["leakage"].values()), {})
     tables = [k.removeprefix("seen_in_") for k in first if k.startswith("seen_in_")]
@@ -33,8 +36,9 @@ def format_data_report(metrics: dict) -> str:
     return "\n".join(lines)
 
 
-def run_report(data_summary: Path, models: Path, eval_metrics: Path, promotion: Path) -> str:
-    """Every table of the last pipeline run, from its output files (each skipped when absent)."""
+def run_report(data_summary: Path, models: Path, eval_metrics: Path, promotion: Path, dev_table: str = "stsb") -> str:
+    """Every table of the last pipeline run, from its output files (each skipped when absent); ``dev_table``: the
+    table whose dev split selected stage 2's checkpoint (``stage2.dev_table``)."""
     parts = [format_data_report(json.loads(data_summary.read_text(encoding="utf-8")))]
     summary_path = models / "stage2" / "training_summary.json"
     if summary_path.exists():
@@ -42,7 +46,7 @@ def run_report(data_summary: Path, models: Path, eval_metrics: Path, promotion: 
         curve = s["dev_curve"]
         trained = (f"; best after step 0 {s['trained_best_dev_spearman']:.2f} (step {s['trained_best_step']})"
                    if "trained_best_dev_spearman" in s else "")
-        parts.append(f"\nStage 2: STS-B dev Spearman (cosine, x100) {curve[0][1]:.2f} before -> {s['best_dev_spearman']:.2f} "
+        parts.append(f"\nStage 2: {'STS-B' if dev_table == 'stsb' else dev_table} dev Spearman (cosine, x100) {curve[0][1]:.2f} before -> {s['best_dev_spearman']:.2f} "
                      f"kept (step {s['best_step']} of {s['total_steps']}; step 0 = nothing beat the start){trained}; curve: "
                      + ", ".join(f"{int(step)}:{v:.2f}" for step, v in curve))
     if eval_metrics.exists():
