@@ -182,18 +182,15 @@ def champion_eval_flow(project_dir: str = ".", params_path: str = "params.yaml",
     """Evaluate ``models:/sts-regression@champion`` on the prepared test sets with the release flow's evaluate task
     (one MLflow run in experiment ``stsreg-champion``); tags on the version. The flow-run log says every
     ``heartbeat_s`` seconds that the evaluation still runs."""
-    import mlflow
-
     from pipelines.product.release_flow import evaluate_task
+    from stsreg.product import registry
 
     project = Path(project_dir).resolve()
     uri = tracking.tracking_uri(project)  # passed down explicitly: no process-wide MLflow state is set
     c = tracking.client(uri)
     version = c.get_model_version_by_alias(MODEL_NAME, "champion")
     with tempfile.TemporaryDirectory() as tmp:
-        local = mlflow.artifacts.download_artifacts(artifact_uri=f"runs:/{version.run_id}/model", dst_path=tmp,
-                                                    tracking_uri=uri)
-        model_dir = Path(mlflow.pyfunc.load_model(local).unwrap_python_model().model_dir)
+        model_dir = registry.model_folder(version, uri, tmp)
         with heartbeat(get_run_logger(), f"evaluating champion v{version.version} on the test tables", heartbeat_s):
             metrics = evaluate_task(str(project / params_path), str(model_dir), str(project / sts_path),
                                     str(Path(tmp) / "eval"), uri=uri, experiment="stsreg-champion",

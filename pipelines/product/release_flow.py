@@ -130,14 +130,10 @@ def promote_task(params_path: str, out_path: str, sts_path: str = "data/prepared
         def champion_predictions(version):  # only run when the champion's stored predictions miss today's test pairs
             import tempfile
 
-            import mlflow
             import pandas as pd
 
             with tempfile.TemporaryDirectory() as tmp:
-                local = mlflow.artifacts.download_artifacts(artifact_uri=f"runs:/{version.run_id}/model", dst_path=tmp,
-                                                            tracking_uri=run.uri)
-                model_dir = Path(mlflow.pyfunc.load_model(local).unwrap_python_model().model_dir)
-                run_evaluate(params, model_dir, Path(sts_path), Path(tmp) / "eval")
+                run_evaluate(params, registry.model_folder(version, run.uri, tmp), Path(sts_path), Path(tmp) / "eval")
                 return pd.read_parquet(Path(tmp) / "eval" / "predictions.parquet")
 
         baseline = backbone_predictions if params.promote.against_backbone else None

@@ -90,6 +90,17 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
     return mv
 
 
+def model_folder(version, uri: str, dst: str | Path) -> Path:
+    """The saved model folder (weights, tokenizer, sentence-transformers files) of registered ``version``, downloaded
+    from store ``uri`` into ``dst``; the pyfunc keeps it under ``artifacts/`` (nothing is loaded)."""
+    import mlflow.artifacts
+
+    local = Path(mlflow.artifacts.download_artifacts(artifact_uri=f"runs:/{version.run_id}/model", dst_path=str(dst),
+                                                     tracking_uri=uri))
+    (folder,) = [p.parent for p in (local / "artifacts").glob("*/config.json")]
+    return folder
+
+
 def version_by_alias(c, name: str, alias: str):
     """The model version behind ``alias``, or None when the model or the alias does not exist."""
     from mlflow.exceptions import MlflowException
