@@ -54,6 +54,14 @@ DATA_CHECK = "stsreg data check data/tables/support_pairs.jsonl --sentence1 quer
 DATA_ADD = "stsreg data add new_rows.jsonl --table support"
 OWN_DATA = (ACTIVATE, DATA_CHECK, "dvc repro promote", "stsreg report", DATA_ADD)
 _OWN = "run in this order by test_own_data_page_as_typed (make test-slow; the check also in the default suite)"
+#: docs/own_data.md's worked example: a full-size run (its numbers are on the page); built and checked on the mirror.
+EXAMPLE_BUILD = "python scripts/own_data_example.py"
+EXAMPLE_CHECK = ("stsreg data check data/tables/qa_pairs.jsonl --sentence1 text_a --sentence2 text_b --score similarity "
+                 "--scale 0 1 --d 0.2 --dev-fraction 0.15 --test-fraction 0.25")
+EXAMPLE_ADD = "stsreg data add qa_new_rows.jsonl --table qa"
+_EXAMPLE = ("the worked example, a full-size run (~45 min per round on 2 cores; its numbers are on the page); "
+            "tests/unit/test_own_data_example.py types the build and the check on the data mirror, and the same "
+            "steps run on a fixture table in test_own_data_page_as_typed")
 
 #: Every command a page prints -> what runs it (or what it needs that these machines lack).
 DECLARED: dict[str, str] = {
@@ -62,6 +70,7 @@ DECLARED: dict[str, str] = {
     CURL_PAIR: _FULL, CURL_SENTENCE: "the same server answers it in the full sequence", MLFLOW_UI: _FULL,
     "curl -s 127.0.0.1:5001/metadata": _FULL,
     "make test": "what .ci/run runs: this suite", DATA_CHECK: _OWN, DATA_ADD: _OWN,
+    EXAMPLE_BUILD: _EXAMPLE, EXAMPLE_CHECK: _EXAMPLE, EXAMPLE_ADD: _EXAMPLE,
     "make docs": "tests/unit/test_readme.py::test_the_docs_site_builds_strictly (mkdocs build --strict)",
     "make compare": _LONG.format("~60 min per seed", "tests/flows/test_compare_flow.py"),
     "make nli-table": _LONG.format("~30 min per seed", "tests/flows/test_nli_table_flow.py"),
@@ -332,8 +341,8 @@ def _page_yaml(page: str) -> dict:
 
     import yaml
 
-    (block,) = re.findall(r"^```yaml\n(.*?)^```", (REPO / page).read_text(), re.S | re.M)
-    return yaml.safe_load(block)
+    blocks = re.findall(r"^```yaml\n(.*?)^```", (REPO / page).read_text(), re.S | re.M)
+    return yaml.safe_load(blocks[0])  # the first: the page's entry for its own example table
 
 
 def _paste(project: Path, entry: dict) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -32,3 +33,24 @@ def test_the_example_table_is_built_from_the_mirror_and_reads_as_declared(tmp_pa
     kept, rejects, counts = user_tables.read_table(qa, tmp_path)
     assert counts["kept"] == 1270 and len(rejects) == 0 and kept.score.max() <= 5.0
     assert (counts["rows_train"], counts["rows_dev"], counts["rows_test"]) == (768, 197, 305)
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "STS15").is_dir(), reason="needs the data mirror (../shared/data)")
+def test_the_example_commands_as_the_page_prints_them(tmp_path):
+    """docs/own_data.md's build and check commands, typed in a folder of their own (the check writes nothing)."""
+    import shlex
+
+    from tests.integration.test_doc_commands import EXAMPLE_BUILD, EXAMPLE_CHECK
+    from tests.helpers.doc_commands import page_commands
+
+    assert {EXAMPLE_BUILD, EXAMPLE_CHECK} <= set(page_commands(REPO)["docs/own_data.md"])
+    build = shlex.split(EXAMPLE_BUILD)
+    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())  # the project's, as in a clone
+    subprocess.run([sys.executable, str(REPO / build[1]), "--mirror", str(SHARED_DATA)], cwd=tmp_path, check=True)
+    stsreg = [str(Path(sys.executable).with_name("stsreg"))]  # the venv's console script, as the page types it
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    out = subprocess.run(stsreg + shlex.split(EXAMPLE_CHECK)[1:], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "1270 rows read, 1270 kept (train 768, dev 197, test 305), 0 rejected" in out.stdout
+    assert "- name: qa_pairs" in out.stdout and "scale: [0, 1]" in out.stdout and "d: 0.2" in out.stdout
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
