@@ -71,3 +71,10 @@ def page_commands(repo: Path) -> dict[str, list[str]]:
         if commands:
             out[name] = list(dict.fromkeys(commands))
     return out
+
+
+#: docs/own_data.md's worked example: a full-size run (its numbers are on the page); built and checked on the mirror.
+EXAMPLE_BUILD = "python scripts/own_data_example.py"
+EXAMPLE_CHECK = ("stsreg data check data/tables/qa_pairs.jsonl --sentence1 text_a --sentence2 text_b --score similarity "
+                 "--scale 0 1 --d 0.2 --dev-fraction 0.15 --test-fraction 0.25")
+EXAMPLE_ADD = "stsreg data add qa_new_rows.jsonl --table qa"

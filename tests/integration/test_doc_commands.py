@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.helpers.doc_commands import page_commands
+from tests.helpers.doc_commands import EXAMPLE_ADD, EXAMPLE_BUILD, EXAMPLE_CHECK, page_commands
 from tests.helpers.project import tiny_project
 
 ACTIVATE = "source .venv/bin/activate"
@@ -55,10 +55,6 @@ DATA_ADD = "stsreg data add new_rows.jsonl --table support"
 OWN_DATA = (ACTIVATE, DATA_CHECK, "dvc repro promote", "stsreg report", DATA_ADD)
 _OWN = "run in this order by test_own_data_page_as_typed (make test-slow; the check also in the default suite)"
 #: docs/own_data.md's worked example: a full-size run (its numbers are on the page); built and checked on the mirror.
-EXAMPLE_BUILD = "python scripts/own_data_example.py"
-EXAMPLE_CHECK = ("stsreg data check data/tables/qa_pairs.jsonl --sentence1 text_a --sentence2 text_b --score similarity "
-                 "--scale 0 1 --d 0.2 --dev-fraction 0.15 --test-fraction 0.25")
-EXAMPLE_ADD = "stsreg data add qa_new_rows.jsonl --table qa"
 _EXAMPLE = ("the worked example, a full-size run (~45 min per round on 2 cores; its numbers are on the page); "
             "tests/unit/test_own_data_example.py types the build and the check on the data mirror, and the same "
             "steps run on a fixture table in test_own_data_page_as_typed")

@@ -40,8 +40,7 @@ def test_the_example_commands_as_the_page_prints_them(tmp_path):
     """docs/own_data.md's build and check commands, typed in a folder of their own (the check writes nothing)."""
     import shlex
 
-    from tests.integration.test_doc_commands import EXAMPLE_BUILD, EXAMPLE_CHECK
-    from tests.helpers.doc_commands import page_commands
+    from tests.helpers.doc_commands import EXAMPLE_BUILD, EXAMPLE_CHECK, page_commands
 
     assert {EXAMPLE_BUILD, EXAMPLE_CHECK} <= set(page_commands(REPO)["docs/own_data.md"])
     build = shlex.split(EXAMPLE_BUILD)

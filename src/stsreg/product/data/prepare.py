@@ -178,6 +178,27 @@ def _mark_leakage(sts: pd.DataFrame, nli_train: pd.DataFrame, lp) -> tuple:
     return sts, nli_train, leak_metrics, leak_table, removed_counts
 
 
+def _read_parts(parts: list[Part], public: dict[str, StsTableSource], raw_root: Path, duplicate_pairs: str) -> tuple:
+    """Every part through :func:`load_part` (STS on its declared table's scale). Returns (kept frames per kind, rejects
+    per dataset, duplicate frames, counts per dataset with each public table's scale, d and reader)."""
+    kept: dict[str, list[pd.DataFrame]] = {"sts": [], "nli": []}
+    rejects: dict[str, list[pd.DataFrame]] = defaultdict(list)
+    duplicates: list[pd.DataFrame] = []
+    stats: dict[str, dict] = defaultdict(lambda: defaultdict(int))
+    for part in tqdm(parts, desc="prepare", unit="part", disable=None):
+        k, r, d, counts = load_part(part, raw_root, duplicate_pairs, public.get(part.dataset))
+        kept[part.kind].append(k)
+        rejects[part.dataset].append(r)
+        duplicates.append(d)
+        entry = stats[part.dataset]
+        entry[f"rows_{part.split}"] += counts["kept"]
+        for name, value in counts.items():
+            entry[name] += value
+    for t in public.values():
+        stats[t.name].update(scale=list(t.scale), d=t.d, reader=t.reader)
+    return kept, rejects, duplicates, stats
+
+
 def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path: Path, params: Params, *,
             registry: Path, project: Path = Path(".")) -> dict:
     """Run the whole stage; returns the full summary (``prepared_dir/summary.json``; its :func:`headline` goes to
@@ -191,21 +212,7 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
     parts = sts_parts(tuple(t.reader for t in public.values())) + nli_parts(params.fetch.extra_nli)
     _check_nli_train(p.nli_train, all_nli_entries(params.fetch.extra_nli))
     changed = check_inputs(parts, raw_root, registry, p.allow_local_edits, params.fetch.extra_nli)
-    kept: dict[str, list[pd.DataFrame]] = {"sts": [], "nli": []}
-    rejects: dict[str, list[pd.DataFrame]] = defaultdict(list)
-    duplicates: list[pd.DataFrame] = []
-    stats: dict[str, dict] = defaultdict(lambda: defaultdict(int))
-    for part in tqdm(parts, desc="prepare", unit="part", disable=None):
-        k, r, d, counts = load_part(part, raw_root, p.duplicate_pairs, public.get(part.dataset))
-        kept[part.kind].append(k)
-        rejects[part.dataset].append(r)
-        duplicates.append(d)
-        entry = stats[part.dataset]
-        entry[f"rows_{part.split}"] += counts["kept"]
-        for name, value in counts.items():
-            entry[name] += value
-    for t in public.values():
-        stats[t.name].update(scale=list(t.scale), d=t.d, reader=t.reader)
+    kept, rejects, duplicates, stats = _read_parts(parts, public, raw_root, p.duplicate_pairs)
     user_kept = user_tables.read_tables(tuple(t for t in p.sts_tables if not t.reader), project, rejects, stats)
 
     datasets = {name: {**entry, "rejected_fraction": round(entry["rejected"] / entry["read"], 6) if entry["read"] else 0.0}
