@@ -349,7 +349,8 @@ def _paste(project: Path, entry: dict) -> None:
         # the page's tables go after the public ones, as it says; every other key replaces the default
         tables = values.pop("sts_tables", [])
         params[section].update(values)
-        params[section]["sts_tables"] = params[section].get("sts_tables", []) + tables if tables else params[section].get("sts_tables")
+        if tables:
+            params[section]["sts_tables"] += tables
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
