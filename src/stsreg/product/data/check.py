@@ -43,8 +43,9 @@ def check(file: str, sentence1: str, sentence2: str, score: str, split: str = ""
         import pandas as pd
 
         numeric = pd.to_numeric(frame[score].astype(str).str.strip(), errors="coerce").dropna().to_numpy()
-        scale = tuple(scale) if scale else (user_tables.guess_scale(numeric) or (float(numeric.min()), float(numeric.max()))
-                                            if numeric.size else (0.0, 5.0))
+        if not scale and numeric.size:  # the smallest common scale holding the scores, else their own range
+            scale = user_tables.guess_scale(numeric) or (float(numeric.min()), float(numeric.max()))
+        scale = tuple(scale or (0.0, 5.0))
         d = d if d is not None else guess_gap(numeric, scale)
     table = StsTableSource(name=name, file=file, columns=columns, scale=tuple(scale or (0.0, 5.0)),
                            d=d if d is not None else 1.0, dev_fraction=dev_fraction, test_fraction=test_fraction)
