@@ -76,24 +76,35 @@ def params_hash(params_path: str) -> str:
 
 
 @task(name="register")
-def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: list[str], out_path: str) -> dict:
-    """Log and register ``model_dir`` with its model card; the version to ``out_path``, the card beside it
-    (``model_card.md``)."""
+def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: list[str], out_path: str,
+                  sts_path: str = "data/prepared/sts.parquet") -> dict:
+    """Package ``model_dir`` (:func:`stsreg.product.packaging.package`: the evaluated length, ONNX exports scored on
+    ``sts_path``'s evaluation pairs), log and register it with its model card; the version to ``out_path``, the card
+    (``model_card.md``) and the backends' verdicts (``backends.json``) beside it."""
+    import tempfile
+
+    from stsreg.product import packaging
+
     run_id = json.loads((Path(eval_dir) / "mlflow_run.json").read_text())["run_id"]
     metrics = json.loads((Path(eval_dir) / "metrics.json").read_text())
     commit = tracking.git_commit()
     params = load_params(params_path)
-    card = model_card.render(params, Path(model_dir), metrics,
-                             (Path(eval_dir) / "table.md").read_text(encoding="utf-8"), commit)
-    atomic.write_text(Path(out_path).with_name("model_card.md"), card)
     tags = {f"data_sha256.{Path(p).name}": sha256_file(p) for p in data_paths}
     tags.update({"params_hash": params_hash(params_path), "git_commit": commit,
                  "avg7_spearman": f"{metrics['avg7_spearman']:.2f}", "avg7_unseen_spearman": f"{metrics['avg7_unseen_spearman']:.2f}",
                  "stsb_dev_spearman": f"{metrics.get('stsb_dev_spearman', float('nan')):.2f}"})
-    # its own MLflow run ("register", no model compute: precision "none") times the step for `stsreg report`
-    with tracking.tracked_run(EXPERIMENT, "register", {}, _run_tags(precision="none", eval_run_id=run_id)):
-        mv = registry.log_and_register(run_id, Path(model_dir), Path(eval_dir) / "predictions.parquet", tags, card=card,
-                                       scale=params.serve.scale)
+    # its own MLflow run ("register": exports and their scoring; precision of the exports' runs: fp32) times the step
+    with tracking.tracked_run(EXPERIMENT, "register", {}, _run_tags(precision="fp32", eval_run_id=run_id)), \
+            tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "model"
+        verdicts = packaging.package(params, Path(model_dir), folder, Path(sts_path), metrics)
+        tags.update(packaging.tags(verdicts))
+        card = model_card.render(params, folder, metrics, (Path(eval_dir) / "table.md").read_text(encoding="utf-8"),
+                                 commit, backends=verdicts)
+        mv = registry.log_and_register(run_id, folder, Path(eval_dir) / "predictions.parquet", tags, card=card,
+                                       scale=params.serve.scale, backend=params.serve.backend)
+    atomic.write_text(Path(out_path).with_name("model_card.md"), card)
+    atomic.write_text(Path(out_path).with_name("backends.json"), json.dumps(verdicts, indent=2))
     out = {"name": mv.name, "version": int(mv.version), "run_id": run_id, "alias": "challenger", "tags": tags}
     atomic.write_text(out_path, json.dumps(out, indent=2))
     return out
@@ -102,8 +113,8 @@ def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: l
 @flow(name="stsreg-register")
 def register_flow(params_path: str = "params.yaml", model_dir: str = "models/stage2", eval_dir: str = "reports/eval",
                   data_paths: tuple[str, ...] = ("data/prepared/sts.parquet", "data/prepared/nli_train.parquet"),
-                  out_path: str = "reports/registry/challenger.json") -> dict:
-    return register_task(params_path, model_dir, eval_dir, list(data_paths), out_path)
+                  out_path: str = "reports/registry/challenger.json", sts_path: str = "data/prepared/sts.parquet") -> dict:
+    return register_task(params_path, model_dir, eval_dir, list(data_paths), out_path, sts_path)
 
 
 @task(name="promote")

@@ -196,9 +196,15 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--scale", type=float, nargs=2, metavar=("LO", "HI"), default=None,
                     help="give the served score on [LO, HI] (the model's 0-5 score mapped linearly; default: "
                          "serve.scale of --params)")
-    se.add_argument("--params", default=None, help="params file whose serve.precision and serve.scale are the "
+    se.add_argument("--backend", choices=("auto", "torch", "onnx", "onnx-int8"), default=None,
+                    help="what runs the encoder: torch | onnx (fp32) | onnx-int8 | auto (torch on a GPU, else the "
+                         "fastest measured here of those the version may serve) (default: serve.backend of --params)")
+    se.add_argument("--workers", type=int, default=None, help="server processes (default: serve.workers of --params)")
+    se.add_argument("--threads", type=int, default=None,
+                    help="intra-op threads per process, 0 = all cores (default: serve.threads of --params)")
+    se.add_argument("--params", default=None, help="params file whose serve.* settings are the "
                                                    "defaults (default: params.yaml where it exists, else precision "
-                                                   "auto and the scale the version was registered with)")
+                                                   "auto and the scale and backend the version was registered with)")
     se.set_defaults(func=commands.cmd_serve)
 
     dc = sub.add_parser("data", help="preview a table of your own scored pairs before declaring it (writes nothing)",

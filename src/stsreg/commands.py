@@ -69,7 +69,10 @@ def cmd_register(args: argparse.Namespace) -> int:
     from pipelines.product.release_flow import register_flow
 
     out = register_flow(params_path=args.params, model_dir=args.model, eval_dir=args.eval_dir, out_path=args.out)
-    print(f"registered {out['name']} version {out['version']} (alias challenger), avg7 {out['tags']['avg7_spearman']}")
+    backends = "; ".join(f"{k.split('.')[1]} avg7 {out['tags'][k]} ({out['tags'][k.replace('.avg7', '.reason')]})"
+                         for k in out["tags"] if k.startswith("backend.") and k.endswith(".avg7"))
+    print(f"registered {out['name']} version {out['version']} (alias challenger), avg7 {out['tags']['avg7_spearman']}"
+          + (f"; exports: {backends}" if backends else ""))
     return 0
 
 
@@ -153,13 +156,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = load_params(params).serve if params else None
     precision = args.precision or (settings.precision if settings else "auto")
     scale = tuple(args.scale) if args.scale else (settings.scale if settings else None)
-    app = serve.build_app(source, uri, int(args.max_body_mb * 1024 * 1024), args.max_depth, precision, scale)
+    backend = args.backend or (settings.backend if settings else None)
+    threads = args.threads if args.threads is not None else (settings.threads if settings else 0)
+    workers = args.workers or (settings.workers if settings else 1)
+    app = serve.build_app(source, uri, int(args.max_body_mb * 1024 * 1024), args.max_depth, precision, scale, backend,
+                          threads)
     info = json.loads(app.metadata)
+    measured = ", ".join(f"{b} {r:g}/s" for b, r in info.get("backends_measured", {}).items())
     print(f"serving {args.model_uri} ({source} in {uri}) on http://{args.host}:{args.port}/invocations; "
+          f"backend {info.get('backend', '?')} (setting {backend or 'as registered'}{': ' + measured if measured else ''}), "
           f"precision {info.get('precision', '?')} (setting {precision}) on {info.get('device', '?')}, "
-          f"{info.get('max_length', '?')} tokens per sentence, scores on {info.get('score_scale', '?')}; bodies up to {args.max_body_mb} MB, JSON up to "
+          f"{info.get('max_length', '?')} tokens per sentence, scores on {info.get('score_scale', '?')}, "
+          f"{workers} worker(s) x {threads or 'default'} thread(s); bodies up to {args.max_body_mb} MB, JSON up to "
           f"{args.max_depth} levels deep; GET /metadata says what is served", flush=True)
-    serve.serve(app, args.host, args.port)
+    app_args = {"artifact_uri": source, "tracking_uri": uri, "max_body_bytes": int(args.max_body_mb * 1024 * 1024),
+                "max_depth": args.max_depth, "precision": precision, "scale": info.get("score_scale"),
+                "backend": info.get("backend", backend), "threads": threads}
+    if workers > 1:
+        del app  # each worker builds its own, on the backend resolved here
+    serve.serve(app if workers == 1 else None, args.host, args.port, workers, app_args)
     return 0
 
 

@@ -19,6 +19,7 @@ import torch
 import yaml
 
 from stsreg.infra.config import Stage2Params
+from stsreg.product import export
 from stsreg.product.model import SiameseRegressor
 from tests.helpers.training import fine_tune_params as fine_tune
 from tests.conftest import REPO, free_port, tiny_eval_table, tiny_sts
@@ -56,7 +57,8 @@ def registry(harness, tiny_backbone, tmp_path_factory):
                            sts_path=str(work / "sts.parquet"), out_dir=str(work / f"eval{i}"),
                            headline_path=str(work / f"eval{i}.json"))
         reg = register_flow(params_path=str(work / "params.yaml"), model_dir=str(work / model), eval_dir=str(work / f"eval{i}"),
-                            data_paths=(str(work / "sts.parquet"), str(work / "nli.parquet")), out_path=str(work / f"reg{i}.json"))
+                            data_paths=(str(work / "sts.parquet"), str(work / "nli.parquet")), out_path=str(work / f"reg{i}.json"),
+                            sts_path=str(work / "sts.parquet"))
         decisions[i] = {"eval": ev, "register": reg,
                         "promote": promote_flow(params_path=str(work / "params.yaml"), out_path=str(work / f"prom{i}.json"),
                                                 sts_path=str(work / "sts.parquet"), headline_path=str(work / f"prom{i}.head.json"))}
@@ -197,13 +199,15 @@ def test_served_precision_is_a_setting_printed_at_start_and_answered_at_metadata
 
     work, uri, _, _ = registry
     meta = requests.get(server + "/metadata", timeout=30).json()
-    expected = "bf16" if native_bf16(torch.device("cpu")) else "fp32"
+    expected = {"torch": "bf16" if native_bf16(torch.device("cpu")) else "fp32", "onnx": "fp32",
+                "onnx-int8": "int8 weights, fp32 activations"}[meta["backend"]]  # auto: the fastest backend here
     assert meta["precision_setting"] == "auto" and meta["precision"] == expected and meta["device"] == "cpu"
-    assert meta["max_length"] == SiameseRegressor.load(work / "trained").config.max_length
+    # one maximum length: the evaluation's (evaluate.max_length of the fixture's params), stored with the version
+    assert meta["max_length"] == yaml.safe_load((work / "params.yaml").read_text())["evaluate"]["max_length"] == 16
     assert f"precision {expected} (setting auto)" in (work / "serve.log").read_text()
     for forced in ("bf16", "fp32"):
-        app = build_app(resolve(f"models:/{NAME}@champion", uri), uri, precision=forced)
-        assert json.loads(app.metadata)["precision"] == forced
+        app = build_app(resolve(f"models:/{NAME}@champion", uri), uri, precision=forced, backend="torch")
+        assert json.loads(app.metadata)["precision"] == forced  # torch's setting (the ONNX backends run their own)
 
 
 def test_served_score_is_given_on_the_declared_scale(server, registry):
@@ -224,10 +228,87 @@ def test_served_score_is_given_on_the_declared_scale(server, registry):
     app = build_app(resolve(f"models:/{NAME}@champion", uri), uri, scale=(1.0, 10.0))
     assert json.loads(app.metadata)["score_scale"] == [1.0, 10.0]
     local = mlflow.artifacts.download_artifacts(artifact_uri=resolve(f"models:/{NAME}@champion", uri), tracking_uri=uri)
-    model = mlflow.pyfunc.load_model(local, model_config={"scale": [1.0, 10.0]})
+    backend = requests.get(server + "/metadata", timeout=30).json()["backend"]  # the same computation as the server's
+    model = mlflow.pyfunc.load_model(local, model_config={"scale": [1.0, 10.0], "backend": backend})
     on_1_10 = model.predict(pair).iloc[0]
     assert on_1_10.score == pytest.approx(1.0 + on_0_5["score"] * 9.0 / 5.0, abs=1e-4)
     assert on_1_10.cosine == pytest.approx(on_0_5["cosine"], abs=1e-5)
+
+
+def _folder(c, alias, work):
+    """The registered model folder (weights, exports) of the version behind ``alias``."""
+    from stsreg.product import registry
+
+    return registry.model_folder(c.get_model_version_by_alias(NAME, alias), c.tracking_uri, work / f"dl-{alias}")
+
+
+def test_versions_carry_onnx_exports_with_their_measured_quality(registry):
+    """Registration exports the encoder to ONNX fp32 and int8, scores both on the evaluation's pairs at the evaluated
+    length, and records avg7 and the drop against torch as tags, in the card and in the folder (what serving reads);
+    the fp32 export gives torch's embeddings (round trip), int8 close to them."""
+    work, _, decisions, c = registry
+    folder = _folder(c, "champion", work)
+    assert export.available(folder) == ["torch", "onnx", "onnx-int8"]
+    quality = export.read_quality(folder)
+    tags = c.get_model_version(NAME, "2").tags
+    torch_avg7 = decisions[1]["eval"]["avg7_spearman"]
+    for backend in ("onnx", "onnx-int8"):
+        v = quality[backend]
+        assert v["drop"] == pytest.approx(torch_avg7 - v["avg7"]) and v["serving"] == (v["drop"] <= 0.3)
+        assert tags[f"backend.{backend}.avg7"] == f"{v['avg7']:.2f}" and tags[f"backend.{backend}.serving"] == str(v["serving"]).lower()
+    assert abs(quality["onnx"]["drop"]) < 0.05  # fp32: the same function up to float rounding
+    card = (work / "reg1.json").with_name("model_card.md").read_text()  # the last registration's card (v3)
+    assert "## Serving backends" in card and "| onnx-int8 | `onnx/model_qint8.onnx`" in card
+    assert json.loads((work / "backends.json").read_text()) == export.read_quality(_folder(c, "challenger", work))
+    sentences = ["a man plays guitar", "the dog runs in the park", "a woman slices an onion"]
+    reference = SiameseRegressor.load(folder).encode(sentences, show_progress=False)
+    for backend, atol in (("onnx", 1e-4), ("onnx-int8", None)):
+        got = export.use_backend(SiameseRegressor.load(folder), backend, folder).encode(sentences, show_progress=False)
+        if atol:
+            assert torch.allclose(got, reference, atol=atol)
+        else:
+            assert torch.nn.functional.cosine_similarity(got, reference).min() > 0.95
+
+
+def test_each_backend_serves_the_readme_requests(registry):
+    """Every backend the version may serve answers the README's pair and sentence requests with the same scores up to
+    its precision; one it may not serve (kept out at registration) is refused with the reason."""
+    from starlette.testclient import TestClient
+
+    from stsreg.infra.errors import InputError
+    from stsreg.product.serve import build_app, resolve
+
+    work, uri, _, c = registry
+    source = resolve(f"models:/{NAME}@champion", uri)
+    pair = {"dataframe_records": [{"sentence1": "A man is playing a guitar.", "sentence2": "Someone plays an instrument."}]}
+    sentence = {"dataframe_records": [{"sentence": "A man is playing a guitar."}]}
+    answers = {}
+    for backend in ("torch", "onnx", "onnx-int8"):
+        app = build_app(source, uri, backend=backend, threads=1)
+        assert json.loads(app.metadata)["backend"] == backend
+        client = TestClient(app)
+        scored, embedded = client.post("/invocations", json=pair), client.post("/invocations", json=sentence)
+        assert scored.status_code == embedded.status_code == 200, (scored.text, embedded.text)
+        assert client.post("/invocations", json={"dataframe_records": [{"sentence1": "a"}]}).status_code == 400
+        answers[backend] = scored.json()["predictions"][0]
+    assert answers["onnx"]["cosine"] == pytest.approx(answers["torch"]["cosine"], abs=1e-4)
+    assert answers["onnx-int8"]["cosine"] == pytest.approx(answers["torch"]["cosine"], abs=0.05)
+    auto = json.loads(build_app(source, uri, backend="auto").metadata)
+    assert auto["backend"] in auto["backends_measured"] and set(auto["backends_measured"]) == {"torch", "onnx", "onnx-int8"}
+
+    import mlflow.pyfunc
+
+    kept_out = work / "kept-out"  # the champion's pyfunc, its int8 export judged out of bounds
+    import shutil
+
+    shutil.copytree(mlflow.artifacts.download_artifacts(artifact_uri=source, tracking_uri=uri), kept_out)
+    (quality,) = kept_out.glob("artifacts/*/" + export.QUALITY)
+    verdicts = export.judge({"torch": 80.0, "onnx": 80.0, "onnx-int8": 79.5}, 0.3)
+    quality.write_text(json.dumps(verdicts))
+    model = mlflow.pyfunc.load_model(str(kept_out), model_config={"backend": "auto"}).unwrap_python_model()
+    assert model.backend in ("torch", "onnx") and "onnx-int8" not in model.rates
+    with pytest.raises(InputError, match=r"may not serve backend 'onnx-int8': kept out of serving: avg7 drop 0.50 > bound 0.3"):
+        model.set_backend("onnx-int8")
 
 
 def _post(url, payload):
@@ -240,7 +321,9 @@ def test_served_model_answers_embedding_requests(server, registry):
     answer = _post(server, {"dataframe_records": [{"sentence": s} for s in sentences]})
     assert answer.status_code == 200, answer.text
     vectors = [row["embedding"] for row in answer.json()["predictions"]]
-    champion = SiameseRegressor.load(work / "trained")  # v2, the champion the fixture promoted
+    # v2, the champion the fixture promoted, on the backend the server runs (auto: the fastest measured at start)
+    backend = requests.get(server + "/metadata", timeout=30).json()["backend"]
+    champion = export.use_backend(SiameseRegressor.load(_folder(c, "champion", work)), backend, _folder(c, "champion", work))
     expected = champion.encode(sentences, show_progress=False)
     assert torch.allclose(torch.tensor(vectors), expected.float(), atol=1e-4)
     both = _post(server, {"dataframe_records": [{"sentence": "a", "sentence1": "b", "sentence2": "c"}]})
@@ -372,7 +455,7 @@ def test_register_and_promote_each_leave_a_timed_run(registry):
     assert len(runs["register"]) == len(runs["promote"]) == 3
     for run in runs["register"] + runs["promote"]:
         assert run.info.status == "FINISHED" and run.data.metrics["wall_seconds"] > 0
-    assert {r.data.tags["precision"] for r in runs["register"]} == {"none"}
+    assert {r.data.tags["precision"] for r in runs["register"]} == {"fp32"}  # the exports are scored in fp32
     for i, run in enumerate(runs["promote"]):
         decision = decisions[i]["promote"]
         # no champion yet: the backbone was evaluated; else the champion's predictions come from the registry

@@ -416,6 +416,14 @@ class ServeParams:
     scale: tuple[float, ...] = knob((0.0, 5.0), "[lo, hi]: the scale the served `score` is given on (the model's 0-5 "
                                     "score mapped linearly; e.g. [0, 1] for a table declared on 0-1); `stsreg serve "
                                     "--scale LO HI` overrides it")
+    backend: str = knob("auto", "what runs the encoder: torch | onnx (fp32, graph-optimised) | onnx-int8 (dynamically "
+                        "quantised) | auto (torch on a GPU; on a CPU the fastest, measured at start, of the backends "
+                        "the version may serve); `stsreg serve --backend` overrides it",
+                        choices=("auto", "torch", "onnx", "onnx-int8"))
+    max_avg7_drop: float = knob(0.3, "registration: an exported backend whose avg7 falls more than this below torch's "
+                                "is kept out of serving (the reason is a tag on the version)", ge=0)
+    workers: int = knob(1, "`stsreg serve` processes (each loads the model)", ge=1)
+    threads: int = knob(0, "intra-op threads per process (0: torch's / onnxruntime's default, the cores)", ge=0)
 
 
 @dataclass(frozen=True)
@@ -557,6 +565,11 @@ def _check(value: Any, meta: Mapping) -> str:
     return ""
 
 
+def valid_scale(scale) -> bool:
+    """Whether ``scale`` is ``[lo, hi]`` with ``lo < hi`` (a table's annotation scale, the served scale)."""
+    return len(scale) == 2 and scale[0] < scale[1]
+
+
 #: The buffer of Translated ReLU / Smooth K2 (``x0``, a half-width on the label scale) against ``d``, the gap between
 #: adjacent categories of the annotation scale the loss trains on: the paper's condition ``x0 <= d/2``. Field ->
 #: (d, the scale it is on). NLI labels are 0/1/2; the search runs on STS-B and SICK-R, whose annotators chose integers
@@ -605,7 +618,7 @@ def _table_problems(params: Params, source: str) -> list[str]:
             if not Path(t.file).as_posix().startswith(TABLES_DIR + "/"):
                 problems.append(f"{where}: file {t.file!r} must be under {TABLES_DIR}/ (DVC tracks that folder for "
                                 "prepare)")
-        if len(t.scale) != 2 or not t.scale[0] < t.scale[1]:
+        if not valid_scale(t.scale):
             problems.append(f"{where}: scale must be [lo, hi] with lo < hi, got {list(t.scale)}")
         elif t.d > t.scale[1] - t.scale[0]:
             problems.append(f"{where}: d = {t.d:g} is wider than the scale {list(t.scale)}")
@@ -627,7 +640,7 @@ def _table_problems(params: Params, source: str) -> list[str]:
                             "prepare.sts_tables)")
     for name in params.stage2.train_tables:
         t = declared.get(name)
-        if t is None or len(t.scale) != 2 or not t.scale[0] < t.scale[1]:
+        if t is None or not valid_scale(t.scale):
             continue
         gap = t.internal_gap()
         if params.stage2.x0 > gap / 2:
@@ -647,7 +660,7 @@ def parse_params(raw: Any, source: str = "params.yaml") -> Params:
     if loader.problems:
         raise ParamsError("\n".join(loader.problems))
     problems = _buffer_problems(params, source) + _table_problems(params, source)
-    if len(params.serve.scale) != 2 or not params.serve.scale[0] < params.serve.scale[1]:
+    if not valid_scale(params.serve.scale):
         problems.append(f"{source}: serve.scale must be [lo, hi] with lo < hi, got {list(params.serve.scale)}")
     if problems:
         raise ParamsError("\n".join(problems))

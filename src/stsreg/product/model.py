@@ -104,6 +104,10 @@ class SiameseRegressor(nn.Module):
         self.dim = encoder.config.hidden_size
         self.head = nn.Linear(3 * self.dim, 1)
         self._amp: tuple | None = None  # (device, precision mode, resolved dtype): the auto probe runs once
+        #: What runs the encoder in :meth:`embed` when not torch: a callable from a tokenized batch to its (batch, seq,
+        #: d) float32 hidden states, e.g. an ONNX Runtime session (:class:`stsreg.product.export.OnnxEncoder`); None:
+        #: :attr:`encoder`. Set by :func:`stsreg.product.export.use_backend`; not part of the saved model.
+        self.runtime = None
 
     # -- construction / persistence -------------------------------------------------------------
     @classmethod
@@ -169,7 +173,10 @@ class SiameseRegressor(nn.Module):
     @property
     def amp_dtype(self) -> torch.dtype | None:
         """The autocast dtype :attr:`precision` resolves to on the current device (None = fp32); see
-        :mod:`stsreg.product.precision`. ``auto`` probes the weights once per device."""
+        :mod:`stsreg.product.precision`. ``auto`` probes the weights once per device. An ONNX :attr:`runtime` computes
+        in its own precision: None then."""
+        if self.runtime is not None:
+            return None
         key = (self.device, self.precision)
         if self._amp is None or self._amp[:2] != key:
             was_training = self.training
@@ -186,10 +193,14 @@ class SiameseRegressor(nn.Module):
         return amp.autocast(self.amp_dtype, self.device)
 
     def embed(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Tokenized batch -> (batch, d) pooled embeddings (with gradients if enabled)."""
-        out = self.encoder(input_ids=features["input_ids"], attention_mask=features["attention_mask"],
-                           **({"token_type_ids": features["token_type_ids"]} if "token_type_ids" in features else {}))
-        return pool(out.last_hidden_state, features["attention_mask"], self.config.pooling)
+        """Tokenized batch -> (batch, d) pooled embeddings (with gradients if enabled; :attr:`runtime` when set)."""
+        if self.runtime is not None:
+            hidden = self.runtime(features)
+        else:
+            hidden = self.encoder(input_ids=features["input_ids"], attention_mask=features["attention_mask"],
+                                  **({"token_type_ids": features["token_type_ids"]} if "token_type_ids" in features
+                                     else {})).last_hidden_state
+        return pool(hidden, features["attention_mask"], self.config.pooling)
 
     def score_embeddings(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """(batch, d), (batch, d) -> (batch,) head scores."""

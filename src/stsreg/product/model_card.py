@@ -76,9 +76,27 @@ def _stage2(p: Params) -> str:
             "read during training or selection.")
 
 
-def render(params: Params, model_dir: Path, metrics: dict, table_md: str, git_commit: str = "unknown") -> str:
+def _backends(verdicts: dict[str, dict] | None, setting: str) -> list[str]:
+    """The section on what can run the encoder: each backend's file, avg7, drop against torch and verdict."""
+    if not verdicts:
+        return []
+    rows = ["## Serving backends", "",
+            f"`serve.backend` is `{setting}` (`auto`: torch on a GPU; on a CPU the fastest of the backends allowed below, "
+            "measured when serving starts; `GET /metadata` says which runs). Exports scored on the same test pairs as "
+            "the model, at the same maximum length.", "",
+            "| backend | file | avg7 | avg7 change vs torch | serving |", "|---|---|---|---|---|"]
+    for backend, v in verdicts.items():
+        file = f"`{v['file']}` ({v['mib']:g} MiB)" if "file" in v else "`model.safetensors`"
+        rows.append(f"| {backend} | {file} | {v['avg7']:.2f} | {-v['drop']:+.2f} | "
+                    f"{'yes' if v['serving'] else 'no'}: {v['reason']} |")
+    return [*rows, ""]
+
+
+def render(params: Params, model_dir: Path, metrics: dict, table_md: str, git_commit: str = "unknown",
+           backends: dict[str, dict] | None = None) -> str:
     """The card's markdown. ``metrics``: the evaluation's ``metrics.json`` (Spearman x100, ``*_low``/``*_high`` the
-    95% bootstrap interval); ``table_md``: its ``table.md`` (the 7 tasks, both test views)."""
+    95% bootstrap interval); ``table_md``: its ``table.md`` (the 7 tasks, both test views); ``backends``: the
+    exports' verdicts (:func:`stsreg.product.packaging.package`)."""
     config = json.loads((model_dir / "stsreg_model.json").read_text())
     dim = json.loads((model_dir / "config.json").read_text()).get("hidden_size", "?")
     base = _base_model(params.model.backbone)
@@ -94,7 +112,7 @@ def render(params: Params, model_dir: Path, metrics: dict, table_md: str, git_co
         f"{metrics['avg7_spearman_high']:.2f}] on STS12-16, STS-B and SICK-R, {metrics['avg7_unseen_spearman']:.2f} "
         "on the test pairs that no training table contains.", "",
         "## Model details", "", "| | |", "|---|---|", f"| Base model | `{base}` |",
-        f"| Maximum sequence length | {config['max_length']} tokens |", f"| Output dimension | {dim} |",
+        f"| Maximum sequence length | {config['max_length']} tokens (evaluated and served) |", f"| Output dimension | {dim} |",
         f"| Pooling | {config['pooling']} |", "| Similarity | cosine |",
         f"| Score served (`stsreg serve`, MLflow pyfunc) | {_score_served(config)} |",
         f"| Serving precision (`serve.precision`) | {_precision_served(params.serve.precision)} |",
@@ -110,7 +128,7 @@ def render(params: Params, model_dir: Path, metrics: dict, table_md: str, git_co
         "## Evaluation", "",
         "Spearman x100 of the cosine, 95% bootstrap intervals. *Unseen*: only the test pairs that no training table "
         f"contains (match `{params.prepare.leakage.match}`): STS-B train holds many STS12-16 test pairs.", "",
-        table_md.strip(), "",
+        table_md.strip(), "", *_backends(backends, params.serve.backend),
         "## Intended use and limitations", "",
         "English sentence pairs of up to a few dozen words: semantic search, deduplication, clustering, scoring "
         "paraphrases on the 0-5 STS scale. Trained on STS-B train, SICK-R train and the NLI data named above: scores on "

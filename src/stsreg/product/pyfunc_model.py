@@ -76,6 +76,32 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
         precision = config.get("precision", "auto")
         self.scale = tuple(config.get("scale", (0.0, 5.0)))  # the served score's [lo, hi] (serve.scale at registration)
         self.model = SiameseRegressor.load(self.model_dir, precision=precision).eval()
+        # the backend (serve.backend at registration; `stsreg serve --backend` resets it): versions logged before
+        # backends existed hold no exports and run torch
+        self.backend, self.rates, self._setting = "torch", {}, None
+        self.set_backend(config.get("backend", "auto"), int(config.get("threads", 0)))
+
+    def set_backend(self, backend: str, threads: int = 0) -> None:
+        """Run the encoder on ``backend`` (torch | onnx | onnx-int8 | auto: :func:`stsreg.product.export.choose`) with
+        ``threads`` intra-op threads (0: the library's default). A backend the version may not serve (no export, or
+        kept out by its quality at registration) is refused with the reason."""
+        from stsreg.infra.errors import InputError
+        from stsreg.product import export
+
+        if (backend, threads) == self._setting:
+            return  # already running it (auto: measured once)
+        self._setting = (backend, threads)
+        if backend == "auto":
+            self.backend, self.rates = export.choose(self.model, self.model_dir, threads)
+            return
+        allowed = export.servable(self.model_dir)
+        if backend not in allowed:
+            verdict = export.read_quality(self.model_dir).get(backend, {})
+            raise InputError(f"this version may not serve backend {backend!r}: "
+                             f"{verdict.get('reason', 'no export of it in the registered model')} "
+                             f"(it may serve: {', '.join(allowed)})")
+        export.use_backend(self.model, backend, self.model_dir, threads)
+        self.backend, self.rates = backend, {}
 
     def set_scale(self, lo: float, hi: float) -> None:
         """Give the served ``score`` on [lo, hi] from now on (the model's 0-5 score mapped linearly)."""
@@ -85,17 +111,23 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
 
     def set_precision(self, precision: str) -> None:
         """Run the loaded model in ``precision`` (auto | fp32 | bf16) from now on (versions logged before the model
-        config carried a precision take it this way)."""
-        self.model.precision = precision
+        config carried a precision take it this way). It is torch's setting: the ONNX backends compute in fp32."""
+        if self.backend == "torch":
+            self.model.precision = precision
 
     def serving_info(self) -> dict:
         """What the loaded model computes with: the precision setting, what it resolved to here, the device and the
         maximum sequence length (``stsreg serve`` prints it and answers it at ``GET /metadata``)."""
         from stsreg.product.precision import describe
 
-        return {"precision_setting": self.model.precision, "precision": describe(self.model.amp_dtype),
+        from stsreg.product import export
+
+        computed = "int8 weights, fp32 activations" if self.backend == "onnx-int8" else describe(self.model.amp_dtype)
+        return {"precision_setting": self.model.precision, "precision": computed,
                 "device": str(self.model.device), "max_length": self.model.config.max_length,
-                "score_scale": list(self.scale)}
+                "score_scale": list(self.scale), "backend": self.backend,
+                "backends_measured": {b: round(r, 1) for b, r in self.rates.items()},  # sentences/s at start (auto)
+                "backends": export.read_quality(self.model_dir)}
 
     def predict(self, context, model_input, params=None):
         from stsreg.product.data.user_tables import from_internal

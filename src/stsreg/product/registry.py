@@ -41,10 +41,12 @@ def _add_card(saved: Path, card: str) -> None:
 
 
 def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict[str, str], name: str = MODEL_NAME,
-                     uri: str | None = None, card: str | None = None, scale: tuple[float, float] = (0.0, 5.0)):
+                     uri: str | None = None, card: str | None = None, scale: tuple[float, float] = (0.0, 5.0),
+                     backend: str = "auto"):
     """Log ``model_dir`` as a pyfunc in run ``run_id`` with ``predictions``; register a version, alias ``challenger``.
     ``card``: the model card (:mod:`stsreg.product.model_card`), README.md of the logged model and the version's description.
-    ``scale``: the [lo, hi] its served ``score`` is given on (``serve.scale``), in the pyfunc's model config.
+    ``scale``: the [lo, hi] its served ``score`` is given on (``serve.scale``), and ``backend`` what runs its encoder
+    (``serve.backend``), in the pyfunc's model config.
 
     Everything goes through an explicit client of ``uri`` (default :func:`stsreg.infra.tracking.tracking_uri`). The pyfunc
     becomes the run's ``model`` artifact: saved straight into a local artifact store (the weights are copied once),
@@ -62,7 +64,7 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
 
     def save(path: Path) -> None:
         mlflow.pyfunc.save_model(str(path), python_model=SentencePairModel(), artifacts={"model": str(model_dir)},
-                                 model_config={"precision": "auto", "scale": list(scale)},  # MLFLOW_PYFUNC_INFERENCE_CONFIG may override them
+                                 model_config={"precision": "auto", "scale": list(scale), "backend": backend},  # MLFLOW_PYFUNC_INFERENCE_CONFIG may override them
                                  signature=SIGNATURE, pip_requirements=_requirements(), input_example=EXAMPLE,
                                  code_paths=[str(Path(stsreg.__file__).parent)])
         if card:

@@ -11,7 +11,8 @@ app sees the request:
 
 and everything else is MLflow's own protocol (``/invocations``, ``/ping``, ``/health``, ``/version``), plus
 ``GET /metadata``: the model URI, the precision setting and what it resolved to on this host (``bf16``/``fp32``),
-the device and the maximum sequence length.
+the device, the maximum sequence length (the evaluated one, stored with the version), the backend running the encoder
+(``torch``, ``onnx``, ``onnx-int8``; ``auto`` measures at start which is fastest here) and the exports' quality.
 
 The precision is ``serve.precision`` in params.yaml (``auto``: bf16 where the hardware has it natively, as the
 evaluation), overridden by ``stsreg serve --precision fp32``; it is printed at start.
@@ -29,6 +30,7 @@ The model is looked up in the project's store (:func:`stsreg.infra.tracking.trac
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -149,10 +151,12 @@ def resolve(model_uri: str, tracking_uri: str) -> str:
 
 
 def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-              max_depth: int = DEFAULT_MAX_DEPTH, precision: str = "auto", scale: tuple[float, float] | None = None):
+              max_depth: int = DEFAULT_MAX_DEPTH, precision: str = "auto", scale: tuple[float, float] | None = None,
+              backend: str | None = None, threads: int = 0):
     """MLflow's scoring app for ``artifact_uri`` (what :func:`resolve` returns; fetched from ``tracking_uri``), guarded,
-    its model run in ``precision`` (auto | fp32 | bf16), its ``score`` given on ``scale`` ([lo, hi]; None: the scale
-    the version was registered with). The app's ``metadata`` attribute says what it serves."""
+    its model run in ``precision`` (auto | fp32 | bf16) on ``backend`` (torch | onnx | onnx-int8 | auto; None: the
+    version's registered setting) with ``threads`` intra-op threads, its ``score`` given on ``scale`` ([lo, hi]; None:
+    the scale the version was registered with). The app's ``metadata`` attribute says what it serves."""
     import mlflow.artifacts
     import mlflow.pyfunc
     from mlflow.pyfunc import scoring_server
@@ -162,15 +166,32 @@ def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAUL
     inner = model.unwrap_python_model()
     metadata = {"model_uri": artifact_uri}
     if hasattr(inner, "set_precision"):  # a stsreg model (any other pyfunc is served as MLflow serves it)
-        inner.set_precision(precision)
+        if backend is not None or threads:
+            inner.set_backend(backend or "auto", threads)
+        inner.set_precision(precision)  # torch's setting: after the backend is known
         if scale is not None:
             inner.set_scale(*scale)
         metadata.update(inner.serving_info())
     return RequestGuard(scoring_server.init(model), max_body_bytes, max_depth, metadata)
 
 
-def serve(app, host: str = "127.0.0.1", port: int = 5001) -> None:
-    """Serve ``app`` (what :func:`build_app` returns) until interrupted (uvicorn, one process)."""
+#: The environment variable through which :func:`serve` hands :func:`build_app`'s arguments to its worker processes.
+APP_ARGS = "STSREG_SERVE_APP"
+
+
+def app_from_env():
+    """:func:`build_app` with the arguments in :data:`APP_ARGS` (JSON): the factory each worker process calls."""
+    return build_app(**json.loads(os.environ[APP_ARGS]))
+
+
+def serve(app, host: str = "127.0.0.1", port: int = 5001, workers: int = 1, app_args: dict | None = None) -> None:
+    """Serve ``app`` (what :func:`build_app` returns) until interrupted (uvicorn). ``workers`` > 1: that many
+    processes, each building its own app from ``app_args`` (:func:`build_app`'s arguments; the backend resolved,
+    not ``auto``, so that every worker runs the same one) and sharing the port."""
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    if workers == 1:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+        return
+    os.environ[APP_ARGS] = json.dumps(app_args)
+    uvicorn.run(f"{__name__}:app_from_env", factory=True, workers=workers, host=host, port=port, log_level="warning")
