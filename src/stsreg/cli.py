@@ -207,6 +207,25 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "auto and the scale and backend the version was registered with)")
     se.set_defaults(func=commands.cmd_serve)
 
+    en = sub.add_parser("encode", help="embed a corpus (text, CSV, TSV, JSONL or Parquet) into Parquet or .npy, resumably",
+                        description="Each distinct sentence of INPUT's text column is encoded once, in chunks written "
+                                    "to OUT.parts/ as they finish: a killed run, rerun the same way, encodes only the "
+                                    "chunks missing. OUT (.parquet: the input's columns + embedding; .npy: an (n, d) "
+                                    "float32 array) keeps the input's row order. For corpora larger than one machine: "
+                                    "the stsreg-encode Prefect flow (docs/inference.md).")
+    en.add_argument("input", help="a .txt file (one sentence per line) or a .csv/.tsv/.jsonl/.parquet table")
+    en.add_argument("--out", required=True, help="output file, .parquet or .npy")
+    en.add_argument("--model", default="models:/sts-regression@champion",
+                    help="a registered model URI, a folder written by stsreg (models/stage2) or a backbone name/path")
+    en.add_argument("--column", default=None, help="the text column of a table (default: text, sentence or sentence1)")
+    en.add_argument("--backend", choices=("auto", "torch", "onnx", "onnx-int8"), default="auto",
+                    help="what runs the encoder (auto: the fastest measured here of those the model may run)")
+    en.add_argument("--threads", type=int, default=0, help="intra-op threads (0: all cores)")
+    en.add_argument("--chunk-size", type=int, default=10_000, help="distinct sentences per chunk (the unit of resuming)")
+    en.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass")
+    en.add_argument("--fresh", action="store_true", help="discard the chunks of an earlier run in OUT.parts/")
+    en.set_defaults(func=commands.cmd_encode)
+
     dc = sub.add_parser("data", help="preview a table of your own scored pairs before declaring it (writes nothing)",
                         description="`stsreg data check FILE`: read FILE (CSV, TSV, JSONL or Parquet) the way prepare "
                                     "will, print rows per split, rejects with line and reason, a histogram of the "

@@ -178,6 +178,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_encode(args: argparse.Namespace) -> int:
+    from stsreg.product import batch_encode
+
+    model, backend, model_id = batch_encode.load_model(args.model, args.backend, args.threads)
+    job = batch_encode.Job(Path(args.input), Path(args.out), model, model_id, backend, args.column, args.chunk_size,
+                           args.batch_size)
+    print(f"encoding {len(job.rows)} rows of {args.input} ({len(job.unique)} distinct) with {args.model} on {backend}, "
+          f"{model.config.max_length} tokens per sentence, {job.n_chunks} chunk(s) of {args.chunk_size} into "
+          f"{job.parts}", flush=True)
+    out = batch_encode.encode_corpus(job, fresh=args.fresh)
+    resumed = f", {out['resumed_chunks']} chunk(s) found done" if out["resumed_chunks"] else ""
+    print(f"wrote {out['out']}: {out['rows']} rows x {out['dim']} ({out['unique']} distinct sentences encoded{resumed})")
+    return 0
+
+
 def cmd_servers(args: argparse.Namespace) -> int:
     from stsreg.infra import local_servers
     from stsreg.infra.mlflow_ui import runs_page

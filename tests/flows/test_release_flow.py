@@ -270,6 +270,28 @@ def test_versions_carry_onnx_exports_with_their_measured_quality(registry):
             assert torch.nn.functional.cosine_similarity(got, reference).min() > 0.95
 
 
+def test_folders_load_in_sentence_transformers_with_the_projects_embeddings(registry):
+    """A trained folder (what stage 2 writes) and a registered one load with `SentenceTransformer(path)` and give the
+    project's embeddings; the registered one carries its card, cosine as its similarity function and the evaluated
+    maximum length."""
+    from sentence_transformers import SentenceTransformer
+
+    work, _, _, c = registry
+    sentences = ["a man plays guitar", "the dog runs in the park on the sofa"]
+    for folder in (work / "trained", _folder(c, "champion", work)):
+        ours = SiameseRegressor.load(folder).encode(sentences, show_progress=False)
+        theirs = SentenceTransformer(str(folder), device="cpu")
+        assert theirs.max_seq_length == SiameseRegressor.load(folder).config.max_length
+        assert torch.allclose(torch.from_numpy(theirs.encode(sentences)), ours, atol=1e-5)
+    registered = _folder(c, "champion", work)
+    theirs = SentenceTransformer(str(registered), device="cpu")
+    assert theirs.similarity_fn_name == "cosine" and theirs.max_seq_length == 16
+    emb = theirs.encode(sentences, convert_to_tensor=True)
+    assert float(theirs.similarity(emb[:1], emb[1:])) == pytest.approx(
+        float(torch.nn.functional.cosine_similarity(emb[:1], emb[1:])), abs=1e-6)
+    assert (registered / "README.md").read_text().startswith("---\nbase_model:")
+
+
 def test_each_backend_serves_the_readme_requests(registry):
     """Every backend the version may serve answers the README's pair and sentence requests with the same scores up to
     its precision; one it may not serve (kept out at registration) is refused with the reason."""

@@ -1,0 +1,212 @@
+"""Batch embedding of a corpus: ``stsreg encode INPUT --out OUT``, chunked, resumable, each distinct sentence once.
+
+Input: a text file (one sentence per line), or a CSV, TSV, JSONL or Parquet table (read as
+:func:`stsreg.product.data.user_tables.read_frame` reads your tables) and its text column. Output, in input order:
+
+- ``.parquet``: the input's columns (a text file: ``text``; CSV/TSV columns as text, as your tables are read) plus
+  ``embedding``, a list of ``d`` float32 per row;
+- ``.npy``: an (n, d) float32 array, row i the embedding of input row i.
+
+How it works, so that a kill costs at most one chunk: the distinct sentences (first occurrence order) are cut into
+chunks of ``chunk_size``; chunk i is encoded into ``<OUT>.parts/chunk-<i>.npy`` (written to a temporary name, then
+renamed: a file there is complete); ``<OUT>.parts/manifest.json`` pins what the chunks were made from (the input's
+sha256, the column, the model, the resolved backend, the maximum length, the chunk size). A rerun with the same
+manifest encodes only the chunks missing; a different one is refused unless ``fresh`` (then the parts are discarded).
+When every chunk exists, the output is assembled, written atomically, and the parts removed. Chunks are independent:
+:mod:`pipelines.product.encode_flow` runs them on several Prefect workers sharing the parts folder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from stsreg.infra import atomic
+from stsreg.infra.errors import InputError
+from stsreg.infra.hashing import sha256_file
+
+log = logging.getLogger(__name__)
+
+OUTPUTS = (".parquet", ".npy")
+TEXT = ".txt"
+#: Column names tried, in order, when a table's text column is not given.
+TEXT_COLUMNS = ("text", "sentence", "sentence1")
+
+
+def read_corpus(path: Path, column: str | None = None) -> tuple[pd.DataFrame, str]:
+    """The input as a table and the name of its text column. A text file: one row per line (column ``text``; empty
+    lines kept as empty strings, so row i is line i + 1)."""
+    from stsreg.product.data.user_tables import read_frame
+
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    if path.suffix.lower() == TEXT:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        return pd.DataFrame({"text": lines}), "text"
+    frame, _ = read_frame(path)
+    if column is None:
+        column = next((c for c in TEXT_COLUMNS if c in frame.columns), None)
+        if column is None:
+            raise InputError(f"{path}: name the text column with --column (columns: {list(frame.columns)})")
+    if column not in frame.columns:
+        raise InputError(f"{path}: no column {column!r} (columns: {list(frame.columns)})")
+    bad = [i for i, x in enumerate(frame[column]) if not isinstance(x, str)]
+    if bad:
+        raise InputError(f"{path}: column {column!r} must hold text; rows {bad[:10]} (from 0) do not")
+    return frame, column
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What a parts folder's chunks were made from; a resumed run must match it field for field."""
+
+    input_sha256: str
+    column: str
+    model: str
+    backend: str
+    max_length: int
+    chunk_size: int
+    n_unique: int
+    dim: int
+
+
+class Job:
+    """One corpus, one model, one parts folder: :meth:`run_chunk` encodes chunk i, :meth:`assemble` writes the output.
+
+    ``model``: a loaded :class:`~stsreg.product.model.SiameseRegressor` already on its backend (``backend`` names it),
+    ``model_id`` what identifies its weights (:func:`load_model`).
+    """
+
+    def __init__(self, corpus: Path, out: Path, model, model_id: str, backend: str, column: str | None = None,
+                 chunk_size: int = 10_000, batch_size: int = 64):
+        if out.suffix.lower() not in OUTPUTS:
+            raise InputError(f"{out}: the output must end in {' or '.join(OUTPUTS)}")
+        if chunk_size < 1:
+            raise InputError(f"chunk size must be >= 1, got {chunk_size}")
+        self.corpus, self.out, self.model, self.batch_size = corpus, out, model, batch_size
+        self.frame, column = read_corpus(corpus, column)
+        texts = self.frame[column].tolist()
+        self.unique = list(dict.fromkeys(texts))  # each distinct sentence encoded once
+        position = {s: i for i, s in enumerate(self.unique)}
+        self.rows = np.fromiter((position[s] for s in texts), dtype=np.int64, count=len(texts))
+        self.parts = out.with_name(out.name + ".parts")
+        self.manifest = Manifest(sha256_file(corpus), column, model_id, backend, model.config.max_length, chunk_size,
+                                 len(self.unique), model.dim)
+
+    @property
+    def n_chunks(self) -> int:
+        return -(-len(self.unique) // self.manifest.chunk_size)
+
+    def chunk_path(self, i: int) -> Path:
+        return self.parts / f"chunk-{i:06d}.npy"
+
+    def prepare(self, fresh: bool = False) -> list[int]:
+        """Create or check the parts folder; the chunks still to encode."""
+        path = self.parts / "manifest.json"
+        if path.is_file() and not fresh:
+            found = Manifest(**json.loads(path.read_text()))
+            if found != self.manifest:
+                changed = [k for k, v in asdict(found).items() if asdict(self.manifest)[k] != v]
+                raise InputError(f"{self.parts} holds chunks of another job ({', '.join(changed)} differ); rerun with "
+                                 "--fresh to discard them, or choose another --out")
+        else:
+            shutil.rmtree(self.parts, ignore_errors=True)
+            self.parts.mkdir(parents=True)
+            atomic.write_text(path, json.dumps(asdict(self.manifest), indent=2))
+        return [i for i in range(self.n_chunks) if not self.chunk_path(i).is_file()]
+
+    def run_chunk(self, i: int) -> Path:
+        """Encode chunk ``i`` into its file (complete or absent: written beside, then renamed)."""
+        size = self.manifest.chunk_size
+        vectors = self.model.encode(self.unique[i * size:(i + 1) * size], self.batch_size, show_progress=False)
+        tmp = self.chunk_path(i).with_suffix(f".{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            np.save(f, vectors.numpy().astype(np.float32))
+        os.replace(tmp, self.chunk_path(i))
+        return self.chunk_path(i)
+
+    def assemble(self) -> Path:
+        """The output from the chunks, in input order (duplicates get their sentence's vector); the parts removed."""
+        missing = [i for i in range(self.n_chunks) if not self.chunk_path(i).is_file()]
+        if missing:
+            raise InputError(f"{self.parts}: chunks {missing[:10]} are not encoded yet")
+        unique = np.concatenate([np.load(self.chunk_path(i)) for i in range(self.n_chunks)]) if self.n_chunks else \
+            np.zeros((0, self.manifest.dim), np.float32)
+        vectors = unique[self.rows]
+        if self.out.suffix.lower() == ".npy":
+            tmp = self.out.with_name(self.out.name + ".tmp")
+            with open(tmp, "wb") as f:
+                np.save(f, vectors)
+            os.replace(tmp, self.out)
+        else:
+            atomic.to_parquet(self.frame.assign(embedding=list(vectors)), self.out)
+        shutil.rmtree(self.parts)
+        return self.out
+
+
+def encode_corpus(job: Job, fresh: bool = False, progress: bool | None = None) -> dict:
+    """Run every missing chunk of ``job`` here (a progress bar over sentences), then assemble. Returns a summary."""
+    todo = job.prepare(fresh)
+    size = job.manifest.chunk_size
+    done = job.n_chunks - len(todo)
+    with tqdm(total=len(job.unique), initial=min(done * size, len(job.unique)) if done else 0, unit="sentence",
+              desc="encode", disable=None if progress is None else not progress) as bar:
+        for i in todo:
+            job.run_chunk(i)
+            bar.update(min(size, len(job.unique) - i * size))
+    out = job.assemble()
+    return {"out": str(out), "rows": len(job.rows), "unique": len(job.unique), "chunks": job.n_chunks,
+            "resumed_chunks": done, "dim": job.manifest.dim, "backend": job.manifest.backend}
+
+
+def load_model(model: str, backend: str = "auto", threads: int = 0, tracking_uri: str | None = None,
+               dst: Path | None = None):
+    """``model`` -> (a loaded model on its backend, the backend it runs, its identity: the sha256 of its weights, or
+    the backbone's name). A registered model URI
+    (``models:/name@alias``, ``models:/name/3``, ``runs:/...``) is downloaded from the registry into ``dst``; a folder
+    written by stsreg is loaded as it is; any other name or path is a backbone (untrained head; torch)."""
+    import tempfile
+
+    from stsreg.product import export
+    from stsreg.product.model import SiameseRegressor
+
+    if model.startswith(("models:/", "runs:/")):
+        import mlflow.artifacts
+
+        from stsreg.infra import tracking
+        from stsreg.product.serve import resolve
+
+        uri = tracking_uri or tracking.tracking_uri()
+        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=resolve(model, uri), tracking_uri=uri,
+                                                         dst_path=str(dst or tempfile.mkdtemp(prefix="stsreg-encode-"))))
+        folders = [p.parent for p in (local / "artifacts").glob("*/stsreg_model.json")]
+        if len(folders) != 1:
+            raise InputError(f"{model}: not a stsreg model (no model folder in its artifacts)")
+        folder = folders[0]
+    elif (Path(model) / "stsreg_model.json").is_file():
+        folder = Path(model)
+    else:
+        from stsreg.product.model import resolve_backbone
+
+        loaded = SiameseRegressor.from_pretrained(resolve_backbone(model)).eval()
+        if backend not in ("auto", "torch"):
+            raise InputError(f"{model} is a backbone, not a registered model: it has no {backend} export")
+        return export.use_backend(loaded, "torch", model, threads), "torch", model
+    loaded = SiameseRegressor.load(folder).eval()
+    identity = sha256_file(folder / "model.safetensors")
+    if backend == "auto":
+        return loaded, export.choose(loaded, folder, threads)[0], identity
+    verdict = export.read_quality(folder).get(backend, {})
+    if backend not in export.available(folder) or not verdict.get("serving", True):  # absent, or judged out
+        raise InputError(f"{model} may not run backend {backend!r}: "
+                         f"{verdict.get('reason', 'no export of it in the folder')} (it may: "
+                         f"{', '.join(b for b in export.available(folder) if export.read_quality(folder).get(b, {}).get('serving', True))})")
+    return export.use_backend(loaded, backend, folder, threads), backend, identity
