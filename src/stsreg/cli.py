@@ -17,7 +17,7 @@ import logging
 import sys
 from pathlib import Path
 
-from stsreg import __version__, commands
+from stsreg import __version__, commands, commands_inference
 from stsreg.product import launch
 from stsreg.infra.config import load_params
 from stsreg.infra.errors import InputError
@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--params", default=None, help="params file whose serve.* settings are the "
                                                    "defaults (default: params.yaml where it exists, else precision "
                                                    "auto and the scale and backend the version was registered with)")
-    se.set_defaults(func=commands.cmd_serve)
+    se.set_defaults(func=commands_inference.cmd_serve)
 
     en = sub.add_parser("encode", help="embed a corpus (text, CSV, TSV, JSONL or Parquet) into Parquet or .npy, resumably",
                         description="Each distinct sentence of INPUT's text column is encoded once, in chunks written "
@@ -224,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     en.add_argument("--chunk-size", type=int, default=10_000, help="distinct sentences per chunk (the unit of resuming)")
     en.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass")
     en.add_argument("--fresh", action="store_true", help="discard the chunks of an earlier run in OUT.parts/")
-    en.set_defaults(func=commands.cmd_encode)
+    en.set_defaults(func=commands_inference.cmd_encode)
 
     dc = sub.add_parser("data", help="preview a table of your own scored pairs before declaring it (writes nothing)",
                         description="`stsreg data check FILE`: read FILE (CSV, TSV, JSONL or Parquet) the way prepare "
