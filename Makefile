@@ -20,7 +20,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 export UV_SYSTEM_CERTS ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install docs run repro compare nli-table baselines search claims paper profile bench bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test test-slow lock clean
+.PHONY: help install docs run repro compare nli-table baselines search claims paper profile bench bench-inference bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -67,7 +67,11 @@ BENCH_REPEATS ?= 3
 BENCH_DEVICE ?= cpu
 bench: install ## benchmarks vs sentence-transformers, time to a champion included -> reports/benchmarks.{md,json} (~50 min; after `make run`; BENCH_DEVICE=cuda: reports/benchmarks-cuda.*), then bench-data
 	python -m benchmarks.bench --repeats $(BENCH_REPEATS) --device $(BENCH_DEVICE)
+	python -m benchmarks.inference --repeats $(BENCH_REPEATS) --device $(BENCH_DEVICE)
 	python -m benchmarks.data_scale
+
+bench-inference: install ## every way to run the champion's encoder (torch fp32/bf16, ONNX fp32/int8, sentence-transformers), short and long texts, served latency -> reports/benchmarks-inference.{md,json} (~10 min; after `make run`)
+	python -m benchmarks.inference --repeats $(BENCH_REPEATS) --device $(BENCH_DEVICE)
 
 bench-data: install ## preparing a user table of 100k and 1M generated pairs: rows/s and peak memory -> reports/benchmarks-data.{md,json} (~2 min)
 	python -m benchmarks.data_scale

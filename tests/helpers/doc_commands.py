@@ -78,3 +78,7 @@ EXAMPLE_BUILD = "python scripts/own_data_example.py"
 EXAMPLE_CHECK = ("stsreg data check data/tables/qa_pairs.jsonl --sentence1 text_a --sentence2 text_b --score similarity "
                  "--scale 0 1 --d 0.2 --dev-fraction 0.15 --test-fraction 0.25")
 EXAMPLE_ADD = "stsreg data add qa_new_rows.jsonl --table qa"
+
+#: docs/inference.md and the README: a corpus embedded with the trained folder (typed in tests/unit/test_batch_encode.py).
+ENCODE = "stsreg encode corpus.txt --out corpus.npy --model models/stage2"
+SERVE_BACKEND = "stsreg serve --backend onnx-int8"

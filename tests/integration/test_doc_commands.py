@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.helpers.doc_commands import EXAMPLE_ADD, EXAMPLE_BUILD, EXAMPLE_CHECK, page_commands
+from tests.helpers.doc_commands import (ENCODE, EXAMPLE_ADD, EXAMPLE_BUILD, EXAMPLE_CHECK, SERVE_BACKEND,
+                                        page_commands)
 from tests.helpers.project import tiny_project
 
 ACTIVATE = "source .venv/bin/activate"
@@ -67,6 +68,10 @@ DECLARED: dict[str, str] = {
     "curl -s 127.0.0.1:5001/metadata": _FULL,
     "make test": "what .ci/run runs: this suite", DATA_CHECK: _OWN, DATA_ADD: _OWN,
     EXAMPLE_BUILD: _EXAMPLE, EXAMPLE_CHECK: _EXAMPLE, EXAMPLE_ADD: _EXAMPLE,
+    ENCODE: "typed as printed in a project folder by tests/unit/test_batch_encode.py::test_the_documented_command_as_typed",
+    SERVE_BACKEND: ("the same build_app arguments for each backend in tests/flows/test_release_flow.py::"
+                    "test_each_backend_serves_the_readme_requests; `stsreg serve` itself in its server fixture"),
+    "make bench-inference": _LONG.format("~10 min, writes the committed inference report", "tests/unit/test_bench_report.py"),
     "make docs": "tests/unit/test_readme.py::test_the_docs_site_builds_strictly (mkdocs build --strict)",
     "make compare": _LONG.format("~60 min per seed", "tests/flows/test_compare_flow.py"),
     "make nli-table": _LONG.format("~30 min per seed", "tests/flows/test_nli_table_flow.py"),

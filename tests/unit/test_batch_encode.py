@@ -17,6 +17,7 @@ import pytest
 from stsreg.product import export
 from stsreg.product.model import SiameseRegressor
 from tests.conftest import TINY_WORDS
+from tests.helpers.doc_commands import ENCODE
 
 STSREG = os.path.join(os.path.dirname(sys.executable), "stsreg")
 
@@ -123,3 +124,19 @@ def test_a_killed_run_resumes_without_re_encoding_and_equals_an_uninterrupted_on
     assert done.returncode == 2 and "holds chunks of another job (model differ)" in done.stderr
     done = _stsreg("encode", "big.txt", "--out", "other.npy", *common, "--fresh", cwd=tmp_path)
     assert done.returncode == 0 and np.array_equal(np.load(tmp_path / "other.npy"), np.load(tmp_path / "whole.npy"))
+
+
+def test_the_documented_command_as_typed(model_dir, tmp_path):
+    """docs/inference.md's and the README's command, typed as printed in a project folder holding models/stage2."""
+    import shlex
+    import shutil
+
+    shutil.copytree(model_dir, tmp_path / "models/stage2")
+    sentences = _sentences(25, seed=3)
+    (tmp_path / "corpus.txt").write_text("\n".join(sentences) + "\n")
+    words = shlex.split(ENCODE)
+    assert words[0] == "stsreg"
+    done = _stsreg(*words[1:], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    reference = SiameseRegressor.load(model_dir).encode(sentences, show_progress=False).numpy()
+    np.testing.assert_allclose(np.load(tmp_path / "corpus.npy"), reference, atol=1e-4)  # auto: torch or ONNX fp32

@@ -64,3 +64,23 @@ def test_bench_cli_device_choices_and_cpu_hides_gpus(monkeypatch, tmp_path):
         bench.main(["--device", "cpu", "--sts", str(tmp_path / "missing.parquet"), "--out", str(tmp_path / "b")])
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
     assert set(bench.DEVICE_BENCHMARKS) < set(bench.TARGETS)
+
+
+def test_inference_report_rows_ratios_and_targets_met_or_missed():
+    from benchmarks.inference import format_report as inference_report
+
+    row = lambda rate, avg7, long_rate=None: {"avg7": avg7, "stsb_test_spearman": 86.1,  # noqa: E731
+                                              "short": {"sentences_per_s": rate, "p50_ms": 10.0, "p95_ms": 14.0},
+                                              "long": {"sentences_per_s": long_rate or rate / 4, "p50_ms": 30.0, "p95_ms": 40.0}}
+    result = {"machine": {**MACHINE, "native_bf16": False}, "threads": 2, "repeats": 3, "model": "models:/m@champion",
+              "sets": {"short": 2758, "long": 400},
+              "rows": {"torch fp32": row(400.0, 84.12), "torch bf16": row(100.0, None), "onnx int8": row(1000.0, 83.70)},
+              "served": {"torch fp32": {"backend": "torch", "p50_ms": 20.0, "p95_ms": 25.0},
+                         "auto": {"backend": "onnx-int8", "p50_ms": 12.0, "p95_ms": 15.0}}, "served_n": 200}
+    md = inference_report(result, "python -m benchmarks.inference --repeats 3")
+    assert "| onnx int8 | 83.70 | 86.10 | 1000 | 2.50x | 10.0 | 14.0 | 250 | 2.50x | 30.0 | 40.0 |" in md
+    assert "| torch bf16 | - |" in md  # no avg7 where registration did not score the row
+    assert "ONNX int8 >= 3x torch fp32 on short texts: **2.50x** (missed); avg7 drop <= 0.3: **+0.42** (missed)" in md
+    assert "ONNX int8 faster than torch bf16: 10.00x (met; bf16 native here: False)" in md
+    assert "12.0 vs 20.0 ms = **0.60x** (missed)" in md
+    assert "`python -m benchmarks.inference --repeats 3` on Some CPU" in md

@@ -1,0 +1,261 @@
+"""Inference benchmark (``make bench-inference``, part of ``make bench``): every way to run the champion's encoder.
+
+Rows, each at the same thread count, on one model folder (default: the registered champion, exports included):
+torch fp32, torch bf16 autocast, ONNX fp32, ONNX int8 (:mod:`stsreg.product.export`), and sentence-transformers'
+``SentenceTransformer.encode`` of the same folder in fp32 and in bf16 autocast. Per row and text set:
+
+- throughput: sentences/s at batch 64, the texts sorted by length as every encoder here batches them (median of
+  ``--repeats`` passes after a warm-up pass);
+- latency: p50 / p95 ms of one sentence per call (batch 1) over ``--latency-n`` sentences in input order;
+- quality: STS-B test Spearman x100 of the cosine (computed from the short set's throughput pass), and avg7 where the
+  registration scored the backend (``onnx/backends.json``: torch, ONNX fp32 and int8, fp32 activations).
+
+Text sets: *short* = the 2,758 distinct STS-B test sentences; *long* = those sentences joined in order into passages
+of at least 128 tokens (truncated at the model's maximum length). Then the served latency: ``stsreg serve``'s app
+(:func:`stsreg.product.serve.build_app`, called in-process through a test client, MLflow's scoring included) answering
+one pair per request, backend torch fp32 (what was served before backends existed) against ``auto``.
+
+Writes ``reports/benchmarks-inference.{md,json}`` (``--device cuda``: ``-cuda``; torch rows on the GPU, the ONNX rows
+on the host's cores, onnxruntime's CPU provider).
+
+    python -m benchmarks.inference --repeats 3          # or: make bench-inference (after make run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from benchmarks.bench_report import machine, median, sync
+
+SETS = ("short", "long")
+LONG_TOKENS = 128
+
+
+def texts(sts_path: Path, tokenizer, max_length: int) -> tuple[dict[str, list[str]], pd.DataFrame]:
+    """({set: sentences}, the STS-B test pairs)."""
+    sts = pd.read_parquet(sts_path)
+    test = sts[(sts.dataset == "stsb") & (sts.split == "test")]
+    short = list(dict.fromkeys([*test.sentence1, *test.sentence2]))
+    long, buf = [], []
+    for s in short:
+        buf.append(s)
+        if len(tokenizer(" ".join(buf))["input_ids"]) >= LONG_TOKENS:
+            long.append(" ".join(buf))
+            buf = []
+    return {"short": short, "long": long}, test
+
+
+class StRow:
+    """sentence-transformers' encode of the same folder, as a row (``bf16``: under torch's autocast)."""
+
+    def __init__(self, folder: Path, device: str, bf16: bool, max_length: int):
+        from sentence_transformers import SentenceTransformer
+
+        self.st = SentenceTransformer(str(folder), device=device)
+        self.st.max_seq_length = max_length
+        self.device, self.bf16 = device, bf16
+
+    def encode(self, sentences, batch_size=64, show_progress=False):
+        with torch.autocast(self.device.split(":")[0], dtype=torch.bfloat16, enabled=self.bf16):
+            return torch.from_numpy(np.asarray(self.st.encode(sentences, batch_size=batch_size), dtype=np.float32))
+
+
+def rows(folder: Path, device: str, threads: int) -> dict:
+    """name -> an object with ``encode(sentences, batch_size, show_progress)``."""
+    from stsreg.product import export
+    from stsreg.product.model import SiameseRegressor
+
+    out = {}
+    for name, backend, precision in (("torch fp32", "torch", "fp32"), ("torch bf16", "torch", "bf16"),
+                                     ("onnx fp32", "onnx", "fp32"), ("onnx int8", "onnx-int8", "fp32")):
+        if backend in export.available(folder):
+            model = export.use_backend(SiameseRegressor.load(folder, precision=precision).eval(), backend, folder, threads)
+            out[name] = model.to(device) if backend == "torch" else model
+    max_length = out["torch fp32"].config.max_length
+    out["sentence-transformers fp32"] = StRow(folder, device, False, max_length)
+    out["sentence-transformers bf16"] = StRow(folder, device, True, max_length)
+    return out
+
+
+def throughput(model, sentences: list[str], repeats: int, device: str) -> tuple[float, torch.Tensor]:
+    """(median sentences/s at batch 64, the embeddings)."""
+    emb = model.encode(sentences, batch_size=64, show_progress=False)  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = sync(device)
+        emb = model.encode(sentences, batch_size=64, show_progress=False)
+        times.append(sync(device) - start)
+    return len(sentences) / median(times), emb
+
+
+def latency(model, sentences: list[str], device: str) -> tuple[float, float]:
+    """(p50, p95) ms per single-sentence call."""
+    for s in sentences[:5]:
+        model.encode([s], batch_size=1, show_progress=False)
+    ms = []
+    for s in sentences:
+        start = sync(device)
+        model.encode([s], batch_size=1, show_progress=False)
+        ms.append((sync(device) - start) * 1000)
+    return float(np.percentile(ms, 50)), float(np.percentile(ms, 95))
+
+
+def stsb_spearman(emb: torch.Tensor, short: list[str], test: pd.DataFrame) -> float:
+    from scipy.stats import spearmanr
+
+    idx = {s: i for i, s in enumerate(short)}
+    u, v = emb[[idx[s] for s in test.sentence1]], emb[[idx[s] for s in test.sentence2]]
+    return float(spearmanr(torch.nn.functional.cosine_similarity(u, v).numpy(), test.score).statistic * 100)
+
+
+def served(model_uri: str, n: int) -> dict:
+    """p50 / p95 ms of ``stsreg serve``'s app answering one pair per request: torch fp32 vs auto."""
+    from starlette.testclient import TestClient
+
+    from stsreg.infra import tracking
+    from stsreg.product.serve import build_app, resolve
+
+    uri = tracking.tracking_uri()
+    source = resolve(model_uri, uri)
+    pairs = [{"sentence1": f"A man is playing a guitar number {i}.", "sentence2": "Someone plays an instrument."}
+             for i in range(n)]
+    out = {}
+    for label, backend, precision in (("torch fp32", "torch", "fp32"), ("auto", "auto", "auto")):
+        app = build_app(source, uri, precision=precision, backend=backend)
+        client = TestClient(app)
+        for p in pairs[:5]:
+            client.post("/invocations", json={"dataframe_records": [p]})
+        ms = []
+        for p in pairs:
+            start = time.perf_counter()
+            assert client.post("/invocations", json={"dataframe_records": [p]}).status_code == 200
+            ms.append((time.perf_counter() - start) * 1000)
+        out[label] = {"backend": json.loads(app.metadata)["backend"], "p50_ms": float(np.percentile(ms, 50)),
+                      "p95_ms": float(np.percentile(ms, 95))}
+    return out
+
+
+def champion_folder(model_uri: str, dst: Path) -> Path:
+    """The registered model's folder (weights, exports, backends.json)."""
+    from stsreg.infra import tracking
+    from stsreg.product import registry
+    from stsreg.product.serve import resolve
+
+    uri = tracking.tracking_uri()
+    run_id = resolve(model_uri, uri).split("/")[1]
+    return registry.model_folder(tracking.client(uri).get_run(run_id).info, uri, dst)
+
+
+def run(folder: Path, sts_path: Path, device: str, threads: int, repeats: int, latency_n: int) -> dict:
+    from stsreg.product import export
+
+    torch.set_num_threads(threads)
+    models = rows(folder, device, threads)
+    sets, test = texts(sts_path, models["torch fp32"].tokenizer, models["torch fp32"].config.max_length)
+    quality = export.read_quality(folder)
+    avg7 = {"torch fp32": "torch", "onnx fp32": "onnx", "onnx int8": "onnx-int8"}
+    results = {}
+    for name, model in models.items():
+        row = {"avg7": quality.get(avg7.get(name, ""), {}).get("avg7")}
+        for which in SETS:
+            rate, emb = throughput(model, sets[which], repeats, device)
+            p50, p95 = latency(model, sets[which][:latency_n], device)
+            row[which] = {"sentences_per_s": rate, "p50_ms": p50, "p95_ms": p95}
+            if which == "short":
+                row["stsb_test_spearman"] = stsb_spearman(emb, sets["short"], test)
+        results[name] = row
+        print(f"{name}: {json.dumps(row)}", flush=True)
+    return {"rows": results, "sets": {k: len(v) for k, v in sets.items()}, "threads": threads}
+
+
+def targets(result: dict) -> list[str]:
+    """The issue's targets, each met or missed with the numbers (and why, where the numbers say it)."""
+    rows, lines = result["rows"], []
+    base = rows["torch fp32"]["short"]["sentences_per_s"]
+    if "onnx int8" in rows:
+        int8 = rows["onnx int8"]
+        ratio = int8["short"]["sentences_per_s"] / base
+        drop = (rows["torch fp32"]["avg7"] - int8["avg7"]) if int8["avg7"] is not None and rows["torch fp32"]["avg7"] is not None else None
+        lines.append(f"- ONNX int8 >= 3x torch fp32 on short texts: **{ratio:.2f}x** ({'met' if ratio >= 3 else 'missed'}); "
+                     f"avg7 drop <= 0.3: **{drop:+.2f}** ({'met' if drop is not None and drop <= 0.3 else 'missed'})"
+                     if drop is not None else f"- ONNX int8 vs torch fp32 on short texts: **{ratio:.2f}x**")
+        bf16 = rows.get("torch bf16", {}).get("short", {}).get("sentences_per_s")
+        if bf16:
+            native = result["machine"].get("gpu_native_bf16") if result["machine"].get("gpu") else result["machine"]["native_bf16"]
+            lines.append(f"- ONNX int8 faster than torch bf16: {int8['short']['sentences_per_s'] / bf16:.2f}x "
+                         f"({'met' if int8['short']['sentences_per_s'] > bf16 else 'missed'}; bf16 native here: {native})")
+    if result.get("served"):
+        s = result["served"]
+        ratio = s["auto"]["p50_ms"] / s["torch fp32"]["p50_ms"]
+        lines.append(f"- served batch-1 p50 of `auto` ({s['auto']['backend']}) <= half of torch fp32: "
+                     f"{s['auto']['p50_ms']:.1f} vs {s['torch fp32']['p50_ms']:.1f} ms = **{ratio:.2f}x** "
+                     f"({'met' if ratio <= 0.5 else 'missed'})")
+    return lines
+
+
+def format_report(result: dict, command: str) -> str:
+    m, rows = result["machine"], result["rows"]
+    on = (f"{m['gpu']} (torch rows; ONNX rows on the host CPU {m['cpu']})" if m.get("gpu") else m["cpu"])
+    base = {w: rows["torch fp32"][w]["sentences_per_s"] for w in SETS}
+    lines = [f"# Inference benchmark{' on a GPU' if m.get('gpu') else ''}", "",
+             f"`{command}` on {on}, {m['cores']} cores, {result['threads']} threads for every row (torch and ONNX "
+             f"Runtime), torch {m['torch']}, {m['date']}; CPU flags {', '.join(m.get('cpu_flags', [])) or 'n/a'}, "
+             f"native bf16 on the CPU: {m['native_bf16']}. Model: {result['model']}. Short: {result['sets']['short']} "
+             f"distinct STS-B test sentences; long: {result['sets']['long']} passages of >= {LONG_TOKENS} tokens (the "
+             "same sentences joined). Throughput at batch 64 (median of "
+             f"{result['repeats']} passes), latency of one sentence per call. avg7: as scored at registration.", "",
+             "| row | avg7 | STS-B test | short: sentences/s | x torch fp32 | p50 ms | p95 ms | long: sentences/s | x torch fp32 | p50 ms | p95 ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in rows.items():
+        avg7 = f"{r['avg7']:.2f}" if r["avg7"] is not None else "-"
+        cells = [f"{r[w]['sentences_per_s']:.0f} | {r[w]['sentences_per_s'] / base[w]:.2f}x | {r[w]['p50_ms']:.1f} | "
+                 f"{r[w]['p95_ms']:.1f}" for w in SETS]
+        lines.append(f"| {name} | {avg7} | {r['stsb_test_spearman']:.2f} | {cells[0]} | {cells[1]} |")
+    if result.get("served"):
+        s = result["served"]
+        lines += ["", "Served (`stsreg serve`'s app in-process, one pair per request, "
+                  f"{result['served_n']} requests):", "", "| setting | backend | p50 ms | p95 ms |", "|---|---|---|---|"]
+        lines += [f"| {k} | {v['backend']} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |" for k, v in s.items()]
+    lines += ["", "## Targets", "", *targets(result), ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="models:/sts-regression@champion", help="registered model URI or a model folder")
+    ap.add_argument("--sts", default="data/prepared/sts.parquet", help="the prepared STS table (STS-B test texts)")
+    ap.add_argument("--device", default="cpu", help="cpu | cuda (torch rows)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for every row")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--latency-n", type=int, default=200, help="single-sentence calls per row and set")
+    ap.add_argument("--served-n", type=int, default=200, help="requests per served setting (0: skip)")
+    ap.add_argument("--out", default=None, help="report stem (default reports/benchmarks-inference[-cuda])")
+    a = ap.parse_args(argv)
+    if a.device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(a.model) if Path(a.model).is_dir() else champion_folder(a.model, Path(tmp))
+        result = run(folder, Path(a.sts), a.device, a.threads, a.repeats, a.latency_n)
+        result.update(machine=machine(a.device), repeats=a.repeats, model=a.model)
+        if a.served_n and a.device == "cpu" and a.model.startswith("models:/"):
+            result.update(served=served(a.model, a.served_n), served_n=a.served_n)
+    stem = Path(a.out or ("reports/benchmarks-inference" + ("-cuda" if a.device != "cpu" else "")))
+    command = "python -m benchmarks.inference " + " ".join(argv if argv is not None else os.sys.argv[1:])
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    stem.with_suffix(".json").write_text(json.dumps(result, indent=2))
+    stem.with_suffix(".md").write_text(format_report(result, command.strip()))
+    print(stem.with_suffix(".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
