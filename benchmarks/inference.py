@@ -69,20 +69,27 @@ class StRow:
             return torch.from_numpy(np.asarray(self.st.encode(sentences, batch_size=batch_size), dtype=np.float32))
 
 
+#: Why the bf16 rows are left out on a CPU without native bf16 (autocast then emulates it, many times slower than fp32).
+NO_BF16 = "no native bf16 on this CPU: autocast would emulate it; `precision: auto` never runs it here"
+
+
 def rows(folder: Path, device: str, threads: int) -> dict:
-    """name -> an object with ``encode(sentences, batch_size, show_progress)``."""
+    """name -> an object with ``encode(sentences, batch_size, show_progress)`` (bf16 rows only where bf16 is native)."""
     from stsreg.product import export
     from stsreg.product.model import SiameseRegressor
+    from stsreg.product.precision import native_bf16
 
+    bf16 = native_bf16(torch.device(device))
     out = {}
     for name, backend, precision in (("torch fp32", "torch", "fp32"), ("torch bf16", "torch", "bf16"),
                                      ("onnx fp32", "onnx", "fp32"), ("onnx int8", "onnx-int8", "fp32")):
-        if backend in export.available(folder):
+        if backend in export.available(folder) and (precision == "fp32" or bf16):
             model = export.use_backend(SiameseRegressor.load(folder, precision=precision).eval(), backend, folder, threads)
             out[name] = model.to(device) if backend == "torch" else model
     max_length = out["torch fp32"].config.max_length
     out["sentence-transformers fp32"] = StRow(folder, device, False, max_length)
-    out["sentence-transformers bf16"] = StRow(folder, device, True, max_length)
+    if bf16:
+        out["sentence-transformers bf16"] = StRow(folder, device, True, max_length)
     return out
 
 
@@ -174,7 +181,8 @@ def run(folder: Path, sts_path: Path, device: str, threads: int, repeats: int, l
                 row["stsb_test_spearman"] = stsb_spearman(emb, sets["short"], test)
         results[name] = row
         print(f"{name}: {json.dumps(row)}", flush=True)
-    return {"rows": results, "sets": {k: len(v) for k, v in sets.items()}, "threads": threads}
+    skipped = {} if "torch bf16" in models else {"torch bf16": NO_BF16, "sentence-transformers bf16": NO_BF16}
+    return {"rows": results, "sets": {k: len(v) for k, v in sets.items()}, "threads": threads, "skipped": skipped}
 
 
 def targets(result: dict) -> list[str]:
@@ -220,6 +228,7 @@ def format_report(result: dict, command: str) -> str:
         cells = [f"{r[w]['sentences_per_s']:.0f} | {r[w]['sentences_per_s'] / base[w]:.2f}x | {r[w]['p50_ms']:.1f} | "
                  f"{r[w]['p95_ms']:.1f}" for w in SETS]
         lines.append(f"| {name} | {avg7} | {r['stsb_test_spearman']:.2f} | {cells[0]} | {cells[1]} |")
+    lines += [f"| {name} | left out: {why} | | | | | | | | | |" for name, why in result.get("skipped", {}).items()]
     if result.get("served"):
         s = result["served"]
         lines += ["", "Served (`stsreg serve`'s app in-process, one pair per request, "
