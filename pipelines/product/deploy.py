@@ -9,6 +9,7 @@
 | ``stsreg-retrain/weekly``         | retrain + promote    | ``schedule.retrain_cron``, and each ``stsreg.data.changed`` event of the project |
 | ``stsreg-champion-eval/daily``    | evaluate the champion| ``schedule.champion_eval_cron`` |
 | ``stsreg-profile-run/manual``     | ``dvc repro profile``| none (run it from the UI/CLI)|
+| ``stsreg-encode-chunks/pool``     | chunks of a corpus   | none (``stsreg-encode`` starts its runs) |
 
 The code is taken from the project folder itself (``flow.from_source(<project>)``): a process worker runs the
 flows in that folder, so the DVC pipeline, params and MLflow store are the project's. The retrain deployment has
@@ -31,6 +32,8 @@ DEPLOYMENTS = (
     ("stsreg-retrain", "weekly", "pipelines/product/ops_flow.py:retrain_flow", "retrain_cron"),
     ("stsreg-champion-eval", "daily", "pipelines/product/ops_flow.py:champion_eval_flow", "champion_eval_cron"),
     ("stsreg-profile-run", "manual", "pipelines/product/ops_flow.py:profile_run_flow", None),
+    # the workers of `stsreg-encode` (pipelines/product/encode_flow.py): started by that flow, one run per chunk group
+    ("stsreg-encode-chunks", "pool", "pipelines/product/encode_flow.py:encode_chunks_flow", None),
 )
 
 

@@ -36,7 +36,8 @@ def test_servers_deploy_trigger_overlap_and_failure(tiny_backbone, tmp_path, mon
         mlflow = MlflowClient(tracking_uri=urls["mlflow"])
         with temporary_settings(updates={PREFECT_API_URL: urls["prefect_api"]}):
             names = deploy(project, ScheduleParams(retrain_cron="0 3 * * 1", champion_eval_cron="0 6 * * *"))
-            assert names == ["stsreg-retrain/weekly", "stsreg-champion-eval/daily", "stsreg-profile-run/manual"]
+            assert names == ["stsreg-retrain/weekly", "stsreg-champion-eval/daily", "stsreg-profile-run/manual",
+                             "stsreg-encode-chunks/pool"]
             from prefect import get_client
             from prefect.utilities.asyncutils import run_coro_as_sync
 

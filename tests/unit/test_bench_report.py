@@ -67,7 +67,7 @@ def test_bench_cli_device_choices_and_cpu_hides_gpus(monkeypatch, tmp_path):
 
 
 def test_inference_report_rows_ratios_and_targets_met_or_missed():
-    from benchmarks.inference import format_report as inference_report
+    from benchmarks.inference_report import format_report as inference_report
 
     row = lambda rate, avg7, long_rate=None: {"avg7": avg7, "stsb_test_spearman": 86.1,  # noqa: E731
                                               "short": {"sentences_per_s": rate, "p50_ms": 10.0, "p95_ms": 14.0},

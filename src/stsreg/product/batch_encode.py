@@ -112,16 +112,25 @@ class Job:
         """Create or check the parts folder; the chunks still to encode."""
         path = self.parts / "manifest.json"
         if path.is_file() and not fresh:
-            found = Manifest(**json.loads(path.read_text()))
-            if found != self.manifest:
-                changed = [k for k, v in asdict(found).items() if asdict(self.manifest)[k] != v]
-                raise InputError(f"{self.parts} holds chunks of another job ({', '.join(changed)} differ); rerun with "
-                                 "--fresh to discard them, or choose another --out")
+            try:
+                self.attach()
+            except InputError as exc:
+                raise InputError(f"{exc}; rerun with --fresh to discard them, or choose another --out") from None
         else:
             shutil.rmtree(self.parts, ignore_errors=True)
             self.parts.mkdir(parents=True)
             atomic.write_text(path, json.dumps(asdict(self.manifest), indent=2))
         return [i for i in range(self.n_chunks) if not self.chunk_path(i).is_file()]
+
+    def attach(self) -> None:
+        """Join a job another process prepared (:meth:`prepare`): its manifest must be this job's."""
+        path = self.parts / "manifest.json"
+        if not path.is_file():
+            raise InputError(f"{self.parts} has no manifest: the job was not prepared (run the stsreg-encode flow)")
+        found = Manifest(**json.loads(path.read_text()))
+        if found != self.manifest:
+            changed = [k for k, v in asdict(found).items() if asdict(self.manifest)[k] != v]
+            raise InputError(f"{self.parts} holds chunks of another job ({', '.join(changed)} differ)")
 
     def run_chunk(self, i: int) -> Path:
         """Encode chunk ``i`` into its file (complete or absent: written beside, then renamed)."""

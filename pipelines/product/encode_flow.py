@@ -1,0 +1,100 @@
+"""Batch embedding on Prefect workers: ``stsreg-encode`` cuts a corpus into chunks (:mod:`stsreg.product.batch_encode`)
+and hands groups of them to ``stsreg-encode-chunks`` flow runs on a work pool; the workers share the output's parts
+folder (one machine, or a shared mount), the parent assembles the output once every chunk is there.
+
+- ``stsreg-encode``: prepares the job here (reads the corpus, resolves ``auto`` to one backend so that every worker
+  computes alike, writes the manifest), starts one chunk flow run per group through the deployment
+  ``stsreg-encode-chunks/pool`` (``stsreg deploy`` creates it on ``schedule.work_pool``), waits for them, assembles.
+  Chunks a failed or killed run left missing are encoded by the next run; finished ones are never redone.
+- ``stsreg-encode-chunks``: attaches to the prepared job (its manifest must match) and encodes the chunks it is
+  given that are still missing, recording which worker did each (``STSREG_WORKER_NAME``, else the host and process).
+
+Without a deployment (``deployment=None``) the groups run one after the other in this process.
+
+    python -m pipelines.product.encode_flow corpus.parquet --out embeddings.parquet --groups 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from pathlib import Path
+
+from prefect import flow
+
+from stsreg.product import batch_encode
+
+DEPLOYMENT = "stsreg-encode-chunks/pool"
+
+
+def _job(corpus: str, out: str, model: str, backend: str, column: str | None, chunk_size: int, batch_size: int,
+         threads: int) -> batch_encode.Job:
+    loaded, resolved, identity = batch_encode.load_model(model, backend, threads)
+    return batch_encode.Job(Path(corpus), Path(out), loaded, identity, resolved, column, chunk_size, batch_size)
+
+
+@flow(name="stsreg-encode-chunks")
+def encode_chunks_flow(corpus: str, out: str, chunks: list[int], model: str, backend: str, column: str | None = None,
+                       chunk_size: int = 10_000, batch_size: int = 64, threads: int = 0, project_dir: str = ".") -> dict:
+    """Encode ``chunks`` of the job prepared for ``out`` (absolute paths, or relative to ``project_dir``)."""
+    os.chdir(project_dir)
+    job = _job(corpus, out, model, backend, column, chunk_size, batch_size, threads)
+    job.attach()
+    worker = os.environ.get("STSREG_WORKER_NAME") or f"{socket.gethostname()}:{os.getpid()}"
+    encoded = []
+    for i in chunks:
+        if not job.chunk_path(i).is_file():
+            job.run_chunk(i)
+            job.chunk_path(i).with_suffix(".by").write_text(worker)
+            encoded.append(i)
+    return {"worker": worker, "encoded": encoded}
+
+
+@flow(name="stsreg-encode")
+def encode_flow(corpus: str, out: str, model: str = "models:/sts-regression@champion", backend: str = "auto",
+                column: str | None = None, chunk_size: int = 10_000, batch_size: int = 64, threads: int = 0,
+                groups: int = 2, deployment: str | None = DEPLOYMENT, timeout_s: float = 24 * 3600) -> dict:
+    """Prepare, fan the missing chunks out in ``groups`` flow runs of ``deployment``, wait, assemble; returns the
+    summary of :func:`stsreg.product.batch_encode.encode_corpus` plus ``workers`` (who encoded how many chunks)."""
+    from prefect.deployments import run_deployment
+    from prefect.flow_runs import wait_for_flow_run
+    from prefect.utilities.asyncutils import run_coro_as_sync
+
+    corpus, out = str(Path(corpus).resolve()), str(Path(out).resolve())
+    job = _job(corpus, out, model, backend, column, chunk_size, batch_size, threads)
+    todo = job.prepare()
+    shared = {"corpus": corpus, "out": out, "model": model, "backend": job.manifest.backend, "column": column,
+              "chunk_size": chunk_size, "batch_size": batch_size, "threads": threads, "project_dir": os.getcwd()}
+    batches = [todo[g::groups] for g in range(groups) if todo[g::groups]]
+    if deployment is None:
+        for chunks in batches:
+            encode_chunks_flow(chunks=chunks, **shared)
+    else:
+        runs = [run_deployment(deployment, parameters={**shared, "chunks": chunks}, timeout=0) for chunks in batches]
+        states = [run_coro_as_sync(wait_for_flow_run(r.id, timeout=timeout_s)).state for r in runs]
+        failed = [f"{r.name}: {s.name}" for r, s in zip(runs, states) if not s.is_completed()]
+        if failed:
+            raise RuntimeError(f"chunk flow runs did not complete ({', '.join(failed)}); rerun to encode what is missing")
+    workers: dict[str, int] = {}
+    for by in job.parts.glob("chunk-*.by"):
+        workers[by.read_text()] = workers.get(by.read_text(), 0) + 1
+    summary = {"out": str(job.assemble()), "rows": len(job.rows), "unique": len(job.unique), "chunks": job.n_chunks,
+               "resumed_chunks": job.n_chunks - len(todo), "dim": job.manifest.dim, "backend": job.manifest.backend,
+               "workers": workers}
+    return summary
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="Embed a corpus on Prefect workers (the stsreg-encode flow).")
+    ap.add_argument("corpus")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--model", default="models:/sts-regression@champion")
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--column", default=None)
+    ap.add_argument("--chunk-size", type=int, default=10_000)
+    ap.add_argument("--groups", type=int, default=2, help="chunk flow runs (at most this many workers share the work)")
+    ap.add_argument("--local", action="store_true", help="run the groups in this process (no deployment)")
+    a = ap.parse_args()
+    print(encode_flow(a.corpus, a.out, a.model, a.backend, a.column, a.chunk_size, groups=a.groups,
+                      deployment=None if a.local else DEPLOYMENT))
