@@ -10,7 +10,7 @@ torch fp32, torch bf16 autocast, ONNX fp32, ONNX int8 (:mod:`stsreg.product.expo
 - quality: STS-B test Spearman x100 of the cosine (computed from the short set's throughput pass), and avg7 where the
   registration scored the backend (``onnx/backends.json``: torch, ONNX fp32 and int8, fp32 activations).
 
-Text sets: *short* = the 2,758 distinct STS-B test sentences; *long* = those sentences joined in order into passages
+Text sets: *short* = the distinct STS-B test sentences; *long* = those sentences joined in order into passages
 of at least 128 tokens (truncated at the model's maximum length). Then the served latency: ``stsreg serve``'s app
 (:func:`stsreg.product.serve.build_app`, called in-process through a test client, MLflow's scoring included) answering
 one pair per request, backend torch fp32 (what was served before backends existed) against ``auto``.
@@ -36,7 +36,6 @@ import torch
 
 from benchmarks.bench_report import machine, median, sync
 from benchmarks.inference_report import LONG_TOKENS, SETS, format_report
-
 
 
 def texts(sts_path: Path, tokenizer, max_length: int) -> tuple[dict[str, list[str]], pd.DataFrame]:

@@ -333,6 +333,37 @@ def test_each_backend_serves_the_readme_requests(registry):
         model.set_backend("onnx-int8")
 
 
+def test_serve_with_two_workers_answers_on_one_port(registry):
+    """`stsreg serve --workers 2 --backend onnx`: two processes on one port, each with the backend given, answering
+    the README's request as the one-process server does."""
+    work, _, _, _ = registry
+    port = free_port()
+    log = work / "serve-workers.log"
+    proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "stsreg"), "serve", "--port", str(port),
+                             "--workers", "2", "--backend", "onnx", "--threads", "1"],
+                            cwd=work, env=clean_env(), stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 180
+        while True:
+            try:
+                if requests.get(url + "/ping", timeout=2).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+            time.sleep(1)
+        assert "backend onnx" in log.read_text() and "2 worker(s) x 1 thread(s)" in log.read_text()
+        pair = {"dataframe_records": [{"sentence1": "A man plays a guitar.", "sentence2": "Someone plays music."}]}
+        answers = [_post(url, pair) for _ in range(6)]
+        assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+        assert len({round(a.json()["predictions"][0]["cosine"], 5) for a in answers}) == 1
+        assert requests.get(url + "/metadata", timeout=30).json()["backend"] == "onnx"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def _post(url, payload):
     return requests.post(url + "/invocations", json=payload, timeout=120)
 
