@@ -88,9 +88,11 @@ def _git(project: Path, *args: str) -> str:
 def dvc_remote_url(project: Path) -> str:
     """The URL of the project's default DVC remote, or empty when none is set."""
     name = subprocess.run(["dvc", "remote", "default"], cwd=project, capture_output=True, text=True).stdout.strip()
-    listed = subprocess.run(["dvc", "remote", "list"], cwd=project, capture_output=True, text=True).stdout.splitlines()
-    urls = dict(line.split(None, 1) for line in listed if len(line.split(None, 1)) == 2)
-    return urls.get(name, "").strip()
+    if not name:
+        return ""
+    # `dvc config` prints the bare value; `dvc remote list` is a table that wraps a long URL onto the next line
+    return subprocess.run(["dvc", "config", f"remote.{name}.url"], cwd=project, capture_output=True,
+                          text=True).stdout.strip()
 
 
 def _prefect_checks(pool: str) -> None:
