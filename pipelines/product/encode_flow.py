@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections import Counter
 import socket
 from pathlib import Path
 
@@ -76,13 +77,9 @@ def encode_flow(corpus: str, out: str, model: str = "models:/sts-regression@cham
         failed = [f"{r.name}: {s.name}" for r, s in zip(runs, states) if not s.is_completed()]
         if failed:
             raise RuntimeError(f"chunk flow runs did not complete ({', '.join(failed)}); rerun to encode what is missing")
-    workers: dict[str, int] = {}
-    for by in job.parts.glob("chunk-*.by"):
-        workers[by.read_text()] = workers.get(by.read_text(), 0) + 1
-    summary = {"out": str(job.assemble()), "rows": len(job.rows), "unique": len(job.unique), "chunks": job.n_chunks,
-               "resumed_chunks": job.n_chunks - len(todo), "dim": job.manifest.dim, "backend": job.manifest.backend,
-               "workers": workers}
-    return summary
+    workers = Counter(by.read_text() for by in job.parts.glob("chunk-*.by"))  # read before assemble removes the parts
+    job.assemble()
+    return {**job.summary(job.n_chunks - len(todo)), "workers": dict(workers)}
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -136,10 +135,7 @@ class Job:
         """Encode chunk ``i`` into its file (complete or absent: written beside, then renamed)."""
         size = self.manifest.chunk_size
         vectors = self.model.encode(self.unique[i * size:(i + 1) * size], self.batch_size, show_progress=False)
-        tmp = self.chunk_path(i).with_suffix(f".{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
-            np.save(f, vectors.numpy().astype(np.float32))
-        os.replace(tmp, self.chunk_path(i))
+        _save_npy(vectors.numpy().astype(np.float32), self.chunk_path(i))
         return self.chunk_path(i)
 
     def assemble(self) -> Path:
@@ -151,14 +147,23 @@ class Job:
             np.zeros((0, self.manifest.dim), np.float32)
         vectors = unique[self.rows]
         if self.out.suffix.lower() == ".npy":
-            tmp = self.out.with_name(self.out.name + ".tmp")
-            with open(tmp, "wb") as f:
-                np.save(f, vectors)
-            os.replace(tmp, self.out)
+            _save_npy(vectors, self.out)
         else:
             atomic.to_parquet(self.frame.assign(embedding=list(vectors)), self.out)
         shutil.rmtree(self.parts)
         return self.out
+
+    def summary(self, resumed_chunks: int) -> dict:
+        """What a finished job wrote: the output, rows, distinct sentences, chunks (``resumed_chunks`` of them found
+        done), the dimension and the backend."""
+        return {"out": str(self.out), "rows": len(self.rows), "unique": len(self.unique), "chunks": self.n_chunks,
+                "resumed_chunks": resumed_chunks, "dim": self.manifest.dim, "backend": self.manifest.backend}
+
+
+def _save_npy(array: np.ndarray, path: Path) -> None:
+    """``array`` to ``path`` as .npy, whole or not at all (:func:`stsreg.infra.atomic.replace_file`)."""
+    with atomic.replace_file(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, array)
 
 
 def encode_corpus(job: Job, fresh: bool = False, progress: bool | None = None) -> dict:
@@ -171,9 +176,8 @@ def encode_corpus(job: Job, fresh: bool = False, progress: bool | None = None) -
         for i in todo:
             job.run_chunk(i)
             bar.update(min(size, len(job.unique) - i * size))
-    out = job.assemble()
-    return {"out": str(out), "rows": len(job.rows), "unique": len(job.unique), "chunks": job.n_chunks,
-            "resumed_chunks": done, "dim": job.manifest.dim, "backend": job.manifest.backend}
+    job.assemble()
+    return job.summary(done)
 
 
 def load_model(model: str, backend: str = "auto", threads: int = 0, tracking_uri: str | None = None,
@@ -213,9 +217,9 @@ def load_model(model: str, backend: str = "auto", threads: int = 0, tracking_uri
     identity = sha256_file(folder / "model.safetensors")
     if backend == "auto":
         return loaded, export.choose(loaded, folder, threads)[0], identity
-    verdict = export.read_quality(folder).get(backend, {})
-    if backend not in export.available(folder) or not verdict.get("serving", True):  # absent, or judged out
-        raise InputError(f"{model} may not run backend {backend!r}: "
-                         f"{verdict.get('reason', 'no export of it in the folder')} (it may: "
-                         f"{', '.join(b for b in export.available(folder) if export.read_quality(folder).get(b, {}).get('serving', True))})")
+    quality = export.read_quality(folder)
+    allowed = [b for b in export.available(folder) if quality.get(b, {}).get("serving", True)]  # present, not judged out
+    if backend not in allowed:
+        reason = quality.get(backend, {}).get("reason", "no export of it in the folder")
+        raise InputError(f"{model} may not run backend {backend!r}: {reason} (it may: {', '.join(allowed)})")
     return export.use_backend(loaded, backend, folder, threads), backend, identity
