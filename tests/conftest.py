@@ -85,19 +85,9 @@ TINY_WORDS = ("a man woman dog cat is are plays playing guitar music runs runnin
 @pytest.fixture(scope="session")
 def tiny_backbone(tmp_path_factory) -> str:
     """A tiny randomly initialised BERT (2 layers, d=32) with a word-level vocab, saved as a local path."""
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from tests.helpers.backbones import tiny_backbone_of
 
-    path = tmp_path_factory.mktemp("tiny-bert")
-    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ","] + list(TINY_WORDS))}
-    tok = BertTokenizerFast(vocab=vocab, do_lower_case=True)  # transformers 5: pass vocab=, not vocab_file=
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.1,
-                     attention_probs_dropout_prob=0.1)
-    BertModel(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return str(path)
+    return tiny_backbone_of("bert", tmp_path_factory.mktemp("tiny-bert"), list(TINY_WORDS))
 
 
 def tiny_sts(n: int, seed: int = 0):

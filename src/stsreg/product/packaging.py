@@ -22,12 +22,9 @@ import pandas as pd
 
 from stsreg.infra.config import Params
 from stsreg.product import export
+from stsreg.product.model import write_st_config
 
 log = logging.getLogger(__name__)
-
-#: sentence-transformers reads the similarity function (and the versions that wrote the folder) from this file.
-ST_CONFIG = "config_sentence_transformers.json"
-
 
 def set_max_length(folder: Path, max_length: int) -> None:
     """The one maximum length of a model folder: stsreg's config and sentence-transformers' both say ``max_length``."""
@@ -35,16 +32,6 @@ def set_max_length(folder: Path, max_length: int) -> None:
         config = json.loads((folder / name).read_text())
         config[key] = max_length
         (folder / name).write_text(json.dumps(config, indent=2))
-
-
-def write_st_config(folder: Path) -> None:
-    """``config_sentence_transformers.json``: cosine similarity, and the library versions that wrote the folder."""
-    from importlib.metadata import version
-
-    versions = {p: version(p) for p in ("sentence-transformers", "transformers", "torch")}
-    (folder / ST_CONFIG).write_text(json.dumps({"__version__": versions, "similarity_fn_name": "cosine",
-                                                "model_type": "SentenceTransformer", "prompts": {},
-                                                "default_prompt_name": None}, indent=2))
 
 
 def score_backend(folder: Path, backend: str, pairs: pd.DataFrame, batch_size: int) -> dict[str, float]:
@@ -64,7 +51,7 @@ def package(params: Params, model_dir: Path, dst: Path, sts_path: Path, torch_me
 
     shutil.copytree(model_dir, dst)
     set_max_length(dst, params.evaluate.max_length)
-    write_st_config(dst)
+    write_st_config(dst)  # already there when model_dir is stage 2's output; a folder from elsewhere gets it
     export.export_onnx(dst)
     pairs = eval_pairs(pd.read_parquet(sts_path))
     own = own_tasks(pairs)
