@@ -114,6 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Train and evaluate every compare.methods x compare.seeds on the same data; write "
                                     "reports/compare/{results.md,results.csv,paired.csv,avg7.png} and metrics/compare.json.")
     cm.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    cm.add_argument("--backbone", default=None,
+                    help="the same rows on another backbone (a packaged name, e.g. all-mpnet-base-v2, a Hugging Face name "
+                         "or a local path) -> reports/compare_backbones/<name>/, with its declared settings "
+                         "(stsreg.experiments.backbone_compare.SETTINGS)")
+    cm.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a param for this comparison (repeatable), e.g. --set compare.seeds=[42,43]")
+    cm.add_argument("--out", default=None, help="with --backbone / --set: the comparison's folder")
     cm.set_defaults(func=commands.cmd_compare)
 
     nt = sub.add_parser("nli-table", help="the NLI-only objective table (the paper's Table 1 analogue; resumable)",

@@ -101,7 +101,25 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from pipelines.experiments.compare_flow import compare_flow
 
-    compare_flow(params_path=args.params)
+    if not (args.backbone or args.set):
+        compare_flow(params_path=args.params)
+        return 0
+    from stsreg.experiments import backbone_compare
+    from stsreg.infra.errors import InputError
+    from stsreg.product.backbones import resolve_backbone
+
+    try:
+        params = backbone_compare.resolved(load_params(args.params), args.backbone or load_params(args.params).model.backbone,
+                                           backbone_compare.parse_sets(args.set))
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    resolve_backbone(params.model.backbone)  # a packaged backbone not installed stops here, before any row starts
+    out = Path(args.out) if args.out else backbone_compare.folder(params.model.backbone)
+    backbone_compare.write_params(params, out / "params.yaml")
+    print(f"comparison on {params.model.backbone}: rows {', '.join(params.compare.methods)} x seeds "
+          f"{', '.join(map(str, params.compare.seeds))} -> {out}", flush=True)
+    compare_flow(params_path=str(out / "params.yaml"), runs_dir=str(out / "runs"), out_dir=str(out),
+                 metrics_path=str(out / "metrics.json"))
     return 0
 
 

@@ -78,3 +78,43 @@ def test_another_architecture_trains_evaluates_exports_and_loads(arch, harness, 
             assert torch.allclose(run, ours, atol=tol)
         else:
             assert torch.nn.functional.cosine_similarity(run, ours).min() > 0.95
+
+
+def test_the_comparison_on_another_backbone_has_its_own_folder_params_and_resumes(harness, tmp_path, monkeypatch):
+    """`stsreg compare --backbone NAME` as the docs print it: the rows on that backbone, into its own folder with the
+    params they ran with; the main comparison's folder untouched; a rerun trains nothing again."""
+    from stsreg.cli import main
+    from stsreg.experiments import backbone_compare
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow/mlflow.db")
+    monkeypatch.chdir(tmp_path)
+    backbone = tiny_backbone_of("mpnet", tmp_path / "tiny-mpnet", list(TINY_WORDS))
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw["model"].update(max_length=16)
+    raw["stage1"].update(epochs=1)
+    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every=100, lr=1e-3)
+    raw["evaluate"].update(max_length=16, n_resamples=50)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    (tmp_path / "data/prepared").mkdir(parents=True)
+    train = tiny_sts(48, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(48), seen_in_train=False)
+    pd.concat([tiny_eval_table(24), train], ignore_index=True).to_parquet(tmp_path / "data/prepared/sts.parquet")
+    grouped_nli(14).to_parquet(tmp_path / "data/prepared/nli_train.parquet")
+
+    argv = ["compare", "--backbone", backbone, "--set", "compare.methods=[base, cosent, ours]", "--set", "compare.seeds=[7]"]
+    assert main(argv) == 0
+    out = tmp_path / "reports/compare_backbones" / "tiny-mpnet"
+    assert backbone_compare.folder(backbone) == out.relative_to(tmp_path)
+    ran = yaml.safe_load((out / "params.yaml").read_text())
+    assert ran["model"]["backbone"] == backbone and ran["compare"]["methods"] == ["base", "cosent", "ours"]
+    assert list(pd.read_csv(out / "results.csv").method) == ["base", "cosent", "ours"]
+    assert set(json.loads((out / "metrics.json").read_text())) >= {"base_avg7", "ours_avg7_unseen"}
+    assert not (tmp_path / "reports/compare").exists()  # the main comparison is not touched
+    markers = {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*/run.json")}
+    assert len(markers) == 3
+    assert main(argv) == 0  # resumed: every row found finished
+    assert {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*/run.json")} == markers
+    # a packaged backbone's declared settings apply; a bad --set is refused before anything runs
+    from stsreg.infra.config import load_params
+    mp = backbone_compare.resolved(load_params(tmp_path / "params.yaml"), "all-mpnet-base-v2", {})
+    assert mp.stage1.encoder.objective == "none" and len(mp.compare.methods) == 6
+    assert main(["compare", "--backbone", backbone, "--set", "compare.seeds"]) == 2

