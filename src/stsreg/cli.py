@@ -14,8 +14,14 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import os
 import sys
 from pathlib import Path
+
+# The embedded Prefect server a stage starts waits 20 s for itself by default: on a 2-core machine busy with a training
+# run beside it, it can take longer and the stage failed with "Timed out while attempting to connect to ephemeral Prefect
+# API server". Set before Prefect is imported (its settings are read then); a value of the user's wins.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 
 from stsreg import __version__, commands, commands_inference
 from stsreg.product import launch
