@@ -60,6 +60,35 @@ def prepare(model: str, out: str, sts: str = "data/prepared/sts.parquet") -> Non
     print(f"{len(sents)} sentences, {len(t)} pairs -> {out}")
 
 
+def _ort(path: str):
+    """An ONNX Runtime session at :data:`THREADS` threads as a function of a token batch -> hidden states."""
+    import onnxruntime as rt
+
+    o = rt.SessionOptions()
+    o.intra_op_num_threads = THREADS
+    o.graph_optimization_level = rt.GraphOptimizationLevel.ORT_ENABLE_ALL
+    s = rt.InferenceSession(path, o, providers=["CPUExecutionProvider"])
+    inputs = [i.name for i in s.get_inputs()]
+    return lambda b: s.run(None, {n: b[n] for n in inputs})[0]
+
+
+def _openvino(path: str, hint: str | None = None):
+    """An OpenVINO compiled model (CPU, :data:`THREADS` threads, latency hint) as the same kind of function."""
+    import openvino as ov
+
+    cfg = {"INFERENCE_NUM_THREADS": THREADS, "PERFORMANCE_HINT": "LATENCY"}
+    if hint:
+        cfg["INFERENCE_PRECISION_HINT"] = hint
+    compiled = ov.Core().compile_model(path, "CPU", cfg)
+    inputs = [i.get_any_name() for i in compiled.inputs]
+    req = compiled.create_infer_request()
+    return lambda b: req.infer({n: b[n] for n in inputs})[0].copy()
+
+
+def _too_long(*_):
+    raise TimeoutError("over 240 s")
+
+
 def measure(model: str, batches_path: str, out: str) -> None:
     from scipy.stats import spearmanr
 
@@ -69,48 +98,22 @@ def measure(model: str, batches_path: str, out: str) -> None:
     batches = [{n: data[f"{i}:{n}"] for n in names if f"{i}:{n}" in data.files} for i in range(nb)]
     n_sent = sum(b["input_ids"].shape[0] for b in batches)
 
-    def pooled(h, m):
-        m = m[..., None].astype(np.float32)
-        return (h * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
-
     def stsb(embs):
         e = embs / np.linalg.norm(embs, axis=1, keepdims=True)
         return float(100 * spearmanr((e[data["pair_a"]] * e[data["pair_b"]]).sum(1), data["score"]).statistic)
 
-    def ort(path):
-        import onnxruntime as rt
-        o = rt.SessionOptions()
-        o.intra_op_num_threads = THREADS
-        o.graph_optimization_level = rt.GraphOptimizationLevel.ORT_ENABLE_ALL
-        s = rt.InferenceSession(path, o, providers=["CPUExecutionProvider"])
-        inputs = [i.name for i in s.get_inputs()]
-        return lambda b: s.run(None, {n: b[n] for n in inputs})[0]
-
-    def openvino(path, hint=None):
-        import openvino as ov
-        cfg = {"INFERENCE_NUM_THREADS": THREADS, "PERFORMANCE_HINT": "LATENCY"}
-        if hint:
-            cfg["INFERENCE_PRECISION_HINT"] = hint
-        compiled = ov.Core().compile_model(path, "CPU", cfg)
-        inputs = [i.get_any_name() for i in compiled.inputs]
-        req = compiled.create_infer_request()
-        return lambda b: req.infer({n: b[n] for n in inputs})[0].copy()
-
-    engines = {"onnxruntime fp32": lambda: ort(f"{model}/onnx/model.onnx"),
-               "onnxruntime int8": lambda: ort(f"{model}/onnx/model_qint8.onnx"),
-               "openvino fp32 (model.onnx)": lambda: openvino(f"{model}/onnx/model.onnx", "f32"),
-               "openvino (model_qint8.onnx)": lambda: openvino(f"{model}/onnx/model_qint8.onnx")}
-
-    def too_long(*_):
-        raise TimeoutError("over 240 s")
-
-    signal.signal(signal.SIGALRM, too_long)
+    engines = {"onnxruntime fp32": lambda: _ort(f"{model}/onnx/model.onnx"),
+               "onnxruntime int8": lambda: _ort(f"{model}/onnx/model_qint8.onnx"),
+               "openvino fp32 (model.onnx)": lambda: _openvino(f"{model}/onnx/model.onnx", "f32"),
+               "openvino (model_qint8.onnx)": lambda: _openvino(f"{model}/onnx/model_qint8.onnx")}
+    signal.signal(signal.SIGALRM, _too_long)
     rows = {}
     for name, make in engines.items():
         signal.alarm(240)
         try:
             run = make()
-            embs = np.concatenate([pooled(run(b), b["attention_mask"]) for b in batches])
+            masks = [b["attention_mask"][..., None].astype(np.float32) for b in batches]
+            embs = np.concatenate([(run(b) * m).sum(1) / np.clip(m.sum(1), 1e-9, None) for b, m in zip(batches, masks)])
             times = []
             for _ in range(3):
                 start = time.perf_counter()
@@ -122,12 +125,17 @@ def measure(model: str, batches_path: str, out: str) -> None:
             rows[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
         signal.alarm(0)
         print(name, rows[name], flush=True)
+    _write(rows, n_sent, out)
+
+
+def _write(rows: dict, n_sent: int, out: str) -> None:
+    import onnxruntime
+    import openvino
+
     base = rows["onnxruntime fp32"].get("sent_per_s")
     for r in rows.values():
         if base and "sent_per_s" in r:
             r["x_onnxruntime_fp32"] = round(r["sent_per_s"] / base, 2)
-    import onnxruntime
-    import openvino
     report = {"cpu": _cpu(), "threads": THREADS, "openvino": openvino.__version__,
               "onnxruntime": onnxruntime.__version__, "sentences": n_sent, "rows": rows}
     with open(out, "w") as fh:

@@ -309,6 +309,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Commands that load ``model.backbone`` itself (stage 1, the promotion gate's backbone row, the experiments).
+BACKBONE_COMMANDS = ("train", "promote", "compare", "nli-table", "baselines", "search", "profile")
+
+
+def check_backbone(args: argparse.Namespace) -> None:
+    """A packaged backbone that is not installed (a missing or damaged part) stops the command here, before any flow,
+    with the part and the command that installs it (:mod:`stsreg.product.backbones`)."""
+    if args.command in BACKBONE_COMMANDS and getattr(args, "params", None) and Path(args.params).is_file():
+        from stsreg.product import backbones
+
+        name = load_params(args.params).model.backbone
+        if backbones.find(name):
+            backbones.resolve_backbone(name)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command not in ("servers",):
@@ -321,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "params", None):
             load_params(args.params)  # the whole file, before any output is touched
         check_inputs(args)  # a stage run out of order stops here, before a flow starts a Prefect server
+        check_backbone(args)
         if args.command not in STAGE_COMMANDS:
             return args.func(args)
         from stsreg.infra.locking import pipeline_lock

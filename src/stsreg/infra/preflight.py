@@ -61,10 +61,6 @@ def sts_table_problem(path: str) -> str:
     return ""
 
 
-#: Commands that load ``model.backbone`` itself (stage 1, the promotion gate's backbone row, the experiments).
-BACKBONE_COMMANDS = ("train", "promote", "compare", "nli-table", "baselines", "search", "profile")
-
-
 def check_inputs(args: argparse.Namespace) -> None:
     """Raise :class:`InputError` naming every missing input and the stage to run first, or a table in the wrong shape."""
     missing = missing_inputs(args)
@@ -72,14 +68,6 @@ def check_inputs(args: argparse.Namespace) -> None:
         first = missing[0][1]
         lines = [f"{path} is missing (written by the `{stage}` stage)" for path, stage in missing]
         raise InputError("; ".join(lines) + f": run `dvc repro {first}` first, or `make run` for the whole pipeline")
-    params = getattr(args, "params", None)
-    if params and args.command in BACKBONE_COMMANDS and Path(params).is_file():
-        from stsreg.infra.config import load_params
-        from stsreg.product import backbones
-
-        name = load_params(params).model.backbone
-        if backbones.find(name):  # a packaged backbone not installed (a missing part) stops here, before any flow
-            backbones.resolve_backbone(name)
     sts = getattr(args, "sts", None)
     if sts and (args.command == "evaluate" or (args.command == "train" and args.stage == "2")):
         problem = sts_table_problem(sts)

@@ -42,10 +42,7 @@ from stsreg.product import tokens
 from stsreg.product.backbones import resolve_backbone  # noqa: F401  (re-exported: the one resolution rule)
 
 DEFAULT_BACKBONE = "default"
-
-
-#: sentence-transformers reads the similarity function (and the versions that wrote the folder) from this file.
-ST_CONFIG = "config_sentence_transformers.json"
+ST_CONFIG = "config_sentence_transformers.json"  # sentence-transformers' file: the similarity function, the versions
 
 
 def write_st_config(folder: Path) -> None:
