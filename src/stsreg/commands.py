@@ -108,9 +108,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from stsreg.infra.errors import InputError
     from stsreg.product.backbones import resolve_backbone
 
+    base = load_params(args.params)
     try:
-        params = backbone_compare.resolved(load_params(args.params), args.backbone or load_params(args.params).model.backbone,
-                                           backbone_compare.parse_sets(args.set))
+        params = backbone_compare.resolved(base, args.backbone or base.model.backbone, backbone_compare.parse_sets(args.set))
     except ValueError as exc:
         raise InputError(str(exc)) from None
     resolve_backbone(params.model.backbone)  # a packaged backbone not installed stops here, before any row starts
