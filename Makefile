@@ -20,10 +20,10 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 export UV_SYSTEM_CERTS ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install docs run repro compare nli-table baselines search claims paper profile bench bench-inference bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test test-slow lock clean
+.PHONY: help install docs run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test test-slow lock clean
 
 help: ## show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(VENV)/.installed: pyproject.toml requirements.lock scripts/install.sh
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
@@ -44,6 +44,9 @@ repro: install ## run `dvc repro promote` (only stale stages run)
 
 compare: install ## the method comparison (base, +Contrast, CoSENT, cosine MSE, +Ours, TReLU, MSE, +Ours on cosine, joint); ~60 min per seed on 2 cores
 	dvc repro compare
+
+compare-backbones: install ## the comparison on the other backbones (stsreg backbone install NAME first) -> reports/compare_backbones/; ~50 min per row on 2 fp32 cores
+	dvc repro compare_backbone
 
 nli-table: install ## the NLI-only objective table (paper Table 1 analogue) -> reports/nli_table/; ~30 min per seed on 2 cores
 	dvc repro nli_table

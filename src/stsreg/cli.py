@@ -159,11 +159,15 @@ def build_parser() -> argparse.ArgumentParser:
     sr.set_defaults(func=commands.cmd_search)
 
     cl = sub.add_parser("claims", help="the paper's claims with our numbers, intervals and verdicts -> reports/claims.md",
-                        description="Read reports/compare/{results,paired}.csv and metrics/profile.json (nothing is "
-                                    "trained) and write reports/claims.md: each claim, the paired difference per seed "
-                                    "with its 95% CI and p, and a verdict.")
+                        description="Read each backbone's comparison ({results,paired}.csv of reports/compare and "
+                                    "reports/compare_backbones/<name>) and metrics/profile.json (nothing is trained) "
+                                    "and write reports/claims.md: each claim, one column per backbone with the paired "
+                                    "difference, its 95% CI and p per seed, and a verdict.")
     cl.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
-    cl.add_argument("--compare", default="reports/compare", help="the comparison's outputs")
+    cl.add_argument("--compare", default="reports/compare", help="the comparison's outputs on model.backbone")
+    cl.add_argument("--backbone-compare", action="append", metavar="DIR",
+                    help="a comparison on another backbone (stsreg compare --backbone), one column each; repeatable "
+                         "(default: reports/compare_backbones/<name> of every backbone with declared settings)")
     cl.add_argument("--profile-metrics", default="metrics/profile.json", help="the profile's memory ratio")
     cl.add_argument("--nli-table", default="reports/nli_table", help="the NLI-only table's outputs (claims 1 and 2)")
     cl.add_argument("--out", default="reports/claims.md", help="the claims table")

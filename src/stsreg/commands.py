@@ -131,9 +131,15 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_claims(args: argparse.Namespace) -> int:
-    from stsreg.experiments import claims
+    from stsreg.experiments import backbone_compare, claims
+    from stsreg.product.backbones import find
 
-    print(claims.write(Path(args.compare), Path(args.profile_metrics), Path(args.out), nli_dir=Path(args.nli_table)))
+    backbone = load_params(args.params).model.backbone
+    main = claims.load(Path(args.compare), backbone=find(backbone).name if find(backbone) else backbone)
+    others = args.backbone_compare if args.backbone_compare is not None else [
+        str(backbone_compare.folder(name)) for name in backbone_compare.SETTINGS]
+    comparisons = [main] + [claims.load(Path(folder)) for folder in others]
+    print(claims.write(comparisons, Path(args.profile_metrics), Path(args.out), nli_dir=Path(args.nli_table)))
     return 0
 
 
