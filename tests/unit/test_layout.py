@@ -52,7 +52,9 @@ def test_dvc_metrics_files_are_headlines():
     import json
 
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    files = [next(iter(m)) if isinstance(m, dict) else m for s in stages.values() for m in s.get("metrics", [])]
+    files = [(next(iter(m)) if isinstance(m, dict) else m).replace("${item}", str(item))  # foreach: one per item
+             for s in stages.values() for item in s.get("foreach", [""]) for m in s.get("do", s).get("metrics", [])]
+    assert "reports/compare_backbones/all-mpnet-base-v2/metrics.json" in files
     assert "metrics/eval.json" in files and "reports/eval/metrics.json" not in files
     for name in files:
         path = REPO / name
