@@ -135,7 +135,8 @@ def cmd_claims(args: argparse.Namespace) -> int:
     from stsreg.product.backbones import find
 
     backbone = load_params(args.params).model.backbone
-    main = claims.load(Path(args.compare), backbone=find(backbone).name if find(backbone) else backbone)
+    packaged = find(backbone)  # `default` is named as packaged (all-MiniLM-L6-v2) in the column's header
+    main = claims.load(Path(args.compare), backbone=packaged.name if packaged else backbone)
     others = args.backbone_compare if args.backbone_compare is not None else [
         str(backbone_compare.folder(name)) for name in backbone_compare.SETTINGS]
     comparisons = [main] + [claims.load(Path(folder)) for folder in others]
