@@ -30,6 +30,11 @@ VIEWS = (("avg7", "all pairs"), ("avg7_unseen", "unseen pairs"))
 BEST = "best"  # in a claim's pair: the backbone's regression row with the best mean STS-B dev (paired.csv's reference)
 NOT_RUN = "not run"
 
+
+def _no_pairs() -> pd.DataFrame:
+    """A paired table with no rows: a comparison without a regression row, or a claim a backbone did not run."""
+    return pd.DataFrame(columns=["reference", "other", "view"])
+
 #: (claim, pairs (a, b), read from the NLI-only table). The NLI table runs on the default backbone only.
 CLAIMS = (("(1) NLI only: the buffered loss beats classification, MSE and L1",
            (("smooth_k2", "softmax"), ("smooth_k2", "mse"), ("smooth_k2", "l1")), True),
@@ -68,7 +73,7 @@ def load(folder: Path, backbone: str | None = None) -> Comparison:
     if backbone is None:
         backbone = yaml.safe_load((folder / "params.yaml").read_text())["model"]["backbone"]
     paired_path = folder / "paired.csv"
-    paired = pd.read_csv(paired_path) if paired_path.exists() else pd.DataFrame(columns=["reference", "other", "view"])
+    paired = pd.read_csv(paired_path) if paired_path.exists() else _no_pairs()
     return Comparison(backbone, pd.read_csv(folder / "results.csv"), paired)
 
 
@@ -94,7 +99,6 @@ def cell(paired: pd.DataFrame, a: str | None, b: str, view: str, alpha: float) -
 
 def _claim_rows(comparisons: list[Comparison], nli_paired: pd.DataFrame | None, alpha: float) -> list[str]:
     """One row per (claim, pair, view) that some backbone ran; cells side by side, in ``comparisons``' order."""
-    empty = pd.DataFrame(columns=["reference", "other", "view"])
     bests = {c.best for c in comparisons if c.best}
     best_name = next(iter(bests)) if len(bests) == 1 else "best regression row"
     rows = []
@@ -104,8 +108,10 @@ def _claim_rows(comparisons: list[Comparison], nli_paired: pd.DataFrame | None, 
         for a, b in pairs:
             name = best_name if a == BEST else a
             for view, label in VIEWS:
-                cells = [cell((nli_paired if i == 0 else empty) if from_nli else c.paired, c.best if a == BEST else a,
-                              b, view, alpha) for i, c in enumerate(comparisons)]
+                # the NLI-only claims read the NLI table, which ran on the default backbone (the first column)
+                sources = [(nli_paired if i == 0 else _no_pairs()) if from_nli else c.paired
+                           for i, c in enumerate(comparisons)]
+                cells = [cell(src, c.best if a == BEST else a, b, view, alpha) for src, c in zip(sources, comparisons)]
                 if any(x != NOT_RUN for x in cells):
                     rows.append(f"| {text} | {name} vs {b} | {label} | " + " | ".join(cells) + " |")
     return rows
