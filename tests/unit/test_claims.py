@@ -121,3 +121,10 @@ def test_stsreg_claims_typed_reads_every_backbone_folder(tmp_path, monkeypatch):
     assert run.returncode == 0, run.stderr
     md = (tmp_path / "reports/claims.md").read_text()
     assert "| claim | comparison | view | all-MiniLM-L6-v2 | all-mpnet-base-v2 |" in md  # `default` named as packaged
+    # a folder that holds no finished comparison is refused by name, and nothing is written
+    (tmp_path / "reports/claims.md").unlink()
+    (tmp_path / "half").mkdir()
+    run = subprocess.run([sys.executable, "-m", "stsreg.cli", "claims", "--backbone-compare", "half"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "half/results.csv: missing" in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "reports/claims.md").exists()

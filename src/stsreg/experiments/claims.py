@@ -69,7 +69,15 @@ class Comparison:
 
 
 def load(folder: Path, backbone: str | None = None) -> Comparison:
-    """A comparison folder; ``backbone`` defaults to ``model.backbone`` of the folder's ``params.yaml``."""
+    """A comparison folder; ``backbone`` defaults to ``model.backbone`` of the folder's ``params.yaml``.
+
+    Raises :class:`~stsreg.infra.errors.InputError` naming the file when the folder holds no finished comparison."""
+    from stsreg.infra.errors import InputError
+
+    for name in ("results.csv",) + (("params.yaml",) if backbone is None else ()):
+        if not (folder / name).is_file():
+            raise InputError(f"{folder / name}: missing; {folder} is not a finished comparison (`stsreg compare "
+                             "--backbone NAME` writes one)")
     if backbone is None:
         backbone = yaml.safe_load((folder / "params.yaml").read_text())["model"]["backbone"]
     paired_path = folder / "paired.csv"
