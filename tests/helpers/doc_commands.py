@@ -87,4 +87,5 @@ SERVE_BACKEND = "stsreg serve --backend onnx-int8"
 BACKBONE_LIST = "stsreg backbone list"
 BACKBONE_INSTALL = "stsreg backbone install all-mpnet-base-v2"
 COMPARE_BACKBONES = "make compare-backbones"
-ADD_BACKBONE_ROW = 'stsreg compare --backbone all-mpnet-base-v2 --set "compare.methods=[base,cosent,ours_cos,contrast]"'
+ADD_BACKBONE_ROW = ('stsreg compare --backbone all-mpnet-base-v2 --set '
+                    '"compare.methods=[base,contrast,cosent,ours,ours_cos,cosine_mse]"')

@@ -89,6 +89,8 @@ DECLARED: dict[str, str] = {
     "make bench": _LONG.format("~50 min, writes the committed benchmark report", "tests/unit/test_bench_report.py"),
     "make bench-stage2": _LONG.format("~30 min", "tests/unit/test_bench_report.py"),
     "python -m benchmarks.profile_step": _LONG.format("a profiler session", "tests/unit/test_bench_report.py"),
+    "python -m benchmarks.compare_cost --backbone all-mpnet-base-v2 --out reports/compare_cost/all-mpnet-base-v2":
+        _LONG.format("every row of the comparison, ~5 h on 2 cores", "tests/flows/test_compare_cost.py"),
     "make paper": _LONG.format("4 epochs, GPU-sized", "tests/unit/test_config.py (the preset validates)"),
     "stsreg preset paper --write params-paper.yaml": "tests/unit/test_config.py writes and loads a preset file",
     "stsreg train --stage 2 --params params-paper.yaml --stage2-dir models/paper --checkpoints checkpoints/paper":
