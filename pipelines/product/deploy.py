@@ -41,7 +41,7 @@ def ensure_process_pool(name: str) -> None:
     """Create work pool ``name`` of type ``process`` unless it exists (other pool types: create them yourself)."""
     from prefect import get_client
     from prefect.client.schemas.actions import WorkPoolCreate
-    from prefect.exceptions import ObjectNotFound
+    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
     from prefect.utilities.asyncutils import run_coro_as_sync
 
     async def go():
@@ -49,7 +49,10 @@ def ensure_process_pool(name: str) -> None:
             try:
                 await client.read_work_pool(name)
             except ObjectNotFound:
-                await client.create_work_pool(WorkPoolCreate(name=name, type="process"))
+                try:
+                    await client.create_work_pool(WorkPoolCreate(name=name, type="process"))
+                except ObjectAlreadyExists:
+                    pass  # created between the read and the create (a worker starting on the same pool)
 
     run_coro_as_sync(go())
 
