@@ -156,6 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
                                     "reports/search/{results.md,trials.csv,best.json,dev_by_trial.png,study.db} and "
                                     "metrics/search.json; one MLflow run per trial under a parent run.")
     sr.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    sr.add_argument("--backbone", default=None,
+                    help="search on another backbone (a packaged name, e.g. all-mpnet-base-v2, a Hugging Face name or a "
+                         "local path), from its comparison's stage-1 model, scored on its STS-B dev -> "
+                         "reports/search_backbones/<name>/, with its declared points "
+                         "(stsreg.experiments.backbone_search.SETTINGS)")
+    sr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a param for this search (repeatable), e.g. --set search.trials=3")
+    sr.add_argument("--out", default=None, help="with --backbone / --set: the search's folder")
     sr.set_defaults(func=commands.cmd_search)
 
     cl = sub.add_parser("claims", help="the paper's claims with our numbers, intervals and verdicts -> reports/claims.md",

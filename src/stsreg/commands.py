@@ -100,20 +100,12 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from pipelines.experiments.compare_flow import compare_flow
+    from stsreg.experiments import backbone_compare
 
     if not (args.backbone or args.set):
         compare_flow(params_path=args.params)
         return 0
-    from stsreg.experiments import backbone_compare
-    from stsreg.infra.errors import InputError
-    from stsreg.product.backbones import resolve_backbone
-
-    base = load_params(args.params)
-    try:
-        params = backbone_compare.resolved(base, args.backbone or base.model.backbone, backbone_compare.parse_sets(args.set))
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    resolve_backbone(params.model.backbone)  # a packaged backbone not installed stops here, before any row starts
+    params = backbone_compare.from_cli(load_params(args.params), args.backbone, args.set)
     out = Path(args.out) if args.out else backbone_compare.folder(params.model.backbone)
     backbone_compare.write_params(params, out / "params.yaml")
     print(f"comparison on {params.model.backbone}: rows {', '.join(params.compare.methods)} x seeds "
@@ -125,8 +117,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from pipelines.experiments.search_flow import search_flow
+    from stsreg.experiments import backbone_compare, backbone_search
 
-    search_flow(params_path=args.params)
+    if not (args.backbone or args.set):
+        search_flow(params_path=args.params)
+        return 0
+    params = backbone_compare.from_cli(load_params(args.params), args.backbone, args.set, backbone_search.resolved)
+    backbone_search.run(params, Path(args.out) if args.out else backbone_search.folder(params.model.backbone))
     return 0
 
 

@@ -4,13 +4,14 @@ import os
 
 import yaml
 
-from stsreg.experiments import backbone_compare
+from stsreg.experiments import backbone_compare, backbone_search
 from stsreg.infra import codehash
 from tests.conftest import REPO
 
 #: a ``foreach`` stage's deps are those of its ``do`` (one stage per item, the same code)
 STAGES = {name: stage.get("do", stage) for name, stage in yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"].items()}
-ENTRIES = {**codehash.STAGE_ENTRIES, backbone_compare.DVC_STAGE: backbone_compare.STAGE_ENTRIES}
+ENTRIES = {**codehash.STAGE_ENTRIES, backbone_compare.DVC_STAGE: backbone_compare.STAGE_ENTRIES,
+           backbone_search.DVC_STAGE: backbone_search.STAGE_ENTRIES}
 
 
 def _code_deps(stage: str) -> set[str]:
@@ -32,7 +33,8 @@ def test_dvc_deps_equal_each_stages_import_closure():
 def test_closures_stay_narrow_so_a_change_reruns_only_what_it_can_change():
     # the stage-2 objective and loop: not in the deps of stage 1, the evaluation, the NLI table or the baselines
     for module in ("src/stsreg/product/objective.py", "src/stsreg/product/training/stage2_training.py"):
-        assert {s for s in STAGES if module in _code_deps(s)} == {"stage2", "compare", "compare_backbone", "search"}, module
+        assert {s for s in STAGES if module in _code_deps(s)} == {"stage2", "compare", "compare_backbone", "search",
+                                                                  "search_backbone"}, module
     # the evaluation stages run no training code; the baselines do not run the comparison's
     for stage in ("evaluate", "register", "promote"):
         assert not {d for d in _code_deps(stage) if "training/" in d or d.endswith(("losses.py", "stage2_runner.py"))}
@@ -115,6 +117,7 @@ def test_code_keys_do_not_depend_on_where_modules_live(tmp_path):
 def test_the_backbone_comparison_stage_runs_every_declared_backbone_and_feeds_the_claims():
     raw = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     assert raw[backbone_compare.DVC_STAGE]["foreach"] == list(backbone_compare.SETTINGS)
+    assert raw[backbone_search.DVC_STAGE]["foreach"] == list(backbone_search.SETTINGS)
     for name in backbone_compare.SETTINGS:
         folder = backbone_compare.folder(name).as_posix()
         assert {f"{folder}/{f}" for f in ("params.yaml", "results.csv", "paired.csv")} <= set(raw["claims"]["deps"])

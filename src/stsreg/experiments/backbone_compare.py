@@ -68,6 +68,21 @@ def resolved(params: Params, backbone: str, sets: dict[str, Any]) -> Params:
     return with_overrides(params, {"model.backbone": backbone, **SETTINGS.get(backbone, {}), **sets})
 
 
+def from_cli(params: Params, backbone: str | None, set_items: list[str], resolve=None) -> Params:
+    """What ``--backbone NAME --set KEY=VALUE ...`` make of ``params``: :func:`resolved` (or ``resolve``, e.g.
+    :func:`stsreg.experiments.backbone_search.resolved`) on ``backbone`` (default: ``model.backbone``). A bad
+    ``--set`` is an :class:`InputError`; a packaged backbone not installed stops here, before anything runs."""
+    from stsreg.infra.errors import InputError
+    from stsreg.product.backbones import resolve_backbone
+
+    try:
+        out = (resolve or resolved)(params, backbone or params.model.backbone, parse_sets(set_items))
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    resolve_backbone(out.model.backbone)
+    return out
+
+
 def write_params(params: Params, path: Path) -> None:
     """The resolved params as a params.yaml every row of the comparison loads."""
     path.parent.mkdir(parents=True, exist_ok=True)

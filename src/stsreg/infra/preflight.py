@@ -37,8 +37,9 @@ def missing_inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
         needs = [(f"{PREPARED}/sts.parquet", "prepare")]
     elif cmd in ("compare", "nli-table", "baselines"):
         needs = [(f"{PREPARED}/sts.parquet", "prepare"), (f"{PREPARED}/nli_train.parquet", "prepare")]
-    elif cmd == "search":
-        needs = [(f"{PREPARED}/sts.parquet", "prepare"), ("models/stage1", "stage1")]
+    elif cmd == "search":  # on another backbone, its comparison's stage 1 (trained there if missing) reads the NLI table
+        needs = [(f"{PREPARED}/sts.parquet", "prepare")] + ([(f"{PREPARED}/nli_train.parquet", "prepare")]
+                                                           if args.backbone or args.set else [("models/stage1", "stage1")])
     return [(path, stage) for path, stage in needs if not Path(path).exists()]
 
 
