@@ -24,7 +24,8 @@ import pytest
 
 from tests.conftest import REPO
 from tests.helpers.doc_commands import (ADD_BACKBONE_ROW, BACKBONE_INSTALL, BACKBONE_LIST, COMPARE_BACKBONES, ENCODE,
-                                        EXAMPLE_ADD, EXAMPLE_BUILD, EXAMPLE_CHECK, SERVE_BACKEND, page_commands)
+                                        EXAMPLE_ADD, EXAMPLE_BUILD, EXAMPLE_CHECK, SEARCH_BACKBONE, SERVE_BACKEND,
+                                        page_commands)
 from tests.helpers.project import tiny_project
 
 ACTIVATE = "source .venv/bin/activate"
@@ -78,6 +79,8 @@ DECLARED: dict[str, str] = {
                                     "(stsreg compare --backbone on a tiny MPNet) and tests/unit/test_dvc_deps.py (the stage)"),
     ADD_BACKBONE_ROW: _LONG.format("~50 min for the new row", "tests/flows/test_any_backbone.py (the same command "
                                    "with --set on a tiny MPNet; a rerun trains nothing)"),
+    SEARCH_BACKBONE: _LONG.format("~40 min per declared point", "tests/flows/test_backbone_search.py (the same "
+                                  "command on a tiny MPNet, from that backbone's stage 1; a rerun runs no trial again)"),
     "make bench-inference": _LONG.format("~10 min, writes the committed inference report", "tests/unit/test_bench_report.py"),
     "make docs": "tests/unit/test_readme.py::test_the_docs_site_builds_strictly (mkdocs build --strict)",
     "make compare": _LONG.format("~60 min per seed", "tests/flows/test_compare_flow.py"),
