@@ -89,4 +89,4 @@ BACKBONE_INSTALL = "stsreg backbone install all-mpnet-base-v2"
 COMPARE_BACKBONES = "make compare-backbones"
 SEARCH_BACKBONE = "stsreg search --backbone all-mpnet-base-v2"
 ADD_BACKBONE_ROW = ('stsreg compare --backbone all-mpnet-base-v2 --set '
-                    '"compare.methods=[base,contrast,cosent,cosine_mse,ours,ours_cos,translated_relu]"')
+                    '"compare.methods=[base,contrast,cosent,cosine_mse,ours,ours_cos,translated_relu,mse]"')
