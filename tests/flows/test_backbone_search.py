@@ -57,6 +57,17 @@ def test_the_search_on_another_backbone_starts_from_its_comparisons_stage1(harne
     assert main(argv) == 0  # continued: the study holds its two trials, none is run again
     assert pd.read_csv(out / "trials.csv").minutes.tolist() == trials.minutes.tolist()
 
+    # a fixed setting changed is its own study in its own folder (as docs/backbones.md runs the cosine map), from the
+    # same stage-1 model (stage 2's settings are not in its key), and the declared study is left as it was
+    other = tmp_path / "reports/search_backbones/tiny-mpnet-cos-7.5"
+    assert main(["search", "--backbone", backbone, "--set", "stage2.cos_a=7.5", "--set", "stage2.cos_b=-2.5",
+                 "--set", "search.trials=1", "--out", str(other.relative_to(tmp_path))]) == 0
+    assert len(list((tmp_path / "reports/compare_backbones/tiny-mpnet/runs").glob("_stage1-*"))) == len(stage1)
+    ran_other = yaml.safe_load((other / "params.yaml").read_text())["stage2"]
+    assert (ran_other["cos_a"], ran_other["cos_b"]) == (7.5, -2.5)
+    assert len(pd.read_csv(other / "trials.csv")) == 1
+    assert pd.read_csv(out / "trials.csv").minutes.tolist() == trials.minutes.tolist()
+
     # the comparison on the same backbone takes that stage-1 model as its own (trains no second one)
     summary = models[0] / "training_summary.json"
     before = summary.stat().st_mtime_ns

@@ -24,8 +24,8 @@ import pytest
 
 from tests.conftest import REPO
 from tests.helpers.doc_commands import (ADD_BACKBONE_ROW, BACKBONE_INSTALL, BACKBONE_LIST, COMPARE_BACKBONES, ENCODE,
-                                        EXAMPLE_ADD, EXAMPLE_BUILD, EXAMPLE_CHECK, SEARCH_BACKBONE, SERVE_BACKEND,
-                                        page_commands)
+                                        EXAMPLE_ADD, EXAMPLE_BUILD, EXAMPLE_CHECK, SEARCH_BACKBONE, SEARCH_COS_5,
+                                        SEARCH_COS_75, SERVE_BACKEND, page_commands)
 from tests.helpers.project import tiny_project
 
 ACTIVATE = "source .venv/bin/activate"
@@ -50,6 +50,8 @@ _GPU = "needs a GPU (none on these machines)"
 _DOCKER = "needs a Docker engine (none here; the Dockerfile is linted by tests/unit/test_packaging.py)"
 _REMOTE = "needs a second machine or a shared DVC remote; the same path runs on loopback in tests/integration/test_two_hosts.py"
 _LONG = "a full-size run ({}); its stage runs on the fixture in {}"
+_COS_STUDY = ("tests/flows/test_backbone_search.py (a study with --set stage2.cos_a / cos_b and --out on a tiny MPNet, "
+              "from the same stage-1 model, beside the declared study)")
 
 #: docs/own_data.md, typed in order on a table of the user's own (the check in the default suite, the rest slow).
 DATA_CHECK = "stsreg data check data/tables/support_pairs.jsonl --sentence1 query --sentence2 answer --score rating"
@@ -81,6 +83,8 @@ DECLARED: dict[str, str] = {
                                    "with --set on a tiny MPNet; a rerun trains nothing)"),
     SEARCH_BACKBONE: _LONG.format("~40 min per declared point", "tests/flows/test_backbone_search.py (the same "
                                   "command on a tiny MPNet, from that backbone's stage 1; a rerun runs no trial again)"),
+    SEARCH_COS_5: _LONG.format("~25 min with its stage 1 on 2 bf16 cores", _COS_STUDY),
+    SEARCH_COS_75: _LONG.format("~15 min on 2 bf16 cores", _COS_STUDY),
     "make bench-inference": _LONG.format("~10 min, writes the committed inference report", "tests/unit/test_bench_report.py"),
     "make docs": "tests/unit/test_readme.py::test_the_docs_site_builds_strictly (mkdocs build --strict)",
     "make compare": _LONG.format("~60 min per seed", "tests/flows/test_compare_flow.py"),
