@@ -95,5 +95,7 @@ SEARCH_COS_5 = ("stsreg search --backbone all-mpnet-base-v2 --set search.trials=
                 + " --out reports/search_backbones/all-mpnet-base-v2-cos-5")
 SEARCH_COS_75 = ("stsreg search --backbone all-mpnet-base-v2 --set search.trials=1 " + _OURS_COS_POINT
                  + " --set stage2.cos_a=7.5 --set stage2.cos_b=-2.5 --out reports/search_backbones/all-mpnet-base-v2-cos-7.5")
+SEARCH_SIMCSE = ("stsreg search --backbone all-mpnet-base-v2 --set search.trials=1 " + _OURS_COS_POINT
+                 + " --set stage1.encoder.objective=simcse_sup --out reports/search_backbones/all-mpnet-base-v2-simcse")
 ADD_BACKBONE_ROW = ('stsreg compare --backbone all-mpnet-base-v2 --set '
                     '"compare.methods=[base,contrast,cosent,cosine_mse,ours,ours_cos,translated_relu,mse]"')

@@ -25,7 +25,7 @@ import pytest
 from tests.conftest import REPO
 from tests.helpers.doc_commands import (ADD_BACKBONE_ROW, BACKBONE_INSTALL, BACKBONE_LIST, COMPARE_BACKBONES, ENCODE,
                                         EXAMPLE_ADD, EXAMPLE_BUILD, EXAMPLE_CHECK, SEARCH_BACKBONE, SEARCH_COS_5,
-                                        SEARCH_COS_75, SERVE_BACKEND, page_commands)
+                                        SEARCH_COS_75, SEARCH_SIMCSE, SERVE_BACKEND, page_commands)
 from tests.helpers.project import tiny_project
 
 ACTIVATE = "source .venv/bin/activate"
@@ -85,6 +85,8 @@ DECLARED: dict[str, str] = {
                                   "command on a tiny MPNet, from that backbone's stage 1; a rerun runs no trial again)"),
     SEARCH_COS_5: _LONG.format("~25 min with its stage 1 on 2 bf16 cores", _COS_STUDY),
     SEARCH_COS_75: _LONG.format("~15 min on 2 bf16 cores", _COS_STUDY),
+    SEARCH_SIMCSE: _LONG.format("~1 h 40 min on 2 bf16 cores: the SimCSE step, then one trial", _COS_STUDY
+                                + "; the SimCSE step itself on a tiny MPNet in tests/flows/test_any_backbone.py"),
     "make bench-inference": _LONG.format("~10 min, writes the committed inference report", "tests/unit/test_bench_report.py"),
     "make docs": "tests/unit/test_readme.py::test_the_docs_site_builds_strictly (mkdocs build --strict)",
     "make compare": _LONG.format("~60 min per seed", "tests/flows/test_compare_flow.py"),
