@@ -88,14 +88,15 @@ BACKBONE_LIST = "stsreg backbone list"
 BACKBONE_INSTALL = "stsreg backbone install all-mpnet-base-v2"
 COMPARE_BACKBONES = "make compare-backbones"
 SEARCH_BACKBONE = "stsreg search --backbone all-mpnet-base-v2"
-#: docs/backbones.md: the cosine map on all-mpnet-base-v2, each map its own study at the ours_cos row's point (x0 0.2).
-_OURS_COS_POINT = ('--set "search.enqueue=[{loss: smooth_k2_cos, epochs: 1, lr: 2.0e-5, warmup_ratio: 0.2, labels: raw, '
-                   'group_by_length: true, k: 3.0, x0: 0.2}]"')
-SEARCH_COS_5 = ("stsreg search --backbone all-mpnet-base-v2 --set search.trials=1 " + _OURS_COS_POINT
-                + " --out reports/search_backbones/all-mpnet-base-v2-cos-5")
-SEARCH_COS_75 = ("stsreg search --backbone all-mpnet-base-v2 --set search.trials=1 " + _OURS_COS_POINT
-                 + " --set stage2.cos_a=7.5 --set stage2.cos_b=-2.5 --out reports/search_backbones/all-mpnet-base-v2-cos-7.5")
-SEARCH_SIMCSE = ("stsreg search --backbone all-mpnet-base-v2 --set search.trials=1 " + _OURS_COS_POINT
-                 + " --set stage1.encoder.objective=simcse_sup --out reports/search_backbones/all-mpnet-base-v2-simcse")
+#: docs/backbones.md: one-trial studies at the ours_cos row's point (x0 0.2) on all-mpnet-base-v2, each changing one
+#: shared setting (the cosine map, the SimCSE step) into its own folder.
+_POINT_STUDY = ('stsreg search --backbone all-mpnet-base-v2 --set search.trials=1 --set "search.enqueue=[{loss: '
+                'smooth_k2_cos, epochs: 1, lr: 2.0e-5, warmup_ratio: 0.2, labels: raw, group_by_length: true, k: 3.0, '
+                'x0: 0.2}]"')
+SEARCH_COS_5 = _POINT_STUDY + " --out reports/search_backbones/all-mpnet-base-v2-cos-5"
+SEARCH_COS_75 = (_POINT_STUDY + " --set stage2.cos_a=7.5 --set stage2.cos_b=-2.5 "
+                 "--out reports/search_backbones/all-mpnet-base-v2-cos-7.5")
+SEARCH_SIMCSE = (_POINT_STUDY + " --set stage1.encoder.objective=simcse_sup "
+                 "--out reports/search_backbones/all-mpnet-base-v2-simcse")
 ADD_BACKBONE_ROW = ('stsreg compare --backbone all-mpnet-base-v2 --set '
                     '"compare.methods=[base,contrast,cosent,cosine_mse,ours,ours_cos,translated_relu,mse]"')
