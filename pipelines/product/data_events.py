@@ -35,65 +35,50 @@ def retrain_trigger(project: Path):
                                   parameters={"project_dir": str(project.resolve())})
 
 
-def append_rows(project: Path, table, rows_file: Path) -> int:
-    """Append the rows of ``rows_file`` (any supported format, the table's own column names) to declared ``table``'s
-    file, in the file's format; returns how many. Refuses (InputError, nothing written) a file whose columns differ;
-    :func:`add_rows` checks the grown table as ``prepare`` reads it."""
-    from stsreg.infra import atomic
+def add_rows(project: Path, tables, name: str, rows_file: Path, duplicates: str = "skip"):
+    """Append ``rows_file`` to the declared table ``name`` (of ``tables``, ``prepare.sts_tables``) after its existing
+    bytes (:func:`stsreg.product.data.append.append_rows`), the grown table checked as ``prepare`` will read it
+    (refused whole: the file cut back, nothing appended), then emit :data:`DATA_EVENT` when rows were added.
+    Returns (the table, :class:`~stsreg.product.data.append.Added`, what became of the event: a sentence)."""
     from stsreg.infra.errors import InputError
-    from stsreg.product.data.user_tables import read_frame
-
-    new, _ = read_frame(rows_file)
-    target = project / table.file
-    current, _ = read_frame(target)
-    if list(new.columns) != list(current.columns):
-        raise InputError(f"{rows_file}: columns {list(new.columns)} differ from {table.file}'s {list(current.columns)}")
-    merged = pd.concat([current, new], ignore_index=True)
-    suffix = target.suffix.lower()
-    if suffix in (".csv", ".tsv"):
-        text = merged.to_csv(index=False, sep="," if suffix == ".csv" else "\t")
-        atomic.write_text(target, text)
-    elif suffix in (".jsonl", ".json"):
-        atomic.write_text(target, merged.to_json(orient="records", lines=True, force_ascii=False))
-    else:
-        atomic.to_parquet(merged, target)
-    return len(new)
-
-
-def add_rows(project: Path, tables, name: str, rows_file: Path) -> tuple:
-    """Append ``rows_file`` to the declared table ``name`` (of ``tables``, ``prepare.sts_tables``), check the grown
-    table as ``prepare`` will read it (refused whole: the file is put back, nothing appended), then emit
-    :data:`DATA_EVENT`. Returns (the table, rows added, whether a Prefect server received the event)."""
-    from stsreg.infra.errors import InputError
+    from stsreg.product.data.append import append_rows
     from stsreg.product.data.user_tables import read_table
 
     declared = {t.name: t for t in tables if not t.reader}  # the public tables are read from the mirror, not grown
     if name not in declared:
         raise InputError(f"--table {name!r} is not a table of yours in prepare.sts_tables (yours: {sorted(declared)})")
     table = declared[name]
-    backup = (project / table.file).read_bytes()
-    added = append_rows(project, table, rows_file)
-    try:
-        read_table(table, project)
-    except InputError:
-        (project / table.file).write_bytes(backup)
-        raise
-    return table, added, emit_data_changed(project, table.name, added)
+    added = append_rows(project, table, rows_file, duplicates, check=read_table)
+    if not added.added:
+        return table, added, "nothing added, no event sent"
+    return table, added, emit_data_changed(project, table.name, added.added)
 
 
-def emit_data_changed(project: Path, table: str, rows_added: int) -> bool:
-    """Emit :data:`DATA_EVENT` to the Prefect server in use; returns whether one was there to receive it."""
-    from prefect.events import emit_event
+RETRAIN_BY_HAND = "`dvc repro promote` retrains and gates"
+
+
+def emit_data_changed(project: Path, table: str, rows_added: int) -> str:
+    """Emit :data:`DATA_EVENT` to the Prefect server in use; returns what happened, in a sentence a person can act on:
+    sent (the retrain deployment's trigger starts it), or not delivered and why, and what to run instead."""
     from prefect.settings import PREFECT_API_URL
 
-    if not PREFECT_API_URL.value():
-        return False
+    url = PREFECT_API_URL.value()
+    if not url:
+        return f"no Prefect server in use: {RETRAIN_BY_HAND} (or `make servers` + `make deploy` for the trigger)"
+    from stsreg.infra.local_servers import healthy
+
+    if not healthy(url.rstrip("/") + "/health", timeout=3.0):
+        return (f"event {DATA_EVENT} NOT delivered: the Prefect server {url} does not answer; {RETRAIN_BY_HAND} "
+                "(or start the server: `make servers`)")
+    from prefect.events import emit_event
     from prefect.events.worker import EventsWorker
 
-    emit_event(event=DATA_EVENT, resource=project_resource(project),
-               payload={"table": table, "rows_added": rows_added})
+    event = emit_event(event=DATA_EVENT, resource=project_resource(project),
+                       payload={"table": table, "rows_added": rows_added})
     EventsWorker.drain_all()  # events go out from a background worker: send it before the command exits
-    return True
+    if event is None:
+        return f"event {DATA_EVENT} NOT delivered (Prefect did not emit it); {RETRAIN_BY_HAND}"
+    return f"event {DATA_EVENT} sent to {url}: a deployment triggered by it (`make deploy`'s retrain) starts"
 
 
 def table_changes(before: pd.DataFrame | None, after: pd.DataFrame) -> dict[str, dict[str, int]]:

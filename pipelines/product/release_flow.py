@@ -120,7 +120,20 @@ def register_flow(params_path: str = "params.yaml", model_dir: str = "models/sta
 @task(name="promote")
 def promote_task(params_path: str, out_path: str, sts_path: str = "data/prepared/sts.parquet",
                  headline_path: str | None = None) -> dict:
-    """The gate; the whole decision to ``out_path``, its numbers (``headline``) to ``headline_path``."""
+    """The gate; the whole decision to ``out_path``, its numbers (``headline``) to ``headline_path``. When the gate
+    fails (no decision), both files say so (``{"status": "failed", "error": ...}``, written atomically) instead of
+    describing an earlier decision as if it were today's."""
+    try:
+        return _promote(params_path, out_path, sts_path, headline_path)
+    except BaseException as exc:
+        failed = json.dumps({"status": "failed", "promoted": False, "error": f"{type(exc).__name__}: {exc}"}, indent=2)
+        for path in (out_path, headline_path):
+            if path:
+                atomic.write_text(path, failed)
+        raise
+
+
+def _promote(params_path: str, out_path: str, sts_path: str, headline_path: str | None) -> dict:
     params = load_params(params_path)
     # precision "none" unless the backbone is evaluated (no champion yet): then the evaluation's precision
     logged = {"promote": dataclasses.asdict(params.promote), "seed": params.seed}

@@ -260,7 +260,11 @@ def build_parser() -> argparse.ArgumentParser:
     dc.add_argument("action", choices=["check", "add"], help="check: preview a file; add: append rows to a table")
     dc.add_argument("file", help="the table to check, or the rows to add (same columns as the table's file)")
     dc.add_argument("--table", default=None, help="add: the declared table (prepare.sts_tables name) to append to")
-    dc.add_argument("--params", default="params.yaml", help="add: " + PARAMS_HELP)
+    dc.add_argument("--duplicates", choices=("skip", "refuse"), default="skip",
+                    help="add: rows whose pair is already in the table (or repeated): skip them (reported) or refuse "
+                         "the add")
+    dc.add_argument("--params", default="params.yaml", help="add: the tables; check: stage 2's x0, judged against the "
+                                                            "file's d. " + PARAMS_HELP)
     dc.add_argument("--sentence1", default="sentence1", help="column of the first sentence")
     dc.add_argument("--sentence2", default="sentence2", help="column of the second sentence")
     dc.add_argument("--score", default="score", help="column of the gold score")
@@ -268,7 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     dc.add_argument("--scale", type=float, nargs=2, metavar=("LO", "HI"), default=None,
                     help="the scores' range (default: the smallest of 0-1, 0-5, 1-5, 0-10, 0-100 that holds them)")
     dc.add_argument("--d", type=float, default=None,
-                    help="gap between the annotation scale's categories (default: 1 on scales wider than 1, else a tenth)")
+                    help="gap between the annotation scale's categories (default: the step of the scores' grid when "
+                         "they take few values, else a fifth of the scale)")
     dc.add_argument("--name", default=None, help="table name (default: from the file name)")
     dc.add_argument("--dev-fraction", type=float, default=0.1, help="hash splits: share of pairs in dev")
     dc.add_argument("--test-fraction", type=float, default=0.1, help="hash splits: share of pairs in test")

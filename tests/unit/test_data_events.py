@@ -4,7 +4,8 @@ retrain deployment's trigger expects, and which tables gained or lost rows."""
 import pandas as pd
 import pytest
 
-from pipelines.product.data_events import DATA_EVENT, append_rows, project_resource, retrain_trigger, table_changes
+from pipelines.product.data_events import DATA_EVENT, project_resource, retrain_trigger, table_changes
+from stsreg.product.data.append import append_rows
 from stsreg.infra.config import StsTableColumns, StsTableSource
 from stsreg.infra.errors import InputError
 from tests.conftest import tiny_sts
@@ -29,7 +30,7 @@ def test_rows_are_appended_in_the_tables_own_format(tmp_path, ext):
     t = tiny_sts(40, seed=9)
     pd.DataFrame({"a": t.sentence1, "b": t.sentence2, "s": t.score}).to_csv(new, index=False)
     before, _, _ = read_table(table, tmp_path)
-    assert append_rows(tmp_path, table, new) == 40
+    assert append_rows(tmp_path, table, new).added == 40
     after, _, _ = read_table(table, tmp_path)
     assert len(after) == len(before) + 40
     changes = table_changes(before, after)

@@ -166,16 +166,22 @@ def test_the_public_tables_are_declared_entries_like_yours():
     renamed = [{**e, "name": "benchmark"} if e["name"] == "stsb" else e for e in entries]
     with pytest.raises(ParamsError, match=r"keeps its reader's name \('stsb'\)"):
         parse_params({"prepare": {"sts_tables": renamed}})
-    # STS-B declared with d = 0.5: x0 0.3 breaks x0 <= d/2 on it (and only on it), as on any table of yours
-    finer = [{**e, "d": 0.5} if e["name"] == "stsb" else e for e in entries]
-    with pytest.raises(ParamsError, match=r"stage2.x0: 0.3 exceeds d/2 = 0.25 for table stsb"):
-        parse_params({"prepare": {"sts_tables": finer}, "stage2": {"x0": 0.3}})
-    assert parse_params({"prepare": {"sts_tables": finer}, "stage2": {"x0": 0.3, "train_tables": ["sickr"]}})
+    # a public table's scale, d and rescale are facts of its data: changing one is refused, naming the facts
+    for change in ({"d": 0.5}, {"scale": [0, 100]}, {"rescale": False}):
+        edited = [{**e, **change} if e["name"] == "stsb" else e for e in entries]
+        with pytest.raises(ParamsError, match=r"prepare.sts_tables\[stsb\]: scale, d and rescale are facts of the "
+                                              r"public data \(\[0.0, 5.0\], d 1, rescale true\)"):
+            parse_params({"prepare": {"sts_tables": edited}})
+    # stage 2's buffer is checked against the d of each table it trains on (here a table of yours with d 0.5)
+    mine = {"name": "mine", "file": "data/tables/mine.csv", "scale": [0, 5], "d": 0.5}
+    with pytest.raises(ParamsError, match=r"stage2.x0: 0.3 exceeds d/2 = 0.25 for table mine"):
+        parse_params({"prepare": {"sts_tables": [*entries, mine]}, "stage2": {"x0": 0.3, "train_tables": ["mine"]}})
+    assert parse_params({"prepare": {"sts_tables": [*entries, mine]}, "stage2": {"x0": 0.3, "train_tables": ["sickr"]}})
 
 
-def test_prepare_reads_a_public_table_on_its_declared_scale(tmp_path, own_project):
-    """No score range is wired to a dataset name: declaring STS-B on [0, 10] maps its (0-5) gold scores to 0-2.5, as
-    a table of yours on 0-10 would be; SICK-R's rescale: false keeps 1-5 as annotated."""
+def test_prepare_keeps_the_public_tables_on_their_own_scales(tmp_path, own_project):
+    """No score range is wired to a dataset name in the readers: the declared facts put STS-B on 0-5 and keep SICK-R's
+    1-5 as annotated (rescale: false); the summary records each table's scale and reader."""
     import shutil
 
     import yaml
@@ -188,21 +194,11 @@ def test_prepare_reads_a_public_table_on_its_declared_scale(tmp_path, own_projec
     raw["prepare"].update(max_rejected_fraction=1.0, nli_train=["snli/dev"])
     shutil.copytree(FIXTURE_RAW, tmp_path / "data/raw")
     registry = fixture_registry(tmp_path / "data/sources.json")
-    prepared = {}
-    for stsb_scale in ([0, 5], [0, 10]):
-        for t in raw["prepare"]["sts_tables"]:
-            if t["name"] == "stsb":
-                t["scale"] = stsb_scale
-        (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-        assert stsreg.cli.main(["prepare", "--registry", str(registry)]) == 0
-        prepared[stsb_scale[1]] = pd.read_parquet(tmp_path / "data/prepared/sts.parquet")
-    on_5, on_10 = prepared[5], prepared[10]
-    both = on_5.merge(on_10, on=["dataset", "split", "file", "line"], suffixes=("_5", "_10"), validate="1:1")
-    stsb = both[both.dataset == "stsb"]
-    assert len(stsb) and stsb.score_10.tolist() == pytest.approx((stsb.score_5 / 2).tolist())
-    others = both[both.dataset != "stsb"]
-    assert len(others) == (on_5.dataset != "stsb").sum() and (others.score_10 == others.score_5).all()
-    sick = on_5[on_5.dataset == "sickr"].score
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    assert stsreg.cli.main(["prepare", "--registry", str(registry)]) == 0
+    on_5 = pd.read_parquet(tmp_path / "data/prepared/sts.parquet")
+    stsb, sick = on_5[on_5.dataset == "stsb"].score, on_5[on_5.dataset == "sickr"].score
+    assert len(stsb) and stsb.min() >= 0.0 and stsb.max() <= 5.0
     assert sick.min() >= 1.0 and sick.max() <= 5.0
     summary = json.loads((tmp_path / "data/prepared/summary.json").read_text())
-    assert summary["datasets"]["stsb"]["scale"] == [0, 10] and summary["datasets"]["sickr"]["reader"] == "sickr"
+    assert summary["datasets"]["stsb"]["scale"] == [0, 5] and summary["datasets"]["sickr"]["reader"] == "sickr"

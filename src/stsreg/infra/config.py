@@ -128,6 +128,11 @@ class StsTableSource:
                          "averaged gold scores fall between categories)", gt=0)
     dev_fraction: float = knob(0.1, "hash splits: share of pairs in dev", ge=0, lt=1)
     test_fraction: float = knob(0.1, "hash splits: share of pairs in test", ge=0, lt=1)
+    quoting: str = knob("auto", "CSV/TSV: rfc4180 (fields quoted as spreadsheets and Python's csv write them), none "
+                                "(quotes are text, one record per line), auto (the one that rejects fewer rows, said "
+                                "in prepare's log)", choices=("auto", "rfc4180", "none"))
+    encoding: str = knob("auto", "text files: auto (a BOM decides, else UTF-8) or a Python codec name (cp1252, ...)",
+                         pattern=r"[A-Za-z0-9_-]+")
 
     def internal_gap(self) -> float:
         """``d`` on the 0-5 scale the losses use (``scale`` a valid [lo, hi])."""
@@ -612,6 +617,11 @@ def _table_problems(params: Params, source: str) -> list[str]:
         if t.reader:
             if t.name != t.reader or t.file:
                 problems.append(f"{where}: a public table keeps its reader's name ({t.reader!r}) and has no file")
+            fact = next(p for p in PUBLIC_TABLES if p.reader == t.reader)
+            if (tuple(t.scale), t.d, t.rescale) != (fact.scale, fact.d, fact.rescale):
+                problems.append(f"{where}: scale, d and rescale are facts of the public data ({list(fact.scale)}, "
+                                f"d {fact.d:g}, rescale {str(fact.rescale).lower()}), got {list(t.scale)}, d {t.d:g}, "
+                                f"rescale {str(t.rescale).lower()}: keep params.yaml's entry")
         else:
             if t.name in PUBLIC_STS_TABLES or t.name in ("avg7", "stsb_dev"):
                 problems.append(f"{where}: the name {t.name!r} is taken by a public table or metric; choose another")

@@ -67,7 +67,7 @@ class Layout:
         return self.state / "logs" / f"{name}.log"
 
 
-def _healthy(url: str, timeout: float = 1.0) -> bool:
+def healthy(url: str, timeout: float = 1.0) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             return r.status == 200
@@ -113,7 +113,7 @@ def _spawn(layout: Layout, name: str, cmd: list[str], env: dict[str, str]) -> in
 def _wait(url: str, pid: int, name: str, log: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if _healthy(url):
+        if healthy(url):
             return
         if not _alive(pid):
             raise RuntimeError(f"{name} exited during start-up; see {log}:\n" + log.read_text(errors="replace")[-2000:])
@@ -172,7 +172,7 @@ def _recorded(layout: Layout, timeout: float = 1.0) -> tuple[dict, bool]:
     if not layout.urls_file.exists():
         return {}, False
     urls = json.loads(layout.urls_file.read_text())
-    return urls, _healthy(urls["prefect_api"] + "/health", timeout) and _healthy(urls["mlflow"] + "/health", timeout)
+    return urls, healthy(urls["prefect_api"] + "/health", timeout) and healthy(urls["mlflow"] + "/health", timeout)
 
 
 def status(project: Path) -> dict:
@@ -187,7 +187,7 @@ def status(project: Path) -> dict:
         procs[name] = {"pid": pid, "alive": bool(pid and _alive(pid))}
     if not urls:
         return {"running": False, "processes": procs}
-    health = {"prefect": _healthy(urls["prefect_api"] + "/health"), "mlflow": _healthy(urls["mlflow"] + "/health")}
+    health = {"prefect": healthy(urls["prefect_api"] + "/health"), "mlflow": healthy(urls["mlflow"] + "/health")}
     return {**{k: v for k, v in urls.items() if k != "previous_profile"}, "running": all(health.values()), "healthy": health,
             "worker": procs["worker"]["alive"], "processes": procs}
 

@@ -157,7 +157,10 @@ def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0, uri: str 
 def tracked_run(experiment: str, run_name: str, params: dict, tags: dict[str, str], uri: str | None = None):
     """One MLflow run (in the store ``uri``, default :func:`tracking_uri`) around a block: yields a
     :class:`MetricBuffer` (``.run_id``, ``.uri``), flushes it at the end, logs the block's ``wall_seconds`` and
-    closes the run FINISHED, or FAILED when the block raises (even KeyboardInterrupt)."""
+    closes the run FINISHED, or FAILED when the block raises (even KeyboardInterrupt). ``.uri`` is the store resolved
+    once here, never None: code handed it (a registry download, say) must not fall back to MLflow's process-wide
+    default, which is ``./mlflow.db`` in whatever folder the command runs."""
+    uri = uri or tracking_uri()
     run_id = start_run(experiment, run_name, params, tags, uri)
     buffer = MetricBuffer(run_id, uri=uri)
     started = time.monotonic()

@@ -50,7 +50,7 @@ def read_corpus(path: Path, column: str | None = None) -> tuple[pd.DataFrame, st
     if path.suffix.lower() == TEXT:
         lines = path.read_text(encoding="utf-8").splitlines()
         return pd.DataFrame({"text": lines}), "text"
-    frame, _ = read_frame(path)
+    frame = read_frame(path).frame
     if column is None:
         column = next((c for c in TEXT_COLUMNS if c in frame.columns), None)
         if column is None:

@@ -92,13 +92,13 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
     return mv
 
 
-def model_folder(version, uri: str, dst: str | Path) -> Path:
+def model_folder(version, uri: str | None, dst: str | Path) -> Path:
     """The saved model folder (weights, tokenizer, sentence-transformers files) of registered ``version``, downloaded
-    from store ``uri`` into ``dst``; the pyfunc keeps it under ``artifacts/`` (nothing is loaded)."""
-    import mlflow.artifacts
-
-    local = Path(mlflow.artifacts.download_artifacts(artifact_uri=f"runs:/{version.run_id}/model", dst_path=str(dst),
-                                                     tracking_uri=uri))
+    from store ``uri`` (None: :func:`stsreg.infra.tracking.tracking_uri`, the project's store) into ``dst``; the pyfunc
+    keeps it under ``artifacts/`` (nothing is loaded). The download goes through a client of that store, never
+    MLflow's process-wide default."""
+    Path(dst).mkdir(parents=True, exist_ok=True)
+    local = Path(tracking.client(uri).download_artifacts(version.run_id, "model", str(dst)))
     (folder,) = [p.parent for p in (local / "artifacts").glob("*/config.json")]
     return folder
 

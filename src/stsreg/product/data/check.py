@@ -13,14 +13,38 @@ from pathlib import Path
 
 import numpy as np
 
-from stsreg.infra.config import TABLES_DIR, StsTableColumns, StsTableSource
+from stsreg.infra.config import TABLES_DIR, StsTableColumns, StsTableSource, valid_scale
+from stsreg.infra.errors import InputError
 from stsreg.product.data import user_tables
 
-def guess_gap(scores: np.ndarray, scale: tuple[float, float]) -> float:
-    """``d``: 1 when the scores are integer ratings (or averages of them) on a scale wider than 1, else a tenth of
-    the scale (say so: the annotation scale's categories are the user's to state)."""
+
+#: At most this many distinct scores make a category grid (0-20 in steps of 1, 0-5 in quarters); more are averaged
+#: or continuous ratings, whose categories the file cannot tell.
+MAX_GRID = 21
+
+
+def guess_gap(scores: np.ndarray, scale: tuple[float, float]) -> tuple[float, str]:
+    """(``d``, why): the step of the scores' grid when they take few distinct values (every value ``lo + k*d``);
+    for averaged or continuous scores, a fifth of the scale (the 6 points of STS's 0-5), said so."""
+    values = np.unique(np.round(np.asarray(scores, dtype=float), 6))
     span = scale[1] - scale[0]
-    return 1.0 if span >= 2 else round(span / 10, 6)
+    if 2 <= len(values) <= MAX_GRID:
+        step = float(np.min(np.diff(values)))
+        on_grid = np.allclose(np.round((values - values[0]) / step), (values - values[0]) / step, atol=1e-6)
+        if on_grid:
+            return round(step, 6), f"the scores take {len(values)} distinct values, {step:g} apart"
+    return round(span / 5, 6), (f"the scores take {len(values)} distinct values (averaged or continuous ratings): "
+                                f"d proposed as a fifth of the scale, as STS's 0-5; state your annotators' step with --d")
+
+
+def buffer_advice(x0: float, table: StsTableSource) -> str:
+    """Whether stage 2's buffer ``x0`` (on the 0-5 scale) is accepted when the table trains (``x0 <= d/2``)."""
+    gap = table.internal_gap()
+    if x0 <= gap / 2:
+        return f"stage2.x0 = {x0:g} is accepted for it (x0 <= d/2 = {gap / 2:g} on the 0-5 scale the losses use)"
+    return (f"stage2.x0 = {x0:g} would be REFUSED when it trains (x0 <= d/2 = {gap / 2:g} on the 0-5 scale; d = "
+            f"{table.d:g} on [{table.scale[0]:g}, {table.scale[1]:g}]): set stage2.x0 <= {gap / 2:g}, or gate and "
+            "select on it without training on it")
 
 
 def histogram(scores: np.ndarray, scale: tuple[float, float], bins: int = 10, width: int = 40) -> str:
@@ -31,14 +55,20 @@ def histogram(scores: np.ndarray, scale: tuple[float, float], bins: int = 10, wi
 
 
 def check(file: str, sentence1: str, sentence2: str, score: str, split: str = "", scale: tuple | None = None,
-          d: float | None = None, name: str | None = None, dev_fraction: float = 0.1, test_fraction: float = 0.1) -> str:
-    """The preview's text; raises :class:`~stsreg.infra.errors.InputError` where ``prepare`` would refuse the table."""
+          d: float | None = None, name: str | None = None, dev_fraction: float = 0.1, test_fraction: float = 0.1,
+          x0: float | None = None) -> str:
+    """The preview's text; raises :class:`~stsreg.infra.errors.InputError` where ``prepare`` would refuse the table.
+    ``x0``: stage 2's buffer (params.yaml), judged against the table's ``d``."""
     path = Path(file)
-    frame, _ = user_tables.read_frame(path)
+    read = user_tables.read_frame(path)
+    frame = read.frame
     name = name or re.sub(r"[^a-z0-9_]+", "_", path.stem.lower()).strip("_") or "mine"
     if not name[0].isalpha():
         name = "t_" + name
     columns = StsTableColumns(sentence1=sentence1, sentence2=sentence2, score=score, split=split)
+    why_d = "" if d is None else "given"
+    if scale and not valid_scale(scale):
+        raise InputError(f"--scale must be LO HI with LO < HI, got {list(scale)}")
     if score in frame.columns:
         import pandas as pd
 
@@ -46,33 +76,46 @@ def check(file: str, sentence1: str, sentence2: str, score: str, split: str = ""
         if not scale and numeric.size:  # the smallest common scale holding the scores, else their own range
             scale = user_tables.guess_scale(numeric) or (float(numeric.min()), float(numeric.max()))
         scale = tuple(scale or (0.0, 5.0))
-        d = d if d is not None else guess_gap(numeric, scale)
+        if d is None and numeric.size:
+            d, why_d = guess_gap(numeric[(numeric >= scale[0]) & (numeric <= scale[1])], scale)
     table = StsTableSource(name=name, file=file, columns=columns, scale=tuple(scale or (0.0, 5.0)),
-                           d=d if d is not None else 1.0, dev_fraction=dev_fraction, test_fraction=test_fraction)
+                           d=d if d is not None else 1.0, dev_fraction=dev_fraction, test_fraction=test_fraction,
+                           quoting=read.dialect.quoting if read.dialect else "auto")
     # a missing score column is refused here, by the column check, before any scale is used
     kept, rejects, counts = user_tables.read_table(table, Path("."))
-    lo, hi = table.scale
-    on_scale = user_tables.from_internal(kept.score, table.scale)  # back on the file's scale, for the histogram
-    declared = path.as_posix().startswith(TABLES_DIR + "/")
-    where = path.as_posix() if declared else f"{TABLES_DIR}/{path.name}"
     lines = [f"{file}: {counts['read']} rows read, {counts['kept']} kept "
              f"(train {counts['rows_train']}, dev {counts['rows_dev']}, test {counts['rows_test']}), "
              f"{counts['rejected']} rejected" + (f" (split by a stable hash of each pair: dev {dev_fraction:g}, test "
                                                  f"{test_fraction:g})" if not split else f" (split column {split!r})")]
+    if read.dialect:
+        lines.append(f"read as {read.dialect.describe()}" + (f"; {read.dialect.note}" if read.dialect.note else ""))
     if len(rejects):
         lines.append("first rejects (line: reason):")
         lines += [f"  {r.line}: {r.reason}" for r in rejects.head(5).itertuples()]
-    lines += [f"scores on the scale [{lo:g}, {hi:g}] (d = {table.d:g}; mapped to 0-5 for training):",
-              histogram(on_scale.to_numpy(), (lo, hi))]
-    if not declared:
-        lines.append(f"\ncopy it under {TABLES_DIR}/ first (`cp {file} {where}`; `dvc add {where}` for a large file)")
-    cols = {"sentence1": sentence1, "sentence2": sentence2, "score": score, **({"split": split} if split else {})}
+    on_scale = user_tables.from_internal(kept.score, table.scale)  # back on the file's scale, for the histogram
+    lines += [f"scores on the scale [{table.scale[0]:g}, {table.scale[1]:g}] (d = {table.d:g}"
+              f"{': ' + why_d if why_d else ''}; mapped to 0-5 for training):", histogram(on_scale.to_numpy(), table.scale)]
+    return "\n".join(lines + _entry(table, path, read.dialect, x0))
+
+
+def _entry(table: StsTableSource, path: Path, dialect, x0: float | None) -> list[str]:
+    """The ``prepare.sts_tables`` entry to paste, where the file must go, and whether stage 2 may train on it."""
+    declared = path.as_posix().startswith(TABLES_DIR + "/")
+    where = path.as_posix() if declared else f"{TABLES_DIR}/{path.name}"
+    lines = [] if declared else [f"\ncopy it under {TABLES_DIR}/ first (`cp {path} {where}`; `dvc add {where}` for a "
+                                 "large file)"]
+    c, name = table.columns, table.name
+    cols = {"sentence1": c.sentence1, "sentence2": c.sentence2, "score": c.score, **({"split": c.split} if c.split else {})}
     lines += ["\nparams.yaml: add it to prepare.sts_tables, after the public tables:", f"    - name: {name}",
-              f"      file: {where}",
-              "      columns: {" + ", ".join(f"{k}: {v}" for k, v in cols.items()) + "}",
-              f"      scale: [{lo:g}, {hi:g}]", f"      d: {table.d:g}"]
-    if not split:
-        lines += [f"      dev_fraction: {dev_fraction:g}", f"      test_fraction: {test_fraction:g}"]
-    lines += [f"then train on it (stage2.train_tables: [stsb, sickr, {name}]), select on it (stage2.dev_table: {name}) "
-              f"and gate on it (promote.metrics: [avg7, {name}]); `dvc repro promote`"]
-    return "\n".join(lines)
+              f"      file: {where}", "      columns: {" + ", ".join(f"{k}: {v}" for k, v in cols.items()) + "}",
+              f"      scale: [{table.scale[0]:g}, {table.scale[1]:g}]", f"      d: {table.d:g}"]
+    if not c.split:
+        lines += [f"      dev_fraction: {table.dev_fraction:g}", f"      test_fraction: {table.test_fraction:g}"]
+    if dialect and dialect.note:
+        lines.append(f"      quoting: {dialect.quoting}")
+    advice = buffer_advice(x0, table) if x0 is not None else ""
+    trains = "REFUSED" not in advice
+    return lines + ([advice] if advice else []) + [
+        (f"then train on it (stage2.train_tables: [stsb, sickr, {name}]), " if trains else "then ")
+        + f"select on it (stage2.dev_table: {name}) and gate on it (promote.metrics: [avg7, {name}]); "
+        "`dvc repro promote`"]

@@ -34,10 +34,12 @@ def pair_keys(a: pd.Series, b: pd.Series, mode: str) -> pd.Series:
     raise ValueError(f"unknown leakage match mode {mode!r}; use one of {MATCH_MODES}")
 
 
-def train_tables(sts: pd.DataFrame) -> list[str]:
-    """Every STS table with a train split, in table order (STS-B, SICK-R, then declared tables): each is a training
-    table whatever stage 2 chooses, so a test pair in any of them is marked seen."""
-    return list(dict.fromkeys(sts.loc[sts.split == "train", "dataset"]))
+def train_tables(sts: pd.DataFrame, trained: tuple[str, ...] | None = None) -> list[str]:
+    """The STS tables with a train split that stage 2 trains on (``trained``: ``stage2.train_tables``; None: every
+    table with a train split), in table order. A test pair is "seen" when one of them holds it: a declared table that
+    only selects or gates does not make public test pairs seen (the model card's definition of unseen)."""
+    tables = dict.fromkeys(sts.loc[sts.split == "train", "dataset"])
+    return [t for t in tables if trained is None or t in trained]
 
 
 def test_tables(sts: pd.DataFrame) -> list[str]:
@@ -47,33 +49,35 @@ def test_tables(sts: pd.DataFrame) -> list[str]:
                                                      if t not in EVAL_TASKS]
 
 
-def training_keys(sts: pd.DataFrame, nli_train: pd.DataFrame, mode: str) -> dict[str, set[str]]:
-    """Key sets of the training tables: each STS table's train split (STS-B, SICK-R, declared ones) and the NLI
-    training table."""
+def training_keys(sts: pd.DataFrame, nli_train: pd.DataFrame, mode: str,
+                  trained: tuple[str, ...] | None = None) -> dict[str, set[str]]:
+    """Key sets of the training tables: the train split of each STS table stage 2 trains on (:func:`train_tables`)
+    and the NLI training table."""
     out = {}
-    for name in train_tables(sts):
+    for name in train_tables(sts, trained):
         t = sts[(sts.dataset == name) & (sts.split == "train")]
         out[f"{name}_train"] = set(pair_keys(t.sentence1, t.sentence2, mode))
     out["nli_train"] = set(pair_keys(nli_train.premise, nli_train.hypothesis, mode))
     return out
 
 
-def find_leaks(sts: pd.DataFrame, nli_train: pd.DataFrame, mode: str) -> pd.DataFrame:
+def find_leaks(sts: pd.DataFrame, nli_train: pd.DataFrame, mode: str,
+               trained: tuple[str, ...] | None = None) -> pd.DataFrame:
     """Boolean frame (rows of ``sts``, one column per training table) marking test rows seen in it.
 
     Only rows with ``split == 'test'`` (of any table) can be True.
     """
     keys = pair_keys(sts.sentence1, sts.sentence2, mode)
     is_test = sts.split == "test"
-    return pd.DataFrame({name: is_test & keys.isin(ks) for name, ks in training_keys(sts, nli_train, mode).items()},
+    return pd.DataFrame({name: is_test & keys.isin(ks) for name, ks in training_keys(sts, nli_train, mode, trained).items()},
                         index=sts.index)
 
 
-def leakage_metrics(sts: pd.DataFrame, nli_train: pd.DataFrame, mode: str) -> dict:
+def leakage_metrics(sts: pd.DataFrame, nli_train: pd.DataFrame, mode: str, trained: tuple[str, ...] | None = None) -> dict:
     """Per evaluation task: test pairs, seen/unseen pairs under both match modes, and per training
     table the pairs seen in it under ``mode`` (the configured one)."""
     metrics = {}
-    by_mode = {mode: find_leaks(sts, nli_train, mode) for mode in MATCH_MODES}
+    by_mode = {m: find_leaks(sts, nli_train, m, trained) for m in MATCH_MODES}
     for task in test_tables(sts):
         rows = (sts.dataset == task) & (sts.split == "test")
         entry = {"test_pairs": int(rows.sum())}

@@ -148,14 +148,14 @@ def headline(summary: dict) -> dict:
             "train_rows_removed_for_leakage": sum(summary["leakage_removed"].values())}
 
 
-def _mark_leakage(sts: pd.DataFrame, nli_train: pd.DataFrame, lp) -> tuple:
-    """Mark every STS row seen in a training table (``seen_in_train``) and, with ``lp.remove_from_training``, drop
-    leaked pairs from the training tables. Returns (sts, nli_train, leakage metrics per task, the leakage table
-    (``leakage.parquet``), removed counts)."""
+def _mark_leakage(sts: pd.DataFrame, nli_train: pd.DataFrame, lp, trained: tuple[str, ...]) -> tuple:
+    """Mark every STS row seen in a training table (``seen_in_train``: stage 2's ``trained`` tables, NLI) and, with
+    ``lp.remove_from_training``, drop leaked pairs from the training tables. Returns (sts, nli_train, leakage metrics
+    per task, the leakage table (``leakage.parquet``), removed counts)."""
     mode = lp.match
-    leaks = leakage.find_leaks(sts, nli_train, mode)
+    leaks = leakage.find_leaks(sts, nli_train, mode, trained)
     sts["seen_in_train"] = leaks.any(axis=1)
-    leak_metrics = leakage.leakage_metrics(sts, nli_train, mode)
+    leak_metrics = leakage.leakage_metrics(sts, nli_train, mode, trained)
     seen = sts[sts.seen_in_train].copy()
     seen["seen_in"] = leaks[sts.seen_in_train].apply(lambda r: ",".join(r.index[r]), axis=1)
     seen["removed_from_training"] = False
@@ -163,7 +163,7 @@ def _mark_leakage(sts: pd.DataFrame, nli_train: pd.DataFrame, lp) -> tuple:
     removed_counts = {}
     if lp.remove_from_training:
         eval_keys = leakage.eval_pair_keys(sts, mode)
-        tables = leakage.train_tables(sts)
+        tables = leakage.train_tables(sts, trained)
         is_train = sts.dataset.isin(tables) & (sts.split == "train")
         sts_kept, sts_removed = leakage.remove_from_training(sts[is_train], "sentence1", "sentence2", eval_keys, mode)
         sts = pd.concat([sts[~is_train], sts_kept]).sort_index().reset_index(drop=True)
@@ -225,8 +225,8 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
     nli = pd.concat(kept["nli"], ignore_index=True)
     nli_train = _select_nli_train(nli, p.nli_train)
 
-    mode = p.leakage.match
-    sts, nli_train, leak_metrics, leak_table, removed_counts = _mark_leakage(sts, nli_train, p.leakage)
+    mode, trained = p.leakage.match, params.stage2.train_tables
+    sts, nli_train, leak_metrics, leak_table, removed_counts = _mark_leakage(sts, nli_train, p.leakage, trained)
 
     with atomic.staged_dir(prepared_dir) as staged_prepared, atomic.staged_dir(rejected_dir) as staged_rejected:
         sts.to_parquet(staged_prepared / "sts.parquet", index=False)

@@ -29,33 +29,13 @@ import pandas as pd
 from stsreg.infra.config import StsTableSource
 from stsreg.infra.errors import InputError
 from stsreg.infra.hashing import sha256_file
+from stsreg.product.data.table_files import FORMATS, TableFile, read_frame  # noqa: F401 (FORMATS: the formats read)
 
-#: Formats by extension -> how pandas reads them (every value as text: a score is checked, never coerced by a reader).
-FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
 #: The internal scale every table's scores are mapped to (the public tables' 0-5).
 INTERNAL = (0.0, 5.0)
 #: A dev or test split needs this many pairs for a Spearman worth reporting.
 MIN_SPLIT_PAIRS = 10
 SPLITS = ("train", "dev", "test")
-
-
-def read_frame(path: Path) -> tuple[pd.DataFrame, int]:
-    """The file as text columns and the line number of its first row (2 after a CSV/TSV header, 1 for JSONL and
-    Parquet rows)."""
-    kind = FORMATS.get(path.suffix.lower())
-    if kind is None:
-        raise InputError(f"{path}: unknown format {path.suffix!r}; use one of {sorted(FORMATS)}")
-    if not path.is_file():
-        raise InputError(f"{path}: no such file (declared in prepare.sts_tables)")
-    try:
-        if kind in ("csv", "tsv"):
-            return pd.read_csv(path, sep="," if kind == "csv" else "\t", dtype=str, keep_default_na=False,
-                               quoting=0 if kind == "csv" else 3, encoding="utf-8"), 2
-        if kind == "jsonl":
-            return pd.read_json(path, lines=True, dtype=False).astype(object), 1
-        return pd.read_parquet(path).astype(object), 1
-    except (ValueError, UnicodeDecodeError, OSError) as exc:
-        raise InputError(f"{path}: not a readable {kind} table: {str(exc).splitlines()[0]}") from None
 
 
 def pair_hash(sentence1: pd.Series, sentence2: pd.Series) -> np.ndarray:
@@ -107,7 +87,10 @@ def read_table(t: StsTableSource, project: Path) -> tuple[pd.DataFrame, pd.DataF
     """Read declared table ``t`` (its ``file`` relative to ``project``). Returns (kept rows, rejected rows with
     file / line / reason / raw, counts) or raises :class:`InputError` for a table refused whole."""
     path = project / t.file
-    frame, first_line = read_frame(path)
+    if not path.is_file():
+        raise InputError(f"{t.file}: no such file (declared in prepare.sts_tables[{t.name}])")
+    read = read_frame(path, t.quoting, t.encoding)
+    frame = read.frame
     cols = t.columns
     wanted = {"sentence1": cols.sentence1, "sentence2": cols.sentence2, "score": cols.score}
     if cols.split:
@@ -117,7 +100,7 @@ def read_table(t: StsTableSource, project: Path) -> tuple[pd.DataFrame, pd.DataF
         raise InputError(f"{t.file}: no column {', '.join(absent)}; the file has {list(frame.columns)}: map yours in "
                          f"prepare.sts_tables[{t.name}].columns")
     df = pd.DataFrame({k: frame[v] for k, v in wanted.items()})
-    df["line"] = np.arange(first_line, first_line + len(df))
+    df["line"] = read.line
     for c in ("sentence1", "sentence2"):
         df[c] = df[c].map(lambda x: "" if x is None or (isinstance(x, float) and np.isnan(x)) else str(x)).str.strip()
     df["raw_score"] = df["score"].astype(str)
@@ -141,12 +124,17 @@ def read_table(t: StsTableSource, project: Path) -> tuple[pd.DataFrame, pd.DataF
     rejects = pd.DataFrame({"dataset": t.name, "split": split[bad].where(split[bad].isin(SPLITS), "unknown"),
                             "file": t.file, "line": df.line[bad], "reason": reasons[bad],
                             "raw": df.sentence1[bad] + "\t" + df.sentence2[bad] + "\t" + df.raw_score[bad]})
+    unread = pd.DataFrame({"dataset": t.name, "split": "unknown", "file": t.file,
+                           "line": [n for n, _, _ in read.rejects], "reason": [r for _, r, _ in read.rejects],
+                           "raw": [raw for _, _, raw in read.rejects]})
+    rejects = pd.concat([unread, rejects]).sort_values("line", kind="stable") if len(unread) else rejects
     kept = pd.DataFrame({"dataset": t.name, "subset": t.name, "split": split[~bad], "sentence1": df.sentence1[~bad],
                          "sentence2": df.sentence2[~bad], "score": to_internal(score[~bad], (lo, hi), t.rescale).astype(float),
                          "file": t.file, "line": df.line[~bad].astype(int)}).reset_index(drop=True)
     _check_splits(t, kept)
     repeated = kept.duplicated(["split", "sentence1", "sentence2"])  # kept, counted, as prepare's flag mode does
-    counts = {"read": len(df), "kept": len(kept), "rejected": int(bad.sum()), "duplicate_pairs": int(repeated.sum()),
+    counts = {"read": len(df) + len(read.rejects), "kept": len(kept), "rejected": int(bad.sum()) + len(read.rejects),
+              "duplicate_pairs": int(repeated.sum()),
               "unscored_skipped": 0, **{f"rows_{s}": int((kept.split == s).sum()) for s in SPLITS}}
     return kept, rejects.reset_index(drop=True), counts
 
