@@ -165,7 +165,9 @@ def _promote(params_path: str, out_path: str, sts_path: str, headline_path: str 
                                     baseline_name=f"the untouched backbone {params.model.backbone!r}",
                                     rescore=champion_predictions)
         test = decision.get("test") or {}
-        tracking.log_metrics(run.run_id, {"promoted": float(decision["promoted"]),
+        per_metric = {f"gain_{crit}_{k}": t[k] for crit, t in (decision.get("tests") or {}).items()
+                      for k in (*GAIN_KEYS, "pairs") if k in t}
+        tracking.log_metrics(run.run_id, {"promoted": float(decision["promoted"]), **per_metric,
                                           **{f"gain_{k}": test[k] for k in GAIN_KEYS if k in test}}, uri=run.uri)
     atomic.write_text(out_path, json.dumps(decision, indent=2))
     if headline_path:

@@ -88,9 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--curves", default="reports/stage2", help="stage 2: folder for dev_curve.csv and loss_curve.csv ('' = none)")
     t.set_defaults(func=launch.cmd_train)
 
-    e = sub.add_parser("evaluate", help="7-task STS evaluation with bootstrap intervals (Prefect flow, MLflow run)",
+    e = sub.add_parser("evaluate", help="the STS evaluation: 7 public tasks (avg7) and the test split of each table "
+                                        "you declared, with bootstrap intervals (Prefect flow, MLflow run)",
                        description="SentEval 'all' protocol on STS12-16, STS-B test, SICK-R test (+ subsets, STS-B dev, "
-                                   "Pearson, head Spearman, unseen view), 95% bootstrap intervals. Writes "
+                                   "Pearson, head Spearman, unseen view) and on the test split of every table declared "
+                                   "in prepare.sts_tables (its own row, not in avg7), 95% bootstrap intervals. Writes "
                                    "reports/eval/{metrics.json,predictions.parquet,table.md}.")
     e.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     e.add_argument("--model", default="models/stage2", help="saved model folder, or a backbone name/path (untouched)")
@@ -109,8 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=commands.cmd_register)
 
     pr = sub.add_parser("promote", help="move alias `champion` to the challenger if it wins the gate",
-                        description="Promote when avg7 gains >= promote.margin and the paired bootstrap p < promote.alpha; "
-                                    "with no champion yet, against the untouched backbone. The decision is tagged on the version.")
+                        description="Promote when every metric of promote.metrics (avg7, the mean of the 7 public "
+                                    "tasks, and/or a declared table's test split, e.g. [avg7, support]) gains >= "
+                                    "promote.margin with a paired bootstrap p < promote.alpha, pairs matched by content; "
+                                    "with no champion yet, against the untouched backbone. Where the champion's stored "
+                                    "predictions miss today's test pairs it is re-scored first. The decision (per metric: "
+                                    "pairs compared, gain, interval, p) goes to --out and is tagged on the version.")
     pr.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     pr.add_argument("--out", default="reports/registry/promotion.json", help="the decision and its reason")
     pr.add_argument("--headline", default="metrics/promote.json", help="the decision's headline numbers ('' = none)")

@@ -516,3 +516,49 @@ def test_register_and_promote_each_leave_a_timed_run(registry):
         assert run.data.metrics["promoted"] == float(decision["promoted"])
         assert run.data.metrics["gain_p_value"] == pytest.approx(decision["test"]["p_value"])
     assert [d["promote"]["champion"] is None for d in decisions.values()] == [True, True, False]  # both branches ran
+
+
+def test_promote_by_hand_in_a_clean_shell_rescores_the_champion_from_the_projects_store(registry):
+    """The documented by-hand gate, typed in a shell with no MLFLOW_* / PREFECT_* variable: the test tables changed
+    since the champion was scored (new STS12 pairs), so its stored predictions miss pairs and `stsreg promote` re-scores
+    it, downloading it from the project's own store (no stray ./mlflow.db), and gates on [avg7, sts12], each metric
+    with the pairs it compared. A gate that fails marks the decision files failed instead of leaving the last one."""
+    work, _, _, c = registry
+    table = tiny_eval_table()
+    extra = tiny_sts(12, seed=77).assign(dataset="sts12", split="test", subset="C", file="sts12/new.txt",
+                                         line=range(1, 13), seen_in_train=False)
+    (work / "data/prepared").mkdir(parents=True, exist_ok=True)
+    today = work / "data/prepared/sts.parquet"
+    pd.concat([table, extra], ignore_index=True).to_parquet(today)
+    # the retrain's challenger, evaluated and registered on today's tables (the champion was scored before them)
+    from pipelines.product.release_flow import evaluate_flow, register_flow
+
+    evaluate_flow(params_path=str(work / "params.yaml"), model_dir=str(work / "untrained"), sts_path=str(today),
+                  out_dir=str(work / "eval_today"), headline_path=str(work / "eval_today.json"))
+    register_flow(params_path=str(work / "params.yaml"), model_dir=str(work / "untrained"), eval_dir=str(work / "eval_today"),
+                  data_paths=(str(today), str(work / "nli.parquet")), out_path=str(work / "reg_today.json"), sts_path=str(today))
+    raw = yaml.safe_load((work / "params.yaml").read_text())
+    raw["promote"]["metrics"] = ["avg7", "sts12"]
+    (work / "params_gate.yaml").write_text(yaml.safe_dump(raw))
+    stsreg = os.path.join(os.path.dirname(sys.executable), "stsreg")
+    done = subprocess.run([stsreg, "promote", "--params", "params_gate.yaml", "--out", "gate.json", "--headline",
+                           "gate_head.json"], cwd=work, env=clean_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert not (work / "mlflow.db").exists() and not (work / "mlruns").exists()
+    decision = json.loads((work / "gate.json").read_text())
+    assert "re-scored on today's test tables" in decision["reason"] and not decision["promoted"]
+    tests = decision["tests"]
+    assert set(tests) == {"avg7", "sts12"}
+    assert tests["sts12"]["pairs"] == 60 + 12 and tests["avg7"]["pairs"] == 7 * 60 + 12
+    assert "72 pairs" in decision["reason"]
+    run = c.search_runs([c.get_experiment_by_name("stsreg").experiment_id], "attributes.run_name = 'promote'",
+                        order_by=["attributes.start_time DESC"], max_results=1)[0]
+    assert run.data.metrics["gain_sts12_pairs"] == 72 and "gain_avg7_p_value" in run.data.metrics
+    # a gate that cannot decide (the champion cannot be re-scored: today's table is empty) leaves no stale decision
+    table.iloc[:0].to_parquet(today)
+    failed = subprocess.run([stsreg, "promote", "--params", "params_gate.yaml", "--out", "gate.json", "--headline",
+                             "gate_head.json"], cwd=work, env=clean_env(), capture_output=True, text=True, timeout=600)
+    assert failed.returncode != 0
+    for name in ("gate.json", "gate_head.json"):
+        marked = json.loads((work / name).read_text())
+        assert marked["status"] == "failed" and marked["promoted"] is False and marked["error"]

@@ -65,12 +65,13 @@ class PairedResult:
     high: float
     p_value: float
     n_resamples: int
+    pairs: int | None = None  # the test pairs compared, where the caller counted them
 
     def significant(self, alpha: float) -> bool:
         return self.p_value < alpha
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 def paired_test(tasks: list[tuple[np.ndarray, np.ndarray, np.ndarray]], n_resamples: int = 1000, seed: int = 0,

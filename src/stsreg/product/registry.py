@@ -123,7 +123,8 @@ def _verdict(gate: PromoteParams, tests: dict[str, dict], against: str, kept: st
     passed, parts = True, []
     for crit, test in tests.items():
         view = f"{crit}-unseen" if gate.unseen_only else crit
-        gain = f"{view} {test['diff']:+.2f} (95% CI {test['low']:+.2f}..{test['high']:+.2f}, p={test['p_value']:.3f})"
+        pairs = f", {test['pairs']} pairs" if "pairs" in test else ""
+        gain = f"{view} {test['diff']:+.2f} (95% CI {test['low']:+.2f}..{test['high']:+.2f}, p={test['p_value']:.3f}{pairs})"
         ok_margin, ok_sig = test["diff"] >= gate.margin, test["p_value"] < gate.alpha
         passed &= ok_margin and ok_sig
         parts.append((gain, [f"gain below margin {gate.margin}"] * (not ok_margin)
@@ -179,7 +180,7 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
             tests = judge(rescore(champion))
         passed, reason = _verdict(gate, tests, against, kept)
         first = tests[gate.metrics[0]]
-        out.update(promoted=passed, reason=reason, test=first, **({"tests": tests} if len(tests) > 1 else {}))
+        out.update(promoted=passed, reason=reason, test=first, tests=tests)
     if out["promoted"]:
         c.set_registered_model_alias(name, "champion", challenger.version)
     c.set_model_version_tag(name, challenger.version, "promotion.decision", "promoted" if out["promoted"] else "kept champion")

@@ -57,6 +57,9 @@ def run_report(data_summary: Path, models: Path, eval_metrics: Path, promotion: 
         parts.append(format_table(json.loads(eval_metrics.read_text(encoding="utf-8"))))
     if promotion.exists():
         d = json.loads(promotion.read_text(encoding="utf-8"))
+        if d.get("status") == "failed":
+            parts.append(f"\nRegistry: the last gate FAILED, no decision was made: {d['error']}")
+            return "\n".join(parts)
         parts.append(f"\nRegistry: sts-regression v{d['challenger']} "
                      f"{'promoted to champion' if d['promoted'] else 'not promoted'}: {d['reason']}")
     return "\n".join(parts)

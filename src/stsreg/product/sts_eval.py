@@ -11,6 +11,8 @@ year's subsets. Every pair is scored once (:func:`score_pairs`), and every metri
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 
 import numpy as np
@@ -168,7 +170,7 @@ def paired_on_predictions(a: pd.DataFrame, b: pd.DataFrame, unseen_only: bool = 
     arrays = [(t.score.to_numpy(), t.cosine.to_numpy(), t.cosine_b.to_numpy()) for _, t in on.groupby("task")]
     if len(arrays) != len(tasks):
         raise CoverageError(f"the prediction tables hold pairs of only {len(arrays)} of the tasks {list(tasks)}")
-    return paired_test(arrays, n_resamples, seed)
+    return dataclasses.replace(paired_test(arrays, n_resamples, seed), pairs=len(on))
 
 
 def format_table(metrics: dict[str, float]) -> str:
