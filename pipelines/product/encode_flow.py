@@ -79,6 +79,7 @@ def encode_flow(corpus: str, out: str, model: str = "models:/sts-regression@cham
             raise RuntimeError(f"chunk flow runs did not complete ({', '.join(failed)}); rerun to encode what is missing")
     workers = Counter(by.read_text() for by in job.parts.glob("chunk-*.by"))  # read before assemble removes the parts
     job.assemble()
+    job.write_rejects()
     return {**job.summary(job.n_chunks - len(todo)), "workers": dict(workers)}
 
 

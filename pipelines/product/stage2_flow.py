@@ -18,7 +18,7 @@ from stsreg.infra import atomic, runtime, tracking
 from stsreg.infra.config import load_params
 from stsreg.product import model_card
 from stsreg.product.lineage import log_tables
-from stsreg.product.model import write_st_config
+from stsreg.product.model import set_max_length, write_st_config
 from stsreg.product.runners.stage2_runner import run_stage2
 
 
@@ -32,8 +32,10 @@ def _write_curves(summary: dict, out: Path) -> None:
 def publish(params, folder: Path, summary: dict) -> None:
     """Make the trained folder what users expect of a sentence-transformers model: its card (README.md, with the dev
     score that kept it) and the similarity function (cosine), so ``SentenceTransformer("models/stage2")`` loads it
-    as the project scores it."""
+    as the project scores it, truncating where it is evaluated and served (``evaluate.max_length``, not the training
+    length), whichever command loads it."""
     write_st_config(folder)
+    set_max_length(folder, params.evaluate.max_length)
     (folder / "README.md").write_text(model_card.render_trained(params, folder, summary))
 
 

@@ -54,6 +54,15 @@ def cmd_encode(args: argparse.Namespace) -> int:
     out = batch_encode.encode_corpus(job, fresh=args.fresh)
     resumed = f", {out['resumed_chunks']} chunk(s) found done" if out["resumed_chunks"] else ""
     print(f"wrote {out['out']}: {out['rows']} rows x {out['dim']} ({out['unique']} distinct sentences encoded{resumed})")
+    if out["rejected"]:
+        print(f"{out['rejected']} line(s) could not be read and were left out (line, reason, raw text in "
+              f"{job.rejected_path}; first: line {job.rejects[0][0]}: {job.rejects[0][1]}); rows follow the lines read"
+              + (" (the output's `line` column)" if Path(args.out).suffix == ".parquet" else ""))
+    if out["empty"]:
+        print(f"{out['empty']} row(s) are empty: encoded as the empty string")
+    if out["truncated"]:
+        print(f"{out['truncated']} distinct sentence(s) are longer than {out['max_length']} tokens: cut there (the "
+              "model's maximum length, as it is scored and served)")
     return 0
 
 

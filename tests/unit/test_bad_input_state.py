@@ -7,6 +7,7 @@ The checkpoint keyed with its code is tested in test_train (it trains).
 """
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -198,3 +199,31 @@ def test_a_table_without_the_prepared_columns_is_one_line_naming_what_it_has(tmp
     assert not (tmp_path / "mlflow").exists()  # refused before any run was created
     (tmp_path / "mine.parquet").write_text("sentence1,sentence2,score\n")
     assert stsreg.cli.main(argv) == 2 and "is not a Parquet table" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spoil,message", [
+    (lambda t: t.assign(score=t.score * 20), r"score\(s\) lie outside the 0-5 scale every prepared table is on"),
+    (lambda t: t.assign(score=t.score.where(t.index % 7 != 0)), r"score\(s\) are NaN or infinite"),
+    (lambda t: t.assign(score=t.score.astype(str) + "x"), r"its score column holds \w+ values \(e.g. '[\d.]+x'\), not numbers"),
+    (lambda t: t[t.split != "train"], r"no train rows of stage2.train_tables \['stsb', 'sickr'\]"),
+    (lambda t: t[t.split != "dev"], r"no dev rows of stage2.dev_table 'stsb'"),
+])
+def test_a_stage2_table_given_with_sts_passes_prepares_checks_before_any_flow(tmp_path, capsys, own_project, spoil, message):
+    """`stsreg train --stage 2 --sts T.parquet`: scores x20 and NaN used to train (loss 6082, "dev Spearman nan", exit 0),
+    strings to end in three tracebacks, a table with no train rows to be refused ~24 s in after two tracebacks."""
+    import shutil
+
+    import pandas as pd
+
+    from tests.conftest import tiny_sts
+
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    (tmp_path / "s1").mkdir()
+    train, dev = tiny_sts(40, 1).assign(split="train"), tiny_sts(20, 2).assign(split="dev")
+    table = pd.concat([train, dev], ignore_index=True).assign(dataset="stsb")
+    spoil(table).to_parquet(tmp_path / "T.parquet")
+    argv = ["train", "--stage", "2", "--sts", "T.parquet", "--stage1-dir", "s1", "--stage2-dir", "out"]
+    assert stsreg.cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(message, err) and "stage 2 cannot train on it" in err, err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "mlflow").exists()

@@ -142,3 +142,21 @@ def test_the_documented_command_as_typed(model_dir, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     reference = SiameseRegressor.load(model_dir).encode(sentences, show_progress=False).numpy()
     np.testing.assert_allclose(np.load(tmp_path / "corpus.npy"), reference, atol=1e-4)  # auto: torch or ONNX fp32
+
+
+def test_unreadable_empty_and_long_lines_are_reported_not_fatal(model_dir, tmp_path):
+    """A text file with one line of invalid UTF-8 used to end in a traceback with nothing written; empty lines and
+    lines cut at the maximum length passed without a word."""
+    sentences = _sentences(12, seed=4)
+    long = " ".join(TINY_WORDS * 10)  # far beyond the model's 16 tokens
+    body = "\n".join(sentences[:5]).encode() + b"\nbad \xff\xfe bytes\n\n" + "\n".join(sentences[5:] + [long]).encode() + b"\n"
+    (tmp_path / "corpus.txt").write_bytes(body)
+    done = _stsreg("encode", "corpus.txt", "--out", "out.parquet", "--model", str(model_dir), "--backend", "torch",
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "1 line(s) could not be read" in done.stdout and "line 6: not valid UTF-8" in done.stdout
+    assert "1 row(s) are empty" in done.stdout and "1 distinct sentence(s) are longer than 16 tokens" in done.stdout
+    table = pd.read_parquet(tmp_path / "out.parquet")
+    assert table.line.tolist() == [1, 2, 3, 4, 5, 7, *range(8, 16)] and table.text.iloc[5] == ""
+    rejected = pd.read_parquet(tmp_path / "out.parquet.rejected.parquet")
+    assert rejected.line.tolist() == [6] and "bad" in rejected.raw.iloc[0]

@@ -1,6 +1,7 @@
 """Params loading, and dvc.yaml declaring exactly the params each stage's code reads."""
 
 import dataclasses
+import json
 import shutil
 
 import pytest
@@ -100,8 +101,15 @@ def test_training_stages_read_exactly_their_declared_sections(tiny_backbone, tmp
                ckpt_dir=tmp_path / "ck")
     assert seen1 == top(declared("stage1")) == {"seed", "model", "stage1"}
     run_stage2(SectionRecorder(params, seen2), tmp_path / "sts.parquet", tmp_path / "s1", tmp_path / "s2", tmp_path / "ck")
-    # `launch` (how many processes) is read by the command that starts the runner (stsreg.product.launch.cmd_train)
-    assert seen2 | {"launch"} == top(declared("stage2")) == {"seed", "model", "stage2", "launch"}
+    # `launch` (how many processes) is read by the command that starts the runner (stsreg.product.launch.cmd_train);
+    # `evaluate.max_length` by the flow's publish step, which gives the folder the length it is scored and served at
+    seen_publish = set()
+    from pipelines.product.stage2_flow import publish
+
+    publish(SectionRecorder(params, seen_publish), tmp_path / "s2", json.loads((tmp_path / "s2/training_summary.json").read_text()))
+    assert json.loads((tmp_path / "s2/stsreg_model.json").read_text())["max_length"] == params.evaluate.max_length
+    assert "evaluate" in seen_publish
+    assert seen2 | {"launch", "evaluate"} == top(declared("stage2")) == {"seed", "model", "stage2", "launch", "evaluate"}
     assert (tmp_path / "s2/head.safetensors").exists()
 
 

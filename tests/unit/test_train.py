@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pandas as pd
 import pytest
 import torch
 
@@ -228,3 +229,32 @@ def test_a_change_to_the_loops_code_restarts_from_step_0_and_says_why(tiny_backb
     out = run()
     assert "starting from step 0: checkpoint" in out and "was made with other code" in out
     assert "resuming stage 2" not in out
+
+
+def test_a_nan_dev_score_never_keeps_a_checkpoint(tmp_path, monkeypatch):
+    """A dev evaluation that is NaN (constant predictions, NaN labels) is never a candidate, not even the first one; a
+    run whose every evaluation is NaN keeps no model and says so instead of writing one."""
+    import math
+
+    from stsreg.infra.errors import InputError
+    from stsreg.product.training import selection
+
+    class Model:
+        def save(self, folder):
+            (folder / "w").write_text("saved")
+
+    for keep in ("best", "trained"):
+        scores = iter([math.nan, math.nan, 40.0, math.nan])
+        monkeypatch.setattr(selection, "spearman_cosine", lambda *a, **k: next(scores))
+        dirs = {"best": tmp_path / keep / "best", "trained": tmp_path / keep / "trained"}
+        dev = pd.DataFrame({"sentence1": ["a"], "sentence2": ["b"], "score": [1.0]})
+        select = selection.DevSelector(Model(), dev, 8, keep, selection.new_state(), dirs)
+        select(0)
+        select(1)
+        assert not dirs[keep].exists()
+        with pytest.raises(InputError, match="every dev evaluation was NaN"):
+            select.kept_dir
+        select(2)
+        select(3)
+        assert select.kept_dir == dirs[keep] and (dirs[keep] / "w").exists()
+        assert select.summary()["best_dev_spearman"] == 40.0 and select.summary()["best_step"] == 2

@@ -62,6 +62,40 @@ def sts_table_problem(path: str) -> str:
     return ""
 
 
+#: The internal score scale every prepared table is on (``prepare`` maps each table's declared scale to it).
+INTERNAL = (0.0, 5.0)
+
+
+def sts_content_problems(path: str, train_tables: tuple[str, ...], dev_table: str) -> list[str]:
+    """Why stage 2 cannot train on the prepared table ``path`` (empty when it can): scores that are not numbers, not
+    finite, or outside the 0-5 scale on the rows it reads; no train split in ``train_tables``; no dev split of
+    ``dev_table``. The checks ``prepare`` makes, for a table given with ``--sts``."""
+    import numpy as np
+    import pandas as pd
+
+    df = pd.read_parquet(path, columns=list(STS_COLUMNS))
+    used = (df.dataset.isin(train_tables) & (df.split == "train")) | ((df.dataset == dev_table) & (df.split == "dev"))
+    problems = []
+    if not pd.api.types.is_numeric_dtype(df.score):
+        example = next((v for v in df.score[used] if pd.isna(pd.to_numeric(pd.Series([v]), errors="coerce"))[0]), None)
+        problems.append(f"its score column holds {df.score.dtype} values (e.g. {example!r}), not numbers")
+    else:
+        score = df.score[used].astype(float)
+        bad = ~np.isfinite(score)
+        if bad.any():
+            problems.append(f"{int(bad.sum())} score(s) are NaN or infinite")
+        outside = np.isfinite(score) & ((score < INTERNAL[0]) | (score > INTERNAL[1]))
+        if outside.any():
+            problems.append(f"{int(outside.sum())} score(s) lie outside the 0-5 scale every prepared table is on "
+                            f"(range {score[outside].min():g}..{score[outside].max():g}): declare the table's scale in "
+                            "prepare.sts_tables and let `stsreg prepare` map it")
+    if not (df.dataset.isin(train_tables) & (df.split == "train")).any():
+        problems.append(f"no train rows of stage2.train_tables {list(train_tables)}")
+    if not ((df.dataset == dev_table) & (df.split == "dev")).any():
+        problems.append(f"no dev rows of stage2.dev_table {dev_table!r}")
+    return problems
+
+
 def check_inputs(args: argparse.Namespace) -> None:
     """Raise :class:`InputError` naming every missing input and the stage to run first, or a table in the wrong shape."""
     missing = missing_inputs(args)
@@ -74,3 +108,10 @@ def check_inputs(args: argparse.Namespace) -> None:
         problem = sts_table_problem(sts)
         if problem:
             raise InputError(problem)
+        if args.command == "train":
+            from stsreg.infra.config import load_params
+
+            s2 = load_params(args.params).stage2
+            problems = sts_content_problems(sts, s2.train_tables, s2.dev_table)
+            if problems:
+                raise InputError(f"{sts}: stage 2 cannot train on it: " + "; ".join(problems))

@@ -40,17 +40,37 @@ TEXT = ".txt"
 TEXT_COLUMNS = ("text", "sentence", "sentence1")
 
 
-def read_corpus(path: Path, column: str | None = None) -> tuple[pd.DataFrame, str]:
-    """The input as a table and the name of its text column. A text file: one row per line (column ``text``; empty
-    lines kept as empty strings, so row i is line i + 1)."""
+def read_text_lines(path: Path) -> tuple[pd.DataFrame, list[tuple[int, str, str]]]:
+    """A text file's lines (column ``text``, and ``line``: the physical line, from 1; empty lines kept as empty
+    strings) and the lines that cannot be read, ``(line, reason, raw)``: bytes that are not UTF-8 reject their line,
+    not the file (a BOM decides UTF-8 / UTF-16)."""
+    from stsreg.product.data import delimited
+
+    text, _, _ = delimited.decode(path.read_bytes(), path)
+    kept, lines, rejects = [], [], []
+    for n, raw in enumerate(delimited.physical_lines(text), start=1):
+        raw = raw.removesuffix("\n").removesuffix("\r")
+        if delimited.undecodable(raw):
+            rejects.append((n, delimited.NOT_UTF8, delimited.printable(raw)[:2000]))
+        else:
+            kept.append(raw)
+            lines.append(n)
+    return pd.DataFrame({"text": kept, "line": lines}), rejects
+
+
+def read_corpus(path: Path, column: str | None = None) -> tuple[pd.DataFrame, str, list[tuple[int, str, str]]]:
+    """The input as a table, the name of its text column, and the records that cannot be read ``(line, reason, raw)``
+    (kept aside and counted, as prepare's rejects). A text file: one row per readable line (columns ``text`` and
+    ``line``)."""
     from stsreg.product.data.user_tables import read_frame
 
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     if path.suffix.lower() == TEXT:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        return pd.DataFrame({"text": lines}), "text"
-    frame = read_frame(path).frame
+        frame, rejects = read_text_lines(path)
+        return frame, "text", rejects
+    read = read_frame(path)
+    frame = read.frame
     if column is None:
         column = next((c for c in TEXT_COLUMNS if c in frame.columns), None)
         if column is None:
@@ -60,7 +80,7 @@ def read_corpus(path: Path, column: str | None = None) -> tuple[pd.DataFrame, st
     bad = [i for i, x in enumerate(frame[column]) if not isinstance(x, str)]
     if bad:
         raise InputError(f"{path}: column {column!r} must hold text; rows {bad[:10]} (from 0) do not")
-    return frame, column
+    return frame, column, read.rejects
 
 
 @dataclass(frozen=True)
@@ -91,8 +111,9 @@ class Job:
         if chunk_size < 1:
             raise InputError(f"chunk size must be >= 1, got {chunk_size}")
         self.corpus, self.out, self.model, self.batch_size = corpus, out, model, batch_size
-        self.frame, column = read_corpus(corpus, column)
+        self.frame, column, self.rejects = read_corpus(corpus, column)
         texts = self.frame[column].tolist()
+        self.empty = sum(1 for t in texts if not t.strip())
         self.unique = list(dict.fromkeys(texts))  # each distinct sentence encoded once
         position = {s: i for i, s in enumerate(self.unique)}
         self.rows = np.fromiter((position[s] for s in texts), dtype=np.int64, count=len(texts))
@@ -153,11 +174,33 @@ class Job:
         shutil.rmtree(self.parts)
         return self.out
 
+    @property
+    def rejected_path(self) -> Path:
+        return self.out.with_name(self.out.name + ".rejected.parquet")
+
+    def truncated(self) -> int:
+        """Distinct sentences longer than the model's maximum length (their tail is not encoded)."""
+        limit, n = self.manifest.max_length, 0
+        for i in range(0, len(self.unique), 4096):
+            ids = self.model.tokenizer(self.unique[i:i + 4096], add_special_tokens=True, truncation=False)["input_ids"]
+            n += sum(len(x) > limit for x in ids)
+        return n
+
     def summary(self, resumed_chunks: int) -> dict:
         """What a finished job wrote: the output, rows, distinct sentences, chunks (``resumed_chunks`` of them found
-        done), the dimension and the backend."""
+        done), the dimension and the backend; records rejected (kept in :attr:`rejected_path`), empty rows and
+        sentences cut at the maximum length."""
         return {"out": str(self.out), "rows": len(self.rows), "unique": len(self.unique), "chunks": self.n_chunks,
-                "resumed_chunks": resumed_chunks, "dim": self.manifest.dim, "backend": self.manifest.backend}
+                "resumed_chunks": resumed_chunks, "dim": self.manifest.dim, "backend": self.manifest.backend,
+                "rejected": len(self.rejects), "empty": self.empty, "truncated": self.truncated(),
+                "max_length": self.manifest.max_length}
+
+    def write_rejects(self) -> None:
+        """The records that could not be read, with line, reason and raw text (none: no file, an old one removed)."""
+        if self.rejects:
+            atomic.to_parquet(pd.DataFrame(self.rejects, columns=["line", "reason", "raw"]), self.rejected_path)
+        else:
+            self.rejected_path.unlink(missing_ok=True)
 
 
 def _save_npy(array: np.ndarray, path: Path) -> None:
@@ -177,6 +220,7 @@ def encode_corpus(job: Job, fresh: bool = False, progress: bool | None = None) -
             job.run_chunk(i)
             bar.update(min(size, len(job.unique) - i * size))
     job.assemble()
+    job.write_rejects()
     return job.summary(done)
 
 

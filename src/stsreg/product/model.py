@@ -56,6 +56,15 @@ def write_st_config(folder: Path) -> None:
                                                       "default_prompt_name": None}, indent=2))
 
 
+def set_max_length(folder: Path, max_length: int) -> None:
+    """The one maximum length of a model folder: stsreg's config and sentence-transformers' both say ``max_length``,
+    so every command that loads the folder (encode, serve, sentence-transformers) truncates where it was scored."""
+    for name, key in (("stsreg_model.json", "max_length"), ("sentence_bert_config.json", "max_seq_length")):
+        config = json.loads((folder / name).read_text())
+        config[key] = max_length
+        (folder / name).write_text(json.dumps(config, indent=2))
+
+
 @dataclass
 class ModelConfig:
     backbone: str = DEFAULT_BACKBONE

@@ -22,17 +22,9 @@ import pandas as pd
 
 from stsreg.infra.config import Params
 from stsreg.product import export
-from stsreg.product.model import write_st_config
+from stsreg.product.model import set_max_length, write_st_config
 
 log = logging.getLogger(__name__)
-
-def set_max_length(folder: Path, max_length: int) -> None:
-    """The one maximum length of a model folder: stsreg's config and sentence-transformers' both say ``max_length``."""
-    for name, key in (("stsreg_model.json", "max_length"), ("sentence_bert_config.json", "max_seq_length")):
-        config = json.loads((folder / name).read_text())
-        config[key] = max_length
-        (folder / name).write_text(json.dumps(config, indent=2))
-
 
 def score_backend(folder: Path, backend: str, pairs: pd.DataFrame, batch_size: int) -> dict[str, float]:
     """The evaluation's metrics (:func:`stsreg.product.sts_eval.task_metrics`) of ``folder`` run on ``backend``."""

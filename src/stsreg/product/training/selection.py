@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from stsreg.infra import atomic
+from stsreg.infra.errors import InputError
 from stsreg.product.sts_eval import spearman_cosine
 
 KEEPS = ("best", "trained")
@@ -50,6 +51,8 @@ class DevSelector:
         self.log_metric("dev_spearman", score, step)
         if self.on_eval is not None:
             self.on_eval(step, score)
+        if math.isnan(score):  # a collapsed model or NaN labels: never a candidate, whatever came before
+            return score
         if _rank(score) > _rank(s["best"]) or s["best_step"] < 0:
             s["best"], s["best_step"] = score, step
             self._save("best")
@@ -66,6 +69,11 @@ class DevSelector:
 
     @property
     def kept_dir(self) -> Path:
+        """The folder of the kept selection; :class:`InputError` when no evaluation gave a dev score (all NaN)."""
+        step = self.state["best_step" if self.keep == "best" else "trained_best_step"]
+        if step < 0:
+            raise InputError(f"no model kept: every dev evaluation was NaN ({len(self.state['curve'])} evaluations; "
+                             "constant predictions or NaN dev scores), so there is nothing to select")
         return self.dirs[self.keep]
 
     def summary(self) -> dict:
