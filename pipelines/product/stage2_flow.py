@@ -18,7 +18,7 @@ from stsreg.infra import atomic, runtime, tracking
 from stsreg.infra.config import load_params
 from stsreg.product import model_card
 from stsreg.product.lineage import log_tables
-from stsreg.product.model import set_max_length, write_st_config
+from stsreg.product.model_files import set_max_length, write_st_config
 from stsreg.product.runners.stage2_runner import run_stage2
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from stsreg.infra.config import Params
 from stsreg.product import export
-from stsreg.product.model import set_max_length, write_st_config
+from stsreg.product.model_files import set_max_length, write_st_config
 
 log = logging.getLogger(__name__)
 

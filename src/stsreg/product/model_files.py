@@ -1,0 +1,29 @@
+"""The files of a saved model folder that other tools read: sentence-transformers' similarity config, and the one
+maximum length every loader of the folder truncates at."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ST_CONFIG = "config_sentence_transformers.json"  # sentence-transformers' file: the similarity function, the versions
+
+
+def write_st_config(folder: Path) -> None:
+    """``config_sentence_transformers.json`` in a saved folder: cosine similarity (what every score of this project
+    is), and the library versions that wrote it, so ``SentenceTransformer(folder).similarity`` is the project's score."""
+    from importlib.metadata import version
+
+    versions = {p: version(p) for p in ("sentence-transformers", "transformers", "torch")}
+    (Path(folder) / ST_CONFIG).write_text(json.dumps({"__version__": versions, "similarity_fn_name": "cosine",
+                                                      "model_type": "SentenceTransformer", "prompts": {},
+                                                      "default_prompt_name": None}, indent=2))
+
+
+def set_max_length(folder: Path, max_length: int) -> None:
+    """The one maximum length of a model folder: stsreg's config and sentence-transformers' both say ``max_length``,
+    so every command that loads the folder (encode, serve, sentence-transformers) truncates where it was scored."""
+    for name, key in (("stsreg_model.json", "max_length"), ("sentence_bert_config.json", "max_seq_length")):
+        config = json.loads((folder / name).read_text())
+        config[key] = max_length
+        (folder / name).write_text(json.dumps(config, indent=2))
