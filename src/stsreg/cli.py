@@ -22,6 +22,12 @@ from pathlib import Path
 # run beside it, it can take longer and the stage failed with "Timed out while attempting to connect to ephemeral Prefect
 # API server". Set before Prefect is imported (its settings are read then); a value of the user's wins.
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+# Third-party progress bars a person does not wait on (MLflow's per-file artifact bars, Hugging Face's weight loading
+# and shard writing): off, before those libraries read their settings at import. The project's own bars
+# (stsreg.infra.progress) show where people wait. A value of the user's wins.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # its INFO lines: store migrations, "Creating initial tables"
 
 from stsreg import __version__, commands, commands_inference
 from stsreg.product import launch
@@ -347,14 +353,22 @@ def check_backbone(args: argparse.Namespace) -> None:
             backbones.resolve_backbone(name)
 
 
+def configure_logging(verbose: bool = False) -> None:
+    """The project's loggers at INFO (DEBUG with --verbose); every other library at WARNING: their INFO lines (ONNX
+    Runtime's quantiser logs one per tensor through the root logger, MLflow its store migrations) are noise in a run a
+    person reads, their warnings are not."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for name in ("stsreg", "pipelines"):
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command not in ("servers",):
         from stsreg.infra.local_servers import use_running
 
         use_running(Path("."))  # local servers up -> log to them; down -> embedded defaults
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # Prefect's client logs every HTTP request at INFO
+    configure_logging(args.verbose)
     try:
         if getattr(args, "params", None):
             load_params(args.params)  # the whole file, before any output is touched

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from stsreg.infra import atomic
+from stsreg.infra import progress as progress_bar
 from stsreg.infra.errors import InputError
 from stsreg.infra.hashing import sha256_file
 from stsreg.product.corpus import read_corpus
@@ -169,8 +169,8 @@ def encode_corpus(job: Job, fresh: bool = False, progress: bool | None = None) -
     todo = job.prepare(fresh)
     size = job.manifest.chunk_size
     done = job.n_chunks - len(todo)
-    with tqdm(total=len(job.unique), initial=min(done * size, len(job.unique)) if done else 0, unit="sentence",
-              desc="encode", disable=None if progress is None else not progress) as bar:
+    with progress_bar.bar(total=len(job.unique), initial=min(done * size, len(job.unique)) if done else 0, unit="sentence",
+                          desc="encode", enabled=progress) as bar:
         for i in todo:
             job.run_chunk(i)
             bar.update(min(size, len(job.unique) - i * size))

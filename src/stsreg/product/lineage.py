@@ -9,6 +9,8 @@ UI lists them on the run's page ("Datasets used"), and two runs on the same rows
 
 from __future__ import annotations
 
+import warnings
+
 from pathlib import Path
 
 import pandas as pd
@@ -28,8 +30,9 @@ def table_datasets(sts: pd.DataFrame, wanted: dict[str, list[tuple[str, str]]], 
             rows = sts[(sts.dataset == table) & (sts.split == split)][PAIR_COLUMNS].reset_index(drop=True)
             if rows.empty:
                 continue
-            ds = mlflow.data.from_pandas(rows, source=source, name=f"{table}/{split}",
-                                         targets="score")
+            with warnings.catch_warnings():  # MLflow registers its local-file source twice and warns on each table
+                warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted in multiple ways")
+                ds = mlflow.data.from_pandas(rows, source=source, name=f"{table}/{split}", targets="score")
             inputs.append(DatasetInput(ds._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", context)]))
     return inputs
 

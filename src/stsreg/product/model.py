@@ -34,12 +34,12 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
-from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer
 
 from stsreg.product import precision as amp
 from stsreg.product import tokens
 from stsreg.product.backbones import resolve_backbone  # noqa: F401  (re-exported: the one resolution rule)
+from stsreg.infra import progress
 
 DEFAULT_BACKBONE = "default"
 @dataclass
@@ -224,10 +224,10 @@ class SiameseRegressor(nn.Module):
         n_tokens = tokens.lengths(ids)
         order = sorted(range(len(sentences)), key=lambda i: -n_tokens[i])
         out = torch.empty(len(sentences), self.dim)
-        disable = None if show_progress is None else not show_progress  # None: only on a terminal
+        shown = show_progress is not False  # None / True: a bar on a terminal, a line every 30 s in logs
         try:
             with self.autocast():
-                for start in tqdm(range(0, len(order), batch_size), desc="encode", unit="batch", disable=disable):
+                for start in progress.bar(range(0, len(order), batch_size), desc="encode", unit="batch", enabled=shown):
                     idx = order[start:start + batch_size]
                     out[idx] = self.embed(self.collate(ids, idx)).float().cpu()
         finally:

@@ -29,7 +29,6 @@ from pathlib import Path
 import pandas as pd
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from stsreg.product import precision, tokens
@@ -40,6 +39,7 @@ from stsreg.product.losses import HEAD_LOSSES, InBatchContrastive, SoftmaxCE, bu
 from stsreg.product.model import SiameseRegressor, pair_features
 from stsreg.product.optim import param_groups
 from stsreg.product.training.batches import epoch_batches
+from stsreg.infra import progress
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ def train_encoder(model: SiameseRegressor, name: str, examples: pd.DataFrame, p:
     params = [q for g in opt.param_groups for q in g["params"]]
     tables, labels = tokenized_examples(model, examples)
     lengths = example_lengths(tables) if p.group_by_length else None
-    bar = tqdm(total=total, initial=step, desc=f"nli {name}", unit="step", disable=None)
+    bar = progress.bar(total=total, initial=step, desc=f"nli {name}", unit="step")
     for epoch in range(step // steps_per_epoch, p.epochs):
         order = torch.randperm(len(examples), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
         batches = epoch_batches(order, p.batch_size, lengths, seed + epoch)  # rebuilt alike by a resumed run

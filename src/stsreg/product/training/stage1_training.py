@@ -19,7 +19,6 @@ from pathlib import Path
 import pandas as pd
 import torch
 from safetensors.torch import load_file, save_file
-from tqdm.auto import tqdm
 
 from stsreg.product import precision
 from stsreg.infra.config import Stage1EncoderParams, Stage1Params
@@ -28,6 +27,7 @@ from stsreg.infra.hashing import sha256_lines
 from stsreg.product.losses import build_head_loss
 from stsreg.product.model import SiameseRegressor, weights_fingerprint
 from stsreg.product.training.nli import KINDS, train_encoder, training_examples
+from stsreg.infra import progress
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def train_head(model: SiameseRegressor, nli: pd.DataFrame, p: Stage1Params, seed
     step, last = 0, float("nan")
     for epoch in range(p.epochs):
         order = torch.randperm(len(labels), generator=gen)
-        bar = tqdm(range(0, len(order), p.batch_size), desc=f"stage1 epoch {epoch + 1}/{p.epochs}", unit="batch", disable=None)
+        bar = progress.bar(range(0, len(order), p.batch_size), desc=f"stage1 head, epoch {epoch + 1}/{p.epochs}", unit="batch")
         for start in bar:
             idx = order[start:start + p.batch_size]
             loss = loss_fn(model.score_embeddings(u[idx], v[idx]), labels[idx])

@@ -26,7 +26,6 @@ import pandas as pd
 import torch
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
-from tqdm.auto import tqdm
 
 from stsreg.infra import atomic, runtime
 from stsreg.product import precision
@@ -40,6 +39,7 @@ from stsreg.product.optim import build_optimizer
 from stsreg.product.training.batches import adjust_labels, epoch_batches, pair_lengths
 from stsreg.product.training.checkpoint import Checkpointer
 from stsreg.product.training.selection import DevSelector, new_state
+from stsreg.infra import progress
 
 #: The modules whose code a stage-2 checkpoint is keyed with: this loop and everything it imports (the objective's
 #: losses included); params are keyed by value, so their module is left out.
@@ -143,7 +143,7 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
         select(0)  # the starting point (stage 1 output), also the "before" figure
     runtime.barrier()
     step = state["step"]
-    bar = tqdm(total=total_steps, initial=step, desc="stage2", unit="step", disable=None if rank == 0 else True)
+    bar = progress.bar(total=total_steps, initial=step, desc="stage2", unit="step", enabled=rank == 0)
     for epoch in range(step // steps_per_epoch, p.epochs):
         sampler.set_epoch(epoch)
         batches = epoch_batches(list(sampler), per_rank, lengths, seed + epoch)
@@ -158,7 +158,7 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
                 log_metric("train_loss", loss.detach(), step)  # a tensor: read when the buffer flushes, no sync here
                 log_metric("lr", sched.get_last_lr()[-1], step)
             if (step % p.eval_every == 0 or epoch_end) and rank == 0:
-                bar.set_postfix(dev=f"{select(step):.2f}")
+                bar.set_postfix(dev=f"{select(step):.2f}", best=f"{state['best']:.2f}")
             if step % p.checkpoint_every == 0 or epoch_end:
                 losses.sync()
                 ckpt.save(state, world_size, rank)
