@@ -37,6 +37,12 @@ SEED = 7
 def scored_pairs(mirror: Path) -> list[dict]:
     """Every scored pair of :data:`SUBSETS` as {text_a, text_b, similarity (0-1)}; unscored lines (blank gold) skipped."""
     rows = []
+    missing = [str(mirror / folder / name) for folder, inp, gold in SUBSETS for name in (inp, gold)
+               if not (mirror / folder / name).is_file()]
+    if missing:
+        raise SystemExit(f"no STS15/STS16 raw files under {mirror} ({len(missing)} missing, e.g. {missing[0]}): pass "
+                         "--mirror PATH, the data mirror that holds STS15/ and STS16/ (fetch.mirror in params.yaml), "
+                         "or run `dvc repro fetch` and pass --mirror data/raw")
     for folder, inp, gold in SUBSETS:
         pairs = (mirror / folder / inp).read_text(encoding="utf-8").splitlines()
         scores = (mirror / folder / gold).read_text(encoding="utf-8").splitlines()

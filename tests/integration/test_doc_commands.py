@@ -413,3 +413,14 @@ def test_own_data_page_as_typed(tiny_backbone, tmp_path):
     assert decision["promoted"] is not None and "support" in decision["reason"] or "first" in decision["reason"]
     runs = shell.type("dvc status")  # every stage: prepare reads data/tables
     assert "data/tables" in runs  # the grown table makes the pipeline stale from prepare
+    # the by-hand retrain, typed in the same clean shell (no MLflow or Prefect variable): prepare .. promote again; with
+    # a champion from the first round its stored predictions miss the grown table's new test pairs, so it is re-scored
+    # from the project's own store first (the path that crashed with `Run with id=... not found`)
+    first = decision
+    shell.type("dvc repro promote")
+    decision = json.loads((project / "reports/registry/promotion.json").read_text())
+    assert decision.get("status") != "failed" and set(decision["tests"]) == {"avg7", "support"}
+    assert all(t["pairs"] > 0 for t in decision["tests"].values())
+    if first["promoted"]:
+        assert "re-scored on today's test tables" in decision["reason"]
+    assert not (project / "mlflow.db").exists() and not (project / "mlruns").exists()

@@ -53,3 +53,11 @@ def test_the_example_commands_as_the_page_prints_them(tmp_path):
     assert "1270 rows read, 1270 kept (train 768, dev 197, test 305), 0 rejected" in out.stdout
     assert "- name: qa_pairs" in out.stdout and "scale: [0, 1]" in out.stdout and "d: 0.2" in out.stdout
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_the_example_without_a_mirror_says_what_to_pass_instead_of_a_traceback(tmp_path):
+    done = subprocess.run([sys.executable, str(REPO / "scripts/own_data_example.py"), "--mirror", str(tmp_path / "none")],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "no STS15/STS16 raw files under" in done.stderr and "pass --mirror PATH" in done.stderr
+    assert not (tmp_path / "data").exists()

@@ -202,3 +202,34 @@ def test_prepare_keeps_the_public_tables_on_their_own_scales(tmp_path, own_proje
     assert sick.min() >= 1.0 and sick.max() <= 5.0
     summary = json.loads((tmp_path / "data/prepared/summary.json").read_text())
     assert summary["datasets"]["stsb"]["scale"] == [0, 5] and summary["datasets"]["sickr"]["reader"] == "sickr"
+
+
+@pytest.mark.parametrize("scores,d,accepted", [
+    ([i * 10 for i in range(11)], 10, True),          # a 0-100 grid in steps of 10: d 10 (0.5 on 0-5), x0 0.2 holds
+    (list(range(101)), 20, True),                     # every integer 0-100: averaged/continuous, a fifth of the scale
+    ([40 + i for i in range(19)] + [0, 100], 1, False),  # 21 values on a grid of 1: d 1 (0.05 on 0-5), x0 0.2 refused
+])
+def test_data_check_proposes_d_from_the_scores_and_judges_stage2_x0(tmp_path, monkeypatch, scores, d, accepted):
+    """`data check` on a 0-100 file used to suggest `d: 1` and training on it, which stage 2 then refused."""
+    import random
+
+    from stsreg.product.data.check import check
+
+    monkeypatch.chdir(tmp_path)
+    rng = random.Random(0)
+    rows = [(f"first {i} {rng.random()}", f"second {i}", rng.choice(scores)) for i in range(400)]
+    pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"]).to_csv("mine.csv", index=False)
+    text = check("mine.csv", "sentence1", "sentence2", "score", x0=0.2)
+    assert f"      d: {d:g}\n" in text and "scale: [0, 100]" in text
+    assert ("stage2.x0 = 0.2 is accepted" in text) == accepted and ("would be REFUSED" in text) == (not accepted)
+    assert ("then train on it (stage2.train_tables" in text) == accepted
+
+
+def test_data_check_names_a_missing_file_without_claiming_it_is_declared(tmp_path, monkeypatch):
+    from stsreg.infra.errors import InputError
+    from stsreg.product.data.check import check
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as err:
+        check("nope.csv", "sentence1", "sentence2", "score")
+    assert "nope.csv: no such file" in str(err.value) and "declared" not in str(err.value)

@@ -6,7 +6,7 @@ either silent or thousands of carriage returns, so the same bar writes one log l
 instead (logger ``stsreg.progress``, which the CLI prints and Prefect's flow-run logs capture), plus a last line when
 the loop ends; a loop shorter than that logs nothing:
 
-    stage2: 1200/2880 steps (42%) [08:41<12:10, 2.30 steps/s, dev=88.12, best=88.40]
+    stage2: 1200/2880 (42%) [08:41<12:10, 2.30step/s, dev=88.12, best=88.40]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 #: Seconds between two progress lines in logs (under the one-minute promise of the operations guide).
 LOG_EVERY_S = 30.0
-LOG_FORMAT = "{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%) [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
+LOG_FORMAT = "{desc}: {n_fmt}/{total_fmt} ({percentage:.0f}%) [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
 log = logging.getLogger("stsreg.progress")
 
 
