@@ -219,10 +219,14 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--metrics", default="metrics/profile.json", help="memory_ratio")
     pf.set_defaults(func=commands.cmd_profile)
 
-    se = sub.add_parser("serve", help="serve a registered model (MLflow scoring protocol) behind a request guard",
-                        description="MLflow's scoring app (POST /invocations, GET /ping) for --model-uri, behind a guard "
-                                    "that answers oversized bodies with 413 and deeply nested JSON with 400 before "
-                                    "MLflow parses them. The registry is MLFLOW_TRACKING_URI or the project's mlflow/.")
+    se = sub.add_parser("serve", help="serve a registered model: MLflow's /invocations, OpenAI's /v1/embeddings, "
+                                      "/similarity, /metrics, /ready; concurrent requests batched",
+                        description="Serve --model-uri: POST /invocations (MLflow's scoring protocol), /v1/embeddings "
+                                    "(OpenAI's embeddings API), /similarity (pairs on the served scale); GET /health, "
+                                    "/ready (503 until the model is loaded), /metadata, /metrics (Prometheus). "
+                                    "Concurrent requests are batched into one encoder call; a server on an alias follows "
+                                    "it (--follow-s). Bodies over --max-body-mb get 413, JSON deeper than --max-depth "
+                                    "400. The registry is MLFLOW_TRACKING_URI or the project's mlflow/.")
     se.add_argument("--model-uri", default="models:/sts-regression@champion", help="registered model to serve")
     se.add_argument("--host", default="127.0.0.1", help="listen address")
     se.add_argument("--port", type=int, default=5001, help="listen port")
@@ -238,11 +242,19 @@ def build_parser() -> argparse.ArgumentParser:
                     help="what runs the encoder: torch | onnx (fp32) | onnx-int8 | auto (torch on a GPU, else the "
                          "fastest measured here of those the version may serve) (default: serve.backend of --params)")
     se.add_argument("--workers", type=int, default=None, help="server processes (default: serve.workers of --params)")
+    se.add_argument("--batch-sentences", type=int, default=None,
+                    help="dynamic batching: sentences gathered into one encoder call (default: serve.batch_sentences)")
+    se.add_argument("--batch-wait-ms", type=float, default=None,
+                    help="dynamic batching: how long a batch waits for more requests (default: serve.batch_wait_ms)")
+    se.add_argument("--follow-s", type=float, default=None,
+                    help="poll the alias (models:/name@alias) this often and serve the version it moves to; 0: never "
+                         "(default: serve.follow_s)")
     se.add_argument("--threads", type=int, default=None,
                     help="intra-op threads per process, 0 = all cores (default: serve.threads of --params)")
-    se.add_argument("--params", default=None, help="params file whose serve.* settings are the "
-                                                   "defaults (default: params.yaml where it exists, else precision "
-                                                   "auto and the scale and backend the version was registered with)")
+    se.add_argument("--params", default=None, help="params file whose serve.* settings are the defaults, the scale "
+                                                   "and backend included (without it: params.yaml where it exists for "
+                                                   "how the server runs; the scale and backend the version was "
+                                                   "registered with)")
     se.set_defaults(func=commands_inference.cmd_serve)
 
     en = sub.add_parser("encode", help="embed a corpus (text, CSV, TSV, JSONL or Parquet) into Parquet or .npy, resumably",

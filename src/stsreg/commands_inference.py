@@ -10,35 +10,70 @@ from pathlib import Path
 from stsreg.infra.config import load_params
 
 
+def _serve_settings(args: argparse.Namespace) -> dict:
+    """The server's settings: flags first, then ``serve.*`` of the params file (``--params``, else ./params.yaml for
+    how the server runs). The served scale and backend are facts of the registered version: only a flag or an explicit
+    ``--params`` changes them, never a params.yaml that happens to sit in the working folder."""
+    explicit = args.params is not None
+    params = args.params or ("params.yaml" if Path("params.yaml").is_file() else None)
+    s = load_params(params).serve if params else None
+
+    def pick(flag, name, default, version_fact=False):
+        if flag is not None:
+            return flag, "flag"
+        if s is not None and (explicit or not version_fact):
+            return getattr(s, name), params
+        return default, "as registered" if version_fact else "default"
+
+    out = {"precision": pick(args.precision, "precision", "auto"), "threads": pick(args.threads, "threads", 0),
+           "workers": pick(args.workers, "workers", 1), "batch_sentences": pick(args.batch_sentences, "batch_sentences", 256),
+           "batch_wait_ms": pick(args.batch_wait_ms, "batch_wait_ms", 2.0), "follow_s": pick(args.follow_s, "follow_s", 0.0),
+           "scale": pick(tuple(args.scale) if args.scale else None, "scale", None, version_fact=True),
+           "backend": pick(args.backend, "backend", None, version_fact=True)}
+    return out
+
+
+def _start_line(args, source: str, uri: str, info: dict, settings: dict) -> str:
+    measured = ", ".join(f"{b} {r:g}/s" for b, r in info.get("backends_measured", {}).items())
+    (backend, backend_from), (precision, _), (scale, scale_from) = settings["backend"], settings["precision"], settings["scale"]
+    follow = settings["follow_s"][0]
+    return (f"serving {args.model_uri} (version {info.get('version', '?')}: {source} in {uri}) on "
+            f"http://{args.host}:{args.port}; backend {info.get('backend', '?')} ("
+            + (f"setting {backend} from {backend_from}" if backend else "as registered")
+            + f"{'; measured ' + measured if measured else ''}), precision {info.get('precision', '?')} "
+            f"(setting {precision}) on {info.get('device', '?')}, {info.get('max_length', '?')} tokens per sentence, "
+            f"scores on {info.get('score_scale', '?')} ({'from ' + scale_from if scale else 'as registered'}), "
+            f"{settings['workers'][0]} worker(s) x "
+            f"{settings['threads'][0] or 'default'} thread(s), batches up to {settings['batch_sentences'][0]} sentences "
+            f"/ {settings['batch_wait_ms'][0]:g} ms; "
+            + (f"following the alias every {follow:g} s; " if follow else "")
+            + f"bodies up to {args.max_body_mb} MB; POST /invocations, /v1/embeddings, /similarity; GET /ready, "
+            "/metadata, /metrics")
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
-    from stsreg.product import serve
     from stsreg.infra import tracking
+    from stsreg.product import serve
 
     uri = tracking.tracking_uri()
     source = serve.resolve(args.model_uri, uri)  # a missing store, server or alias stops here, in one line
-    params = args.params or ("params.yaml" if Path("params.yaml").is_file() else None)
-    settings = load_params(params).serve if params else None
-    precision = args.precision or (settings.precision if settings else "auto")
-    scale = tuple(args.scale) if args.scale else (settings.scale if settings else None)
-    backend = args.backend or (settings.backend if settings else None)
-    threads = args.threads if args.threads is not None else (settings.threads if settings else 0)
-    workers = args.workers or (settings.workers if settings else 1)
-    app = serve.build_app(source, uri, int(args.max_body_mb * 1024 * 1024), args.max_depth, precision, scale, backend,
-                          threads)
-    info = json.loads(app.metadata)
-    measured = ", ".join(f"{b} {r:g}/s" for b, r in info.get("backends_measured", {}).items())
-    print(f"serving {args.model_uri} ({source} in {uri}) on http://{args.host}:{args.port}/invocations; "
-          f"backend {info.get('backend', '?')} (setting {backend or 'as registered'}{': ' + measured if measured else ''}), "
-          f"precision {info.get('precision', '?')} (setting {precision}) on {info.get('device', '?')}, "
-          f"{info.get('max_length', '?')} tokens per sentence, scores on {info.get('score_scale', '?')}, "
-          f"{workers} worker(s) x {threads or 'default'} thread(s); bodies up to {args.max_body_mb} MB, JSON up to "
-          f"{args.max_depth} levels deep; GET /metadata says what is served", flush=True)
+    settings = _serve_settings(args)
+    workers = settings["workers"][0]
     app_args = {"artifact_uri": source, "tracking_uri": uri, "max_body_bytes": int(args.max_body_mb * 1024 * 1024),
-                "max_depth": args.max_depth, "precision": precision, "scale": info.get("score_scale"),
-                "backend": info.get("backend", backend), "threads": threads}
-    if workers > 1:
-        del app  # each worker builds its own, on the backend resolved here
-    serve.serve(app if workers == 1 else None, args.host, args.port, workers, app_args)
+                "max_depth": args.max_depth, "precision": settings["precision"][0], "scale": settings["scale"][0],
+                "backend": settings["backend"][0], "threads": settings["threads"][0],
+                "batch_sentences": settings["batch_sentences"][0], "batch_wait_ms": settings["batch_wait_ms"][0],
+                "model_uri": args.model_uri, "follow_s": settings["follow_s"][0]}
+    announce = lambda app: print(_start_line(args, source, uri, json.loads(app.metadata), settings), flush=True)  # noqa: E731
+    if workers == 1:  # loads on a thread: /health answers at once, /ready once the model is in
+        serve.serve(serve.build_app(**app_args, lazy=True, on_loaded=announce), args.host, args.port)
+        return 0
+    probe = serve.build_app(**app_args)  # resolves `auto` once, so every worker runs the same backend
+    announce(probe.app)
+    info = json.loads(probe.metadata)
+    del probe
+    serve.serve(None, args.host, args.port, workers, {**app_args, "scale": info.get("score_scale"),
+                                                        "backend": info.get("backend", app_args["backend"])})
     return 0
 
 

@@ -175,7 +175,7 @@ def server(registry):
     deadline = time.time() + 180
     while time.time() < deadline:
         try:
-            if requests.get(url + "/ping", timeout=2).status_code == 200:
+            if requests.get(url + "/ready", timeout=2).status_code == 200:  # live at once, ready once loaded
                 break
         except requests.ConnectionError:
             pass
@@ -466,12 +466,17 @@ def test_abuse_mixed_requests_from_threads_get_no_5xx_and_correct_answers(server
         results = list(pool.map(send, names))
     statuses = [s for _, s, _ in results]
     assert max(statuses) < 500, [(n, s, t[:200]) for n, s, t in results if s >= 500][:5]
+    # a request is batched with whatever arrives beside it: equal to its answer alone within the backend's precision
+    # (fp32: padding changes nothing; dynamic int8 quantises each batch's activations with that batch's range, bf16
+    # rounds: ~1e-4 on a cosine)
+    fp32 = requests.get(server + "/metadata", timeout=30).json()["precision"] == "fp32"
+    tol = (1e-5, 1e-4) if fp32 else (2e-3, 1e-2)
     for name, status, text in results:
         if payloads[name][2] == "ok":
             got = json.loads(text)["predictions"]
             assert status == 200 and len(got) == len(reference[name])
             for a, b in zip(got, reference[name]):
-                assert a["cosine"] == pytest.approx(b["cosine"], abs=1e-5) and a["score"] == pytest.approx(b["score"], abs=1e-4)
+                assert a["cosine"] == pytest.approx(b["cosine"], abs=tol[0]) and a["score"] == pytest.approx(b["score"], abs=tol[1])
         else:
             assert status == payloads[name][2], (name, status)
     assert requests.get(server + "/ping", timeout=10).status_code == 200  # still up
@@ -562,3 +567,50 @@ def test_promote_by_hand_in_a_clean_shell_rescores_the_champion_from_the_project
     for name in ("gate.json", "gate_head.json"):
         marked = json.loads((work / name).read_text())
         assert marked["status"] == "failed" and marked["promoted"] is False and marked["error"]
+
+
+def test_the_openai_client_gets_the_served_embeddings(server, registry):
+    """OpenAI's embeddings API, called with the official client as LangChain / LlamaIndex call it: the vectors are the
+    champion's (equal to /invocations' sentence rows), float and base64 alike, with usage; `dimensions` other than
+    the model's is refused clearly."""
+    import base64
+
+    import numpy as np
+    import openai
+
+    client = openai.OpenAI(base_url=server + "/v1", api_key="unused")
+    sentences = ["a man plays guitar", "a woman plays music", "the dog runs in the park"]
+    got = client.embeddings.create(model="sts-regression", input=sentences)
+    assert [d.index for d in got.data] == [0, 1, 2] and got.model == "sts-regression"
+    assert got.usage.prompt_tokens > len(sentences) and got.usage.total_tokens == got.usage.prompt_tokens
+    rows = _post(server, {"dataframe_records": [{"sentence": s} for s in sentences]}).json()["predictions"]
+    np.testing.assert_allclose([d.embedding for d in got.data], [r["embedding"] for r in rows], atol=1e-5)
+    one = client.embeddings.create(model="m", input="a man plays guitar")
+    np.testing.assert_allclose(one.data[0].embedding, got.data[0].embedding, atol=1e-5)
+    raw = requests.post(server + "/v1/embeddings", json={"input": sentences, "encoding_format": "base64"}, timeout=60).json()
+    decoded = [np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4") for d in raw["data"]]
+    np.testing.assert_allclose(decoded, [d.embedding for d in got.data], atol=1e-6)
+    with pytest.raises(openai.BadRequestError, match="does not shorten them"):
+        client.embeddings.create(model="m", input="x", dimensions=8)
+    with pytest.raises(openai.BadRequestError, match=r"input\[1\] must hold non-empty strings"):
+        client.embeddings.create(model="m", input=["x", ""])
+
+
+def test_similarity_ready_and_prometheus_metrics(server):
+    pairs = {"sentence1": ["a man plays guitar", "the dog runs"], "sentence2": ["a woman plays music", "a cat sleeps"]}
+    sim = requests.post(server + "/similarity", json=pairs, timeout=60).json()
+    rows = _post(server, {"dataframe_records": [{"sentence1": a, "sentence2": b} for a, b in zip(*pairs.values())]}).json()
+    assert sim["cosine"] == pytest.approx([r["cosine"] for r in rows["predictions"]], abs=1e-6)
+    assert sim["score"] == pytest.approx([r["score"] for r in rows["predictions"]], abs=1e-6) and sim["scale"] == [0.0, 5.0]
+    ready = requests.get(server + "/ready", timeout=10)
+    assert ready.status_code == 200 and ready.json()["ready"] is True and ready.json()["version"] == "2"
+    assert requests.get(server + "/health", timeout=10).status_code == 200
+    bad = requests.post(server + "/similarity", json={"sentence1": "a"}, timeout=10)
+    assert bad.status_code == 400 and set(bad.json()) == {"error_code", "message"}
+    nowhere = requests.post(server + "/nowhere", json={}, timeout=10)
+    assert nowhere.status_code == 404 and nowhere.json()["error_code"] == "NOT_FOUND"
+    text = requests.get(server + "/metrics", timeout=10).text
+    for name in ('stsreg_requests_total{endpoint="/similarity",status="200"}', 'stsreg_requests_total{endpoint="/similarity",status="400"}',
+                 "stsreg_request_seconds_bucket", "stsreg_batch_sentences_count", "stsreg_queue_wait_seconds_count",
+                 'stsreg_served_info{backend=', 'version="2"', "stsreg_ready 1.0", 'endpoint="other",status="404"'):
+        assert name in text, name

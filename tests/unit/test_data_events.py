@@ -60,3 +60,20 @@ def test_table_changes_counts_by_content_not_by_position():
                                                  "score": [4.0, 5.0]})])
     assert table_changes(a, b) == {"t": {"added": 1, "removed": 1}, "u": {"added": 1, "removed": 0}}
     assert table_changes(a, a.iloc[::-1]) == {}
+
+
+def test_the_event_message_says_what_happened_to_it(tmp_path):
+    """With PREFECT_API_URL pointing at a stopped server, `data add` used to print "event ... sent" after connection
+    errors; now it says it was not delivered, why, and what to run instead."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from pipelines.product.data_events import emit_data_changed
+    from tests.conftest import free_port
+
+    stopped = f"http://127.0.0.1:{free_port()}/api"
+    with temporary_settings({PREFECT_API_URL: stopped}):
+        said = emit_data_changed(tmp_path, "pairs", 3)
+    assert said.startswith("event stsreg.data.changed NOT delivered") and stopped in said and "dvc repro promote" in said
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        said = emit_data_changed(tmp_path, "pairs", 3)
+    assert said.startswith("no Prefect server in use") and "dvc repro promote" in said

@@ -429,6 +429,11 @@ class ServeParams:
                                 "is kept out of serving (the reason is a tag on the version)", ge=0)
     workers: int = knob(1, "`stsreg serve` processes (each loads the model)", ge=1)
     threads: int = knob(0, "intra-op threads per process (0: torch's / onnxruntime's default, the cores)", ge=0)
+    batch_sentences: int = knob(256, "dynamic batching: sentences of concurrent requests gathered into one encoder "
+                                     "call", ge=1)
+    batch_wait_ms: float = knob(2.0, "dynamic batching: how long a batch waits for more requests", ge=0, le=1000)
+    follow_s: float = knob(10.0, "a server started on an alias (models:/name@champion) polls it this often and serves "
+                                 "the version it moves to (loaded and answering before the switch); 0: never", ge=0)
 
 
 @dataclass(frozen=True)

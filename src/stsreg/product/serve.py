@@ -51,31 +51,28 @@ def json_depth(body: bytes) -> int:
     return int(np.cumsum(_STEP[skeleton], dtype=np.int32).max(initial=0))
 
 
-_ERROR_CODES = {400: "BAD_REQUEST", 413: "REQUEST_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE"}
+async def _reply(send, status: int, message: str) -> None:
+    from stsreg.product.serving.protocol import error_body
 
-
-async def _send_json(send, status: int, body: bytes) -> None:
+    body = error_body(status, message)
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
 
-async def _reply(send, status: int, message: str) -> None:
-    await _send_json(send, status, json.dumps({"error_code": _ERROR_CODES[status], "message": message}).encode())
-
-
 class RequestGuard:
     """ASGI middleware: reads a request's body up to ``max_body_bytes``, checks its JSON nesting, then replays
-    it to ``app``. Requests without a body (GET /ping) pass straight through."""
+    it to ``app``. Requests without a body (GET /ping) pass straight through. ``metadata``: the app's (what it
+    serves now, JSON bytes)."""
 
-    def __init__(self, app, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_depth: int = DEFAULT_MAX_DEPTH,
-                 metadata: dict | None = None):
+    def __init__(self, app, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_depth: int = DEFAULT_MAX_DEPTH):
         self.app, self.max_body_bytes, self.max_depth = app, max_body_bytes, max_depth
-        self.metadata = json.dumps(metadata or {}).encode()
+
+    @property
+    def metadata(self) -> bytes:
+        return self.app.metadata
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == "/metadata":
-            return await _send_json(send, 200, self.metadata)
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             return await self.app(scope, receive, send)
         too_large = f"request body over {self.max_body_bytes} bytes; split the batch into smaller requests"
@@ -152,27 +149,34 @@ def resolve(model_uri: str, tracking_uri: str) -> str:
 
 def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
               max_depth: int = DEFAULT_MAX_DEPTH, precision: str = "auto", scale: tuple[float, float] | None = None,
-              backend: str | None = None, threads: int = 0):
-    """MLflow's scoring app for ``artifact_uri`` (what :func:`resolve` returns; fetched from ``tracking_uri``), guarded,
-    its model run in ``precision`` (auto | fp32 | bf16) on ``backend`` (torch | onnx | onnx-int8 | auto; None: the
-    version's registered setting) with ``threads`` intra-op threads, its ``score`` given on ``scale`` ([lo, hi]; None:
-    the scale the version was registered with). The app's ``metadata`` attribute says what it serves."""
-    import mlflow.artifacts
-    import mlflow.pyfunc
-    from mlflow.pyfunc import scoring_server
+              backend: str | None = None, threads: int = 0, batch_sentences: int = 256, batch_wait_ms: float = 2.0,
+              model_uri: str | None = None, follow_s: float = 0.0, lazy: bool = False, on_loaded=None):
+    """The guarded serving app (:class:`stsreg.product.serving.app.ServingApp`) for ``artifact_uri`` (what
+    :func:`resolve` returns; fetched from ``tracking_uri``): its model run in ``precision`` (auto | fp32 | bf16) on
+    ``backend`` (torch | onnx | onnx-int8 | auto; None: the version's registered setting) with ``threads`` intra-op
+    threads, its ``score`` given on ``scale`` ([lo, hi]; None: the scale the version was registered with); requests
+    batched up to ``batch_sentences`` sentences or ``batch_wait_ms``. ``model_uri`` an alias and ``follow_s`` > 0:
+    the alias is polled that often and a moved alias's version swapped in. ``lazy``: load on a thread (``/ready`` is
+    503 until then; ``on_loaded(app)`` runs once loaded) instead of before returning. ``.metadata`` says what it
+    serves."""
+    from stsreg.product.serving.app import ServingApp
+    from stsreg.product.serving.served import Follower, Served, alias_version
 
-    local = mlflow.artifacts.download_artifacts(artifact_uri=artifact_uri, tracking_uri=tracking_uri)
-    model = mlflow.pyfunc.load_model(local)
-    inner = model.unwrap_python_model()
-    metadata = {"model_uri": artifact_uri}
-    if hasattr(inner, "set_precision"):  # a stsreg model (any other pyfunc is served as MLflow serves it)
-        if backend is not None or threads:
-            inner.set_backend(backend or "auto", threads)
-        inner.set_precision(precision)  # torch's setting: after the backend is known
-        if scale is not None:
-            inner.set_scale(*scale)
-        metadata.update(inner.serving_info())
-    return RequestGuard(scoring_server.init(model), max_body_bytes, max_depth, metadata)
+    settings = {"precision": precision, "scale": scale, "backend": backend, "threads": threads}
+
+    def load():
+        version = alias_version(model_uri, tracking_uri) if model_uri else None
+        served = Served(artifact_uri, tracking_uri, settings, str(version.version) if version else None)
+        if follow_s > 0 and model_uri:
+            Follower(model_uri, tracking_uri, settings, follow_s, lambda: app.served.version, app.swap).start()
+        return served
+
+    app = ServingApp(load, batch_sentences=batch_sentences, batch_wait_s=batch_wait_ms / 1000, on_loaded=on_loaded)
+    if lazy:
+        app.load_in_background()
+    else:
+        app.load_now()
+    return RequestGuard(app, max_body_bytes, max_depth)
 
 
 #: The environment variable through which :func:`serve` hands :func:`build_app`'s arguments to its worker processes.
@@ -180,7 +184,8 @@ APP_ARGS = "STSREG_SERVE_APP"
 
 
 def app_from_env():
-    """:func:`build_app` with the arguments in :data:`APP_ARGS` (JSON): the factory each worker process calls."""
+    """:func:`build_app` with the arguments in :data:`APP_ARGS` (JSON): the factory each worker process calls. It loads
+    before returning: a worker accepts connections on the shared port only once its model answers."""
     return build_app(**json.loads(os.environ[APP_ARGS]))
 
 

@@ -1,0 +1,122 @@
+"""The served version: a registered stsreg model loaded on its backend, and the poll that follows an alias.
+
+:class:`Served` wraps the version's pyfunc (:class:`~stsreg.product.pyfunc_model.SentencePairModel`: its folder, the
+backend and precision it runs, the scale its score is given on) and exposes what the request path needs without
+pandas: :meth:`Served.encode` (sentences -> float32 embeddings) and :meth:`Served.pair_scores` (embeddings -> cosine
+and the score on the served scale), the same computation as the pyfunc's ``predict``.
+
+:class:`Follower` polls the registry every ``every_s`` seconds for the version behind an alias
+(``models:/name@champion``); when the alias moves it loads the new version with the same settings, checks it answers
+(one encode), and only then swaps it in. Requests in flight finish on the model that encoded them. A pinned URI
+(``models:/name/3``, ``runs:/...``) never moves.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+log = logging.getLogger(__name__)
+
+ALIAS_URI = re.compile(r"models:/(?P<name>[^/@]+)@(?P<alias>[^/@]+)")
+
+
+class Served:
+    """One loaded version. ``settings``: precision, scale (None: as registered), backend (None: as registered),
+    threads. ``inner`` is None for a pyfunc that is not a stsreg model (served through MLflow's own app)."""
+
+    def __init__(self, artifact_uri: str, tracking_uri: str, settings: dict, version: str | None = None):
+        import mlflow.artifacts
+        import mlflow.pyfunc
+
+        local = mlflow.artifacts.download_artifacts(artifact_uri=artifact_uri, tracking_uri=tracking_uri)
+        self.pyfunc = mlflow.pyfunc.load_model(local)
+        inner = self.pyfunc.unwrap_python_model()
+        self.artifact_uri, self.version = artifact_uri, version
+        self.info = {"model_uri": artifact_uri, **({"version": version} if version else {})}
+        self.inner = inner if hasattr(inner, "set_precision") else None
+        if self.inner is None:
+            return
+        if settings.get("backend") is not None or settings.get("threads"):
+            inner.set_backend(settings.get("backend") or "auto", settings.get("threads") or 0)
+        inner.set_precision(settings.get("precision", "auto"))  # torch's setting: after the backend is known
+        if settings.get("scale") is not None:
+            inner.set_scale(*settings["scale"])
+        self.model, self.batch_size = inner.model, inner.batch_size
+        self.info.update(inner.serving_info())
+
+    @property
+    def scale(self) -> tuple[float, float]:
+        return self.inner.scale
+
+    def encode(self, sentences: list[str]) -> np.ndarray:
+        """(n,) sentences -> (n, d) float32 embeddings (mean-pooled, not normalised), as the pyfunc's ``sentence`` rows."""
+        return self.model.encode(sentences, self.batch_size, show_progress=False).float().numpy()
+
+    def pair_scores(self, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(n, d), (n, d) embeddings -> ((n,) cosine, (n,) score on the served scale)."""
+        from stsreg.product.data.user_tables import from_internal
+
+        with torch.no_grad():
+            tu, tv = torch.from_numpy(u), torch.from_numpy(v)
+            score = self.model.predict(tu.to(self.model.device), tv.to(self.model.device)).float().cpu().numpy()
+            cosine = F.cosine_similarity(tu, tv).numpy()
+        return cosine.astype(float), np.asarray(from_internal(score.astype(float), self.scale), dtype=float)
+
+    def count_tokens(self, sentences: list[str]) -> int:
+        """Tokens the encoder reads for ``sentences`` (truncated at the model's maximum length): OpenAI's ``usage``."""
+        ids = self.model.tokenizer(sentences, add_special_tokens=True, truncation=True,
+                                   max_length=self.model.config.max_length)["input_ids"]
+        return sum(len(x) for x in ids)
+
+
+def alias_version(model_uri: str, tracking_uri: str):
+    """The registered version behind ``models:/name@alias`` (None for any other URI, or no such alias)."""
+    from stsreg.infra import tracking
+    from stsreg.product import registry
+
+    match = ALIAS_URI.fullmatch(model_uri)
+    if not match:
+        return None
+    return registry.version_by_alias(tracking.client(tracking_uri), match["name"], match["alias"])
+
+
+class Follower:
+    """Polls ``model_uri``'s alias every ``every_s`` s; ``swap(new Served)`` is called once a moved alias's version is
+    loaded and has answered. ``current_version()`` is the version now served."""
+
+    def __init__(self, model_uri: str, tracking_uri: str, settings: dict, every_s: float, current_version, swap):
+        self.model_uri, self.tracking_uri, self.settings, self.every_s = model_uri, tracking_uri, settings, every_s
+        self.current_version, self.swap = current_version, swap
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"follow {model_uri}", daemon=True)
+
+    def start(self) -> "Follower":
+        if self.every_s > 0 and ALIAS_URI.fullmatch(self.model_uri):
+            self.thread.start()
+        return self
+
+    def check(self) -> bool:
+        """One poll: swap in the alias's version if it moved; returns whether it did."""
+        version = alias_version(self.model_uri, self.tracking_uri)
+        if version is None or str(version.version) == str(self.current_version()):
+            return False
+        log.info("%s moved to version %s: loading it", self.model_uri, version.version)
+        new = Served(f"runs:/{version.run_id}/model", self.tracking_uri, self.settings, str(version.version))
+        if new.inner is not None:
+            new.encode(["a readiness probe"])  # it answers before it serves
+        self.swap(new)
+        log.info("now serving version %s of %s", version.version, self.model_uri)
+        return True
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every_s):
+            try:
+                self.check()
+            except Exception:  # noqa: BLE001 (a registry hiccup must not stop serving; the next poll tries again)
+                log.exception("following %s failed; still serving version %s", self.model_uri, self.current_version())
