@@ -614,3 +614,61 @@ def test_similarity_ready_and_prometheus_metrics(server):
                  "stsreg_request_seconds_bucket", "stsreg_batch_sentences_count", "stsreg_queue_wait_seconds_count",
                  'stsreg_served_info{backend=', 'version="2"', "stsreg_ready 1.0", 'endpoint="other",status="404"'):
         assert name in text, name
+
+
+def test_the_served_model_follows_its_alias_under_load_and_a_pinned_version_never_moves(registry):
+    """A server started on an alias polls it (--follow-s 1): v2 served under load, the alias moved to v1, every request
+    answered 200 throughout and the answers, /metadata and /metrics are v1's within seconds."""
+    import threading
+
+    from stsreg.product.serving.served import Follower
+
+    work, uri, _, c = registry
+    c.set_registered_model_alias(NAME, "live", "2")
+    port = free_port()
+    log = work / "serve-follow.log"
+    proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "stsreg"), "serve", "--model-uri",
+                             f"models:/{NAME}@live", "--port", str(port), "--follow-s", "1", "--backend", "torch",
+                             "--precision", "fp32"], cwd=work, env=clean_env(), stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    url, statuses, stop = f"http://127.0.0.1:{port}", [], threading.Event()
+    pair = {"dataframe_records": [{"sentence1": "a man plays guitar", "sentence2": "a woman plays music"}]}
+    try:
+        deadline = time.time() + 180
+        while True:
+            try:
+                if requests.get(url + "/ready", timeout=2).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        before = _post(url, pair).json()["predictions"][0]["cosine"]
+        assert requests.get(url + "/metadata", timeout=10).json()["version"] == "2"
+
+        def load():
+            while not stop.is_set():
+                statuses.append(_post(url, pair).status_code)
+
+        threads = [threading.Thread(target=load) for _ in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(2)
+        c.set_registered_model_alias(NAME, "live", "1")
+        moved = time.time()
+        while requests.get(url + "/metadata", timeout=10).json().get("version") != "1":
+            assert time.time() - moved < 90, log.read_text()[-3000:]
+            time.sleep(0.5)
+        time.sleep(2)  # requests keep arriving after the swap
+        stop.set()
+        for t in threads:
+            t.join()
+        after = _post(url, pair).json()["predictions"][0]["cosine"]
+        assert statuses and set(statuses) == {200}, sorted(set(statuses))
+        assert abs(after - before) > 1e-4  # v1 (untrained) answers otherwise than v2 (trained)
+        assert 'version="1"' in requests.get(url + "/metrics", timeout=10).text
+    finally:
+        stop.set()
+        proc.terminate()
+        proc.wait(timeout=30)
+    pinned = Follower(f"models:/{NAME}/2", uri, {}, 0.1, lambda: "2", lambda new: pytest.fail("a pinned version moved"))
+    assert not pinned.check() and not pinned.start().thread.is_alive()
