@@ -1,0 +1,219 @@
+"""Served benchmark (``make bench-serve``): the champion served several ways, under the same load, on the same cores.
+
+One process per configuration, each given the same ``--threads``; the load is a bounded async client (httpx, one
+connection per client) at 1, 8 and 32 concurrent clients, each sending one pair per request for ``--seconds``:
+*short* = STS-B test pairs, *long* = pairs of passages of at least 128 tokens (cut at the model's maximum length).
+
+- **raw encoder** (the limit): the backend in-process, no server: batch-1 latency of one pair (encode both sentences,
+  cosine) and pairs/s at 64 pairs per call;
+- **stsreg serve** with each backend the version may serve, and ``auto``: ``POST /invocations`` (batched path);
+- **mlflow models serve** of the same registered version: ``POST /invocations``, MLflow's pyfunc path;
+- **sentence-transformers + FastAPI**: :mod:`benchmarks.st_server`, the server a user would write first.
+
+Writes ``reports/benchmarks-serve.{md,json}``: req/s, pairs/s, p50/p95/p99 ms, errors per row, the CPU model, cores,
+threads and what each server computed in, and the issue's targets (at 32 clients on short pairs the best backend
+>= 70% of the raw encoder's pairs/s; batch-1 p50 within 2 ms of the raw encoder's; >= 5x ``mlflow models serve``;
+p99 < 10x p50; 0 errors), met or missed by how much.
+
+    python -m benchmarks.serve_load --seconds 8       # or: make bench-serve (after make run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+CLIENTS = (1, 8, 32)
+MODEL_URI = "models:/sts-regression@champion"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pair_sets(sts_path: Path, tokenizer, max_length: int) -> dict[str, list[tuple[str, str]]]:
+    """{short: STS-B test pairs, long: pairs of >= 128-token passages}."""
+    from benchmarks.inference import texts
+
+    sets, test = texts(sts_path, tokenizer, max_length)
+    long = sets["long"]
+    return {"short": list(zip(test.sentence1, test.sentence2)),
+            "long": [(long[i], long[i + 1]) for i in range(0, len(long) - 1, 2)]}
+
+
+async def _load(url: str, bodies: list[dict], clients: int, seconds: float) -> dict:
+    import httpx
+
+    latencies, errors, stop = [], 0, time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+
+        async def worker(k: int):
+            nonlocal errors
+            i = k
+            while time.perf_counter() < stop:
+                start = time.perf_counter()
+                try:
+                    r = await client.post(url, json=bodies[i % len(bodies)])
+                    ok = r.status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                latencies.append(time.perf_counter() - start) if ok else None
+                errors += not ok
+                i += clients
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker(k) for k in range(clients)))
+        wall = time.perf_counter() - began
+    ms = np.array(latencies) * 1000
+    return {"requests": len(latencies), "errors": errors, "req_s": len(latencies) / wall,
+            **{f"p{q}_ms": float(np.percentile(ms, q)) if len(ms) else None for q in (50, 95, 99)}}
+
+
+def drive(url: str, body, sets: dict, seconds: float) -> dict:
+    """Every (set, clients) cell against ``url``; ``body(pair)`` builds a request body."""
+    out = {}
+    for name, pairs in sets.items():
+        bodies = [body(p) for p in pairs]
+        asyncio.run(_load(url, bodies[:50], 4, 1.0))  # warm-up
+        for clients in CLIENTS:
+            out[f"{name}/{clients}"] = asyncio.run(_load(url, bodies, clients, seconds))
+    return out
+
+
+def wait_up(url: str, proc: subprocess.Popen, log: Path, timeout: float = 300) -> None:
+    import urllib.request
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url}: the server exited:\n{log.read_text()[-2000:]}")
+        time.sleep(1)
+    raise RuntimeError(f"{url}: no answer in {timeout} s")
+
+
+def server_row(name: str, cmd: list[str], ready: str, path: str, body, sets, seconds, threads, out_dir: Path) -> dict:
+    port = free_port()
+    cmd = [c.replace("{port}", str(port)) for c in cmd]
+    log = out_dir / f"serve-{name.replace(' ', '_')}.log"
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_up(url + ready, proc, log)
+        meta = {}
+        try:
+            import urllib.request
+
+            with urllib.request.urlopen(url + "/metadata", timeout=5) as r:
+                meta = json.loads(r.read())
+        except OSError:
+            pass
+        print(f"{name}: {meta.get('backend', '')} {meta.get('precision', '')}", flush=True)
+        return {"name": name, "computes": {k: meta.get(k) for k in ("backend", "precision") if k in meta},
+                "cells": drive(url + path, body, sets, seconds)}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def raw_row(folder: Path, backend: str, sets: dict, threads: int, n: int = 200) -> dict:
+    """The encoder alone on ``backend``: batch-1 pair latency and pairs/s at 64 pairs per call (run in a subprocess)."""
+    import torch
+
+    from stsreg.product import export
+    from stsreg.product.model import SiameseRegressor
+    from stsreg.product.sts_eval import cosine_scores
+
+    torch.set_num_threads(threads)
+    model = export.use_backend(SiameseRegressor.load(folder).eval(), backend, folder, threads)
+    out = {}
+    for name, pairs in sets.items():
+        a, b = [p[0] for p in pairs], [p[1] for p in pairs]
+        cosine_scores(model, a[:64], b[:64], 64, False)  # warm-up
+        ms = []
+        for i in range(min(n, len(pairs))):
+            start = time.perf_counter()
+            cosine_scores(model, [a[i]], [b[i]], 1, False)
+            ms.append((time.perf_counter() - start) * 1000)
+        start = time.perf_counter()
+        done = 0
+        for i in range(0, min(len(pairs), 1024), 64):
+            cosine_scores(model, a[i:i + 64], b[i:i + 64], 128, False)
+            done += len(a[i:i + 64])
+        out[name] = {"p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
+                     "pairs_s": done / (time.perf_counter() - start)}
+    return {"name": f"raw encoder {backend}", "backend": backend, "sets": out}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sts", default="data/prepared/sts.parquet")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--seconds", type=float, default=8.0, help="load per (set, clients) cell")
+    ap.add_argument("--out", default="reports/benchmarks-serve")
+    ap.add_argument("--raw", nargs=2, metavar=("FOLDER", "BACKEND"), help=argparse.SUPPRESS)  # the raw row's process
+    a = ap.parse_args(argv)
+    from stsreg.product import export
+    from stsreg.product.model import SiameseRegressor
+
+    work = Path(a.out).parent / "benchmarks-serve-work"
+    work.mkdir(parents=True, exist_ok=True)
+    folder = work / "champion"
+    if not folder.exists():
+        from benchmarks.inference import champion_folder
+
+        champion_folder(MODEL_URI, work / "dl").rename(folder)
+    probe = SiameseRegressor.load(folder)
+    sets = pair_sets(Path(a.sts), probe.tokenizer, probe.config.max_length)
+    if a.raw:
+        print(json.dumps(raw_row(Path(a.raw[0]), a.raw[1], sets, a.threads)))
+        return 0
+    rows, raws = [], []
+    for backend in export.servable(folder):
+        done = subprocess.run([sys.executable, "-m", "benchmarks.serve_load", "--raw", str(folder), backend, "--sts", a.sts,
+                               "--threads", str(a.threads)], capture_output=True, text=True, check=True)
+        raws.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(raws[-1]["name"], raws[-1]["sets"]["short"], flush=True)
+    pair = lambda p: {"dataframe_records": [{"sentence1": p[0], "sentence2": p[1]}]}  # noqa: E731
+    stsreg = os.path.join(os.path.dirname(sys.executable), "stsreg")
+    for backend in (*export.servable(folder), "auto"):
+        rows.append(server_row(f"stsreg serve {backend}", [stsreg, "serve", "--port", "{port}", "--backend", backend,
+                                                           "--threads", str(a.threads), "--follow-s", "0"],
+                               "/ready", "/invocations", pair, sets, a.seconds, a.threads, work))
+    rows.append(server_row("mlflow models serve", [os.path.join(os.path.dirname(sys.executable), "mlflow"), "models",
+                                                   "serve", "-m", MODEL_URI, "--env-manager", "local", "-h", "127.0.0.1",
+                                                   "-p", "{port}"], "/ping", "/invocations", pair, sets, a.seconds,
+                           a.threads, work))
+    rows.append(server_row("sentence-transformers + FastAPI", [sys.executable, "-m", "benchmarks.st_server", str(folder),
+                                                               "{port}"], "/ping", "/similarity",
+                           lambda p: {"sentence1": p[0], "sentence2": p[1]}, sets, a.seconds, a.threads, work))
+    from benchmarks.bench_report import machine
+    from benchmarks.serve_report import format_report
+
+    results = {"machine": {**machine(), "threads": a.threads}, "seconds": a.seconds, "raw": raws, "servers": rows}
+    Path(a.out + ".json").write_text(json.dumps(results, indent=2))
+    Path(a.out + ".md").write_text(format_report(results))
+    print(Path(a.out + ".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
