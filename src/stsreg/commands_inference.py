@@ -34,7 +34,9 @@ def _serve_settings(args: argparse.Namespace) -> dict:
 
 
 def _start_line(args, source: str, uri: str, info: dict, settings: dict) -> str:
-    measured = ", ".join(f"{b} {r:g}/s" for b, r in info.get("backends_measured", {}).items())
+    from stsreg.product.export import describe_rates
+
+    measured = describe_rates(info.get("backends_measured", {}))
     (backend, backend_from), (precision, _), (scale, scale_from) = settings["backend"], settings["precision"], settings["scale"]
     follow = settings["follow_s"][0]
     return (f"serving {args.model_uri} (version {info.get('version', '?')}: {source} in {uri}) on "

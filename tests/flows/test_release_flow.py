@@ -672,3 +672,20 @@ def test_the_served_model_follows_its_alias_under_load_and_a_pinned_version_neve
         proc.wait(timeout=30)
     pinned = Follower(f"models:/{NAME}/2", uri, {}, 0.1, lambda: "2", lambda new: pytest.fail("a pinned version moved"))
     assert not pinned.check() and not pinned.start().thread.is_alive()
+
+
+@pytest.mark.parametrize("path", ["/v1/embeddings", "/similarity"])
+def test_abuse_guarantees_hold_on_every_endpoint(server, path):
+    """The guarantees of /invocations on the other POST endpoints: malformed bodies get a 4xx in the one error shape
+    (a reason, no trace, no path), oversized ones 413, no Content-Type 415, never a 5xx."""
+    js = {"Content-Type": "application/json"}
+    cases = [(b"{", js, 400), (b"", js, 400), (b"42", js, 400), (b"[" * 50_000 + b"]" * 50_000, js, 400),
+             (b'{"input": null, "sentence1": null}', js, 400), (b'{"input": ["\xff"], "sentence1": "\xff"}', js, 400),
+             (b'{"input": [1, 2], "sentence1": [1], "sentence2": [2]}', js, 400), (b'{"input": "a"}', {}, 415),
+             (b" " * (5 * 1024 * 1024), js, 413)]
+    for body, headers, status in cases:
+        r = requests.post(server + path, data=body, headers=headers, timeout=60)
+        assert r.status_code == status, (path, body[:40], r.status_code, r.text[:200])
+        err = r.json()
+        assert set(err) == {"error_code", "message"} and err["message"] and "Traceback" not in r.text
+        assert "/work" not in r.text and ".py" not in r.text
