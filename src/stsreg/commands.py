@@ -34,30 +34,6 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_data(args: argparse.Namespace) -> int:
-    from stsreg.product.data.check import check
-
-    if args.action == "add":
-        return _data_add(args)
-    x0 = load_params(args.params).stage2.x0 if Path(args.params).is_file() else None
-    print(check(args.file, args.sentence1, args.sentence2, args.score, args.split, args.scale, args.d, args.name,
-                args.dev_fraction, args.test_fraction, x0))
-    return 0
-
-
-def _data_add(args: argparse.Namespace) -> int:
-    """``stsreg data add ROWS --table NAME``: append (after the same checks prepare makes), then emit the event."""
-    from pipelines.product.data_events import add_rows
-
-    table, added, event = add_rows(Path("."), load_params(args.params).prepare.sts_tables, args.table, Path(args.file),
-                                   args.duplicates)
-    dups = (f"; {len(added.duplicates)} row(s) already in the table or repeated, skipped (lines "
-            f"{', '.join(map(str, added.duplicates[:10]))}{' ...' if len(added.duplicates) > 10 else ''})"
-            if added.duplicates else "")
-    print(f"added {added.added} rows to {table.file} ({table.name}; appended as {added.dialect}){dups}; {event}")
-    return 0
-
-
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from pipelines.product.release_flow import evaluate_flow
     from stsreg.product.sts_eval import format_table
@@ -126,7 +102,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         search_flow(params_path=args.params)
         return 0
     params = backbone_compare.from_cli(load_params(args.params), args.backbone, args.set, backbone_search.resolved)
-    backbone_search.run(params, Path(args.out) if args.out else backbone_search.folder(params.model.backbone))
+    out = Path(args.out) if args.out else backbone_search.folder(params.model.backbone)
+    init = backbone_search.prepare(params, out)
+    search_flow(**backbone_search.flow_args(out, init))
+    backbone_search.finish(params, out, init)
     return 0
 
 

@@ -101,7 +101,7 @@ def test_training_stages_read_exactly_their_declared_sections(tiny_backbone, tmp
                ckpt_dir=tmp_path / "ck")
     assert seen1 == top(declared("stage1")) == {"seed", "model", "stage1"}
     run_stage2(SectionRecorder(params, seen2), tmp_path / "sts.parquet", tmp_path / "s1", tmp_path / "s2", tmp_path / "ck")
-    # `launch` (how many processes) is read by the command that starts the runner (stsreg.product.launch.cmd_train);
+    # `launch` (how many processes) is read by the command that starts the runner (stsreg.commands_train.cmd_train);
     # `evaluate.max_length` by the flow's publish step, which gives the folder the length it is scored and served at
     seen_publish = set()
     from pipelines.product.stage2_flow import publish

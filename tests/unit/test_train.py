@@ -183,7 +183,7 @@ def test_a_head_trained_model_serves_its_head(tiny_backbone):
 
 def test_train_fresh_discards_only_stage2_checkpoints_and_never_under_torchrun(tmp_path, monkeypatch):
     from stsreg.cli import build_parser
-    from stsreg.product.launch import _discard_checkpoints, cmd_train
+    from stsreg.commands_train import _discard_checkpoints, cmd_train
 
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()

@@ -68,11 +68,10 @@ def stage1_folder(params: Params, nli_path: Path) -> Path:
     return backbone_compare.folder(params.model.backbone) / "runs" / f"_stage1-{params.seed}-{key}"
 
 
-def run(params: Params, out: Path, sts_path: Path = Path("data/prepared/sts.parquet"),
-        nli_path: Path = Path("data/prepared/nli_train.parquet")) -> dict:
-    """Train the comparison's stage 1 if it is not there yet (the comparison then reuses it), run or continue the
-    study from it, and return the search's summary (trials, best dev)."""
-    from pipelines.experiments.search_flow import search_flow
+def prepare(params: Params, out: Path, nli_path: Path = Path("data/prepared/nli_train.parquet")) -> Path:
+    """Train the comparison's stage 1 if it is not there yet (the comparison then reuses it) and write the study's
+    params to ``out``; returns the stage-1 folder the study starts from. The command layer then runs the search flow
+    (:func:`flow_args`) and :func:`finish`."""
     from stsreg.product.runners.stage1_runner import run_stage1
 
     init = stage1_folder(params, nli_path)
@@ -81,10 +80,18 @@ def run(params: Params, out: Path, sts_path: Path = Path("data/prepared/sts.parq
         run_stage1(params, nli_path, init, Path("cache/embeddings"), ckpt_dir=init.with_name(init.name + "-checkpoints"))
     backbone_compare.write_params(params, out / "params.yaml")
     print(f"search on {params.model.backbone} from {init}: up to {params.search.trials} trial(s) -> {out}", flush=True)
-    summary = search_flow(params_path=str(out / "params.yaml"), sts_path=str(sts_path), init_dir=str(init),
-                          work_dir=str(Path("checkpoints/search_backbones") / out.name), db_path=str(out / "study.db"),
-                          out_dir=str(out), metrics_path=str(out / "metrics.json"))
-    report = out / "results.md"  # the search's report names the product's start; this one started elsewhere
+    return init
+
+
+def flow_args(out: Path, init: Path, sts_path: Path = Path("data/prepared/sts.parquet")) -> dict[str, str]:
+    """The search flow's arguments for the study in ``out`` started from ``init``."""
+    return {"params_path": str(out / "params.yaml"), "sts_path": str(sts_path), "init_dir": str(init),
+            "work_dir": str(Path("checkpoints/search_backbones") / out.name), "db_path": str(out / "study.db"),
+            "out_dir": str(out), "metrics_path": str(out / "metrics.json")}
+
+
+def finish(params: Params, out: Path, init: Path) -> None:
+    """The search's report names the product's start; this one started elsewhere: say where."""
+    report = out / "results.md"
     atomic.write_text(report, f"Backbone: {params.model.backbone}.\n\n"
                       + report.read_text().replace("(models/stage1, step 0)", f"({init.as_posix()}, step 0)"))
-    return summary

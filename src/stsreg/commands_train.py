@@ -1,4 +1,4 @@
-"""``stsreg train``: how a training stage is launched — one process as a Prefect flow, or stage 2 as torchrun
+"""The command layer's ``stsreg train``: how a training stage is launched — one process as a Prefect flow, or stage 2 as torchrun
 processes (started by hand, or by this command itself when ``launch.stage2_nproc > 1``), each leaving the same outputs.
 """
 
