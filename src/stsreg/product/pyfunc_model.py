@@ -105,7 +105,9 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
 
     def set_scale(self, lo: float, hi: float) -> None:
         """Give the served ``score`` on [lo, hi] from now on (the model's 0-5 score mapped linearly)."""
-        if not lo < hi:
+        from stsreg.infra.config import valid_scale
+
+        if not valid_scale((lo, hi)):  # the one rule of a scale, as params.yaml's serve.scale is checked
             raise ValueError(f"a scale needs lo < hi, got [{lo}, {hi}]")
         self.scale = (float(lo), float(hi))
 
