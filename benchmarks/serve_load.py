@@ -113,7 +113,11 @@ def server_row(name: str, cmd: list[str], ready: str, path: str, body, sets, sec
     port = free_port()
     cmd = [c.replace("{port}", str(port)) for c in cmd]
     log = out_dir / f"serve-{name.replace(' ', '_')}.log"
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    from stsreg.infra.tracking import tracking_uri
+
+    # every server reads the project's own store (mlflow's CLI would otherwise open ./mlflow.db, an empty one)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "MLFLOW_TRACKING_URI": tracking_uri(Path("."))}
     proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -174,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     from stsreg.product import export
     from stsreg.product.model import SiameseRegressor
 
-    work = Path(a.out).parent / "benchmarks-serve-work"
+    work = Path("cache/benchmarks-serve")  # the champion's folder, server logs, the rows measured so far
     work.mkdir(parents=True, exist_ok=True)
     folder = work / "champion"
     if not folder.exists():
@@ -186,25 +190,38 @@ def main(argv: list[str] | None = None) -> int:
     if a.raw:
         print(json.dumps(raw_row(Path(a.raw[0]), a.raw[1], sets, a.threads)))
         return 0
-    rows, raws = [], []
+    done_path = work / "rows.json"  # a rerun keeps the rows already measured (one crash costs one row)
+    saved = json.loads(done_path.read_text()) if done_path.exists() else {"raw": [], "servers": []}
+    rows, raws = saved["servers"], saved["raw"]
+
+    def keep(row: dict, into: list) -> None:
+        into.append(row)
+        done_path.write_text(json.dumps({"raw": raws, "servers": rows}, indent=2))
+
+    names = {r["name"] for r in rows + raws}
     for backend in export.servable(folder):
+        if f"raw encoder {backend}" in names:
+            continue
         done = subprocess.run([sys.executable, "-m", "benchmarks.serve_load", "--raw", str(folder), backend, "--sts", a.sts,
                                "--threads", str(a.threads)], capture_output=True, text=True, check=True)
-        raws.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        keep(json.loads(done.stdout.strip().splitlines()[-1]), raws)
         print(raws[-1]["name"], raws[-1]["sets"]["short"], flush=True)
     pair = lambda p: {"dataframe_records": [{"sentence1": p[0], "sentence2": p[1]}]}  # noqa: E731
     stsreg = os.path.join(os.path.dirname(sys.executable), "stsreg")
-    for backend in (*export.servable(folder), "auto"):
-        rows.append(server_row(f"stsreg serve {backend}", [stsreg, "serve", "--port", "{port}", "--backend", backend,
-                                                           "--threads", str(a.threads), "--follow-s", "0"],
-                               "/ready", "/invocations", pair, sets, a.seconds, a.threads, work))
-    rows.append(server_row("mlflow models serve", [os.path.join(os.path.dirname(sys.executable), "mlflow"), "models",
-                                                   "serve", "-m", MODEL_URI, "--env-manager", "local", "-h", "127.0.0.1",
-                                                   "-p", "{port}"], "/ping", "/invocations", pair, sets, a.seconds,
-                           a.threads, work))
-    rows.append(server_row("sentence-transformers + FastAPI", [sys.executable, "-m", "benchmarks.st_server", str(folder),
-                                                               "{port}"], "/ping", "/similarity",
-                           lambda p: {"sentence1": p[0], "sentence2": p[1]}, sets, a.seconds, a.threads, work))
+    servers = [(f"stsreg serve {backend}", lambda backend=backend: server_row(
+        f"stsreg serve {backend}", [stsreg, "serve", "--port", "{port}", "--backend", backend, "--threads",
+                                    str(a.threads), "--follow-s", "0"],
+        "/ready", "/invocations", pair, sets, a.seconds, a.threads, work)) for backend in (*export.servable(folder), "auto")]
+    servers.append(("mlflow models serve", lambda: server_row(
+        "mlflow models serve", [os.path.join(os.path.dirname(sys.executable), "mlflow"), "models", "serve", "-m",
+                                MODEL_URI, "--env-manager", "local", "-h", "127.0.0.1", "-p", "{port}"],
+        "/ping", "/invocations", pair, sets, a.seconds, a.threads, work)))
+    servers.append(("sentence-transformers + FastAPI", lambda: server_row(
+        "sentence-transformers + FastAPI", [sys.executable, "-m", "benchmarks.st_server", str(folder), "{port}"],
+        "/ping", "/similarity", lambda p: {"sentence1": p[0], "sentence2": p[1]}, sets, a.seconds, a.threads, work)))
+    for name, measure in servers:
+        if name not in names:
+            keep(measure(), rows)
     from benchmarks.bench_report import machine
     from benchmarks.serve_report import format_report
 

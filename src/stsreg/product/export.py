@@ -54,6 +54,15 @@ class _Hidden(torch.nn.Module):
         return self.encoder(**dict(zip(self.names, inputs))).last_hidden_state
 
 
+class _DropMessage(logging.Filter):
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefix)
+
+
 def export_onnx(model_dir: str | os.PathLike, int8: bool = True) -> dict[str, Path]:
     """Write ``onnx/model.onnx`` (and ``onnx/model_qint8.onnx``) into ``model_dir``; returns backend -> file.
 
@@ -75,7 +84,14 @@ def export_onnx(model_dir: str | os.PathLike, int8: bool = True) -> dict[str, Pa
                           dynamic_axes={**{n: _AXES for n in names}, "last_hidden_state": _AXES}, dynamo=False)
     del model  # traced: never used again in torch
     if "onnx-int8" in out:
-        quantize_dynamic(str(out["onnx"]), str(out["onnx-int8"]), weight_type=QuantType.QInt8, per_channel=True)
+        # the quantiser advises pre-processing (shape inference for static quantisation) through the root logger on
+        # every call; dynamic quantisation does not use it, so the line is noise here and is dropped at its source
+        advice = _DropMessage("Please consider to run pre-processing before quantization")
+        logging.getLogger().addFilter(advice)
+        try:
+            quantize_dynamic(str(out["onnx"]), str(out["onnx-int8"]), weight_type=QuantType.QInt8, per_channel=True)
+        finally:
+            logging.getLogger().removeFilter(advice)
     log.info("exported %s", ", ".join(f"{b}: {p} ({p.stat().st_size / 2**20:.1f} MiB)" for b, p in out.items()))
     return out
 
