@@ -33,3 +33,23 @@ def test_off_a_terminal_a_short_loop_logs_nothing_and_a_disabled_bar_never(monke
     for _ in progress.bar(range(100), desc="rank 1", enabled=False):
         pass
     assert not [r for r in caplog.records if r.name == "stsreg.progress"]
+
+
+def test_an_export_prints_none_of_the_third_party_advice(tiny_backbone, tmp_path, caplog):
+    """`make run`'s register step printed the tracer's and the quantiser's advice (3 warnings, a root WARNING) on every
+    run; they are dropped where they are raised, other warnings still show."""
+    import warnings
+
+    from stsreg.product import export
+    from stsreg.product.model import SiameseRegressor
+
+    SiameseRegressor.from_pretrained(tiny_backbone, max_length=16).save(tmp_path / "m")
+    caplog.set_level(logging.WARNING)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        export.export_onnx(tmp_path / "m")
+        warnings.warn("a warning that matters", UserWarning)
+    # DeprecationWarnings are hidden outside tests (Python's default filters); what a run shows is the rest
+    shown = [str(w.message) for w in seen if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning))]
+    assert shown == ["a warning that matters"], shown
+    assert not [r for r in caplog.records if "pre-processing before quantization" in r.getMessage()]

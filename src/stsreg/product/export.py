@@ -33,6 +33,8 @@ from pathlib import Path
 
 import torch
 
+from stsreg.infra.quiet import quiet
+
 log = logging.getLogger(__name__)
 
 #: Backend -> its file in a model folder (``torch`` runs the safetensors weights).
@@ -54,15 +56,6 @@ class _Hidden(torch.nn.Module):
         return self.encoder(**dict(zip(self.names, inputs))).last_hidden_state
 
 
-class _DropMessage(logging.Filter):
-    def __init__(self, prefix: str):
-        super().__init__()
-        self.prefix = prefix
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(self.prefix)
-
-
 def export_onnx(model_dir: str | os.PathLike, int8: bool = True) -> dict[str, Path]:
     """Write ``onnx/model.onnx`` (and ``onnx/model_qint8.onnx``) into ``model_dir``; returns backend -> file.
 
@@ -78,7 +71,9 @@ def export_onnx(model_dir: str | os.PathLike, int8: bool = True) -> dict[str, Pa
     names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in sample]
     out = {b: folder / f for b, f in FILES.items() if int8 or b == "onnx"}
     out["onnx"].parent.mkdir(parents=True, exist_ok=True)
-    with torch.no_grad():  # the TorchScript exporter: the dynamo one needs onnxscript and gave nothing more here
+    # the tracer's advice on Python booleans and advanced indexing (shapes are dynamic axes here, checked by scoring
+    # the export on the evaluation's pairs at registration) is noise in a run's log; other warnings still show
+    with torch.no_grad(), quiet(warnings=("Exporting aten::index operator",), categories=(torch.jit.TracerWarning,)):
         torch.onnx.export(_Hidden(model.encoder, names), tuple(sample[n] for n in names), str(out["onnx"]),
                           input_names=names, output_names=["last_hidden_state"], opset_version=OPSET,
                           dynamic_axes={**{n: _AXES for n in names}, "last_hidden_state": _AXES}, dynamo=False)
@@ -86,12 +81,8 @@ def export_onnx(model_dir: str | os.PathLike, int8: bool = True) -> dict[str, Pa
     if "onnx-int8" in out:
         # the quantiser advises pre-processing (shape inference for static quantisation) through the root logger on
         # every call; dynamic quantisation does not use it, so the line is noise here and is dropped at its source
-        advice = _DropMessage("Please consider to run pre-processing before quantization")
-        logging.getLogger().addFilter(advice)
-        try:
+        with quiet(logs={"": ("Please consider to run pre-processing before quantization",)}):
             quantize_dynamic(str(out["onnx"]), str(out["onnx-int8"]), weight_type=QuantType.QInt8, per_channel=True)
-        finally:
-            logging.getLogger().removeFilter(advice)
     log.info("exported %s", ", ".join(f"{b}: {p} ({p.stat().st_size / 2**20:.1f} MiB)" for b, p in out.items()))
     return out
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from stsreg.infra import tracking
+from stsreg.infra.quiet import quiet
 from stsreg.infra.config import PromoteParams
 from stsreg.infra.errors import InputError
 from stsreg.product.data.catalogue import EVAL_TASKS
@@ -63,6 +64,11 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
     c = tracking.client(uri)
 
     def save(path: Path) -> None:
+        with quiet(warnings=("Add type hints to the `predict` method",),  # MLflow's advice to every PythonModel
+                   logs={"mlflow.pyfunc": ("Passing a Python object as `python_model`",)}):  # the pickle notice
+            _save(path)
+
+    def _save(path: Path) -> None:
         mlflow.pyfunc.save_model(str(path), python_model=SentencePairModel(), artifacts={"model": str(model_dir)},
                                  model_config={"precision": "auto", "scale": list(scale), "backend": backend},  # MLFLOW_PYFUNC_INFERENCE_CONFIG may override them
                                  signature=SIGNATURE, pip_requirements=_requirements(), input_example=EXAMPLE,
