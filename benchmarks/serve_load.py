@@ -167,6 +167,26 @@ def raw_row(folder: Path, backend: str, sets: dict, threads: int, n: int = 200) 
     return {"name": f"raw encoder {backend}", "backend": backend, "sets": out}
 
 
+def _servers(a, folder: Path, sets: dict, work: Path) -> list[tuple[str, object]]:
+    """(name, measure) of every server row: stsreg serve per backend and auto, mlflow models serve, the ST server."""
+    from stsreg.product import export
+
+    pair = lambda p: {"dataframe_records": [{"sentence1": p[0], "sentence2": p[1]}]}  # noqa: E731
+    stsreg = os.path.join(os.path.dirname(sys.executable), "stsreg")
+    servers = [(f"stsreg serve {backend}", lambda backend=backend: server_row(
+        f"stsreg serve {backend}", [stsreg, "serve", "--port", "{port}", "--backend", backend, "--threads",
+                                    str(a.threads), "--follow-s", "0"],
+        "/ready", "/invocations", pair, sets, a.seconds, a.threads, work)) for backend in (*export.servable(folder), "auto")]
+    servers.append(("mlflow models serve", lambda: server_row(
+        "mlflow models serve", [os.path.join(os.path.dirname(sys.executable), "mlflow"), "models", "serve", "-m",
+                                MODEL_URI, "--env-manager", "local", "-h", "127.0.0.1", "-p", "{port}"],
+        "/ping", "/invocations", pair, sets, a.seconds, a.threads, work)))
+    servers.append(("sentence-transformers + FastAPI", lambda: server_row(
+        "sentence-transformers + FastAPI", [sys.executable, "-m", "benchmarks.st_server", str(folder), "{port}"],
+        "/ping", "/similarity", lambda p: {"sentence1": p[0], "sentence2": p[1]}, sets, a.seconds, a.threads, work)))
+    return servers
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sts", default="data/prepared/sts.parquet")
@@ -206,19 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                                "--threads", str(a.threads)], capture_output=True, text=True, check=True)
         keep(json.loads(done.stdout.strip().splitlines()[-1]), raws)
         print(raws[-1]["name"], raws[-1]["sets"]["short"], flush=True)
-    pair = lambda p: {"dataframe_records": [{"sentence1": p[0], "sentence2": p[1]}]}  # noqa: E731
-    stsreg = os.path.join(os.path.dirname(sys.executable), "stsreg")
-    servers = [(f"stsreg serve {backend}", lambda backend=backend: server_row(
-        f"stsreg serve {backend}", [stsreg, "serve", "--port", "{port}", "--backend", backend, "--threads",
-                                    str(a.threads), "--follow-s", "0"],
-        "/ready", "/invocations", pair, sets, a.seconds, a.threads, work)) for backend in (*export.servable(folder), "auto")]
-    servers.append(("mlflow models serve", lambda: server_row(
-        "mlflow models serve", [os.path.join(os.path.dirname(sys.executable), "mlflow"), "models", "serve", "-m",
-                                MODEL_URI, "--env-manager", "local", "-h", "127.0.0.1", "-p", "{port}"],
-        "/ping", "/invocations", pair, sets, a.seconds, a.threads, work)))
-    servers.append(("sentence-transformers + FastAPI", lambda: server_row(
-        "sentence-transformers + FastAPI", [sys.executable, "-m", "benchmarks.st_server", str(folder), "{port}"],
-        "/ping", "/similarity", lambda p: {"sentence1": p[0], "sentence2": p[1]}, sets, a.seconds, a.threads, work)))
+    servers = _servers(a, folder, sets, work)
     for name, measure in servers:
         if name not in names:
             keep(measure(), rows)
