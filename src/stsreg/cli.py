@@ -29,6 +29,8 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # `datasets`' map bars: seconds-long tokenization
 os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # its INFO lines: store migrations, "Creating initial tables"
+# the embedded Prefect server's usage telemetry (as `make` sets it): offline it fails with an ERROR line on every stage
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 from stsreg import __version__, commands, commands_data, commands_inference, commands_train
 from stsreg.infra.config import load_params
