@@ -689,3 +689,18 @@ def test_abuse_guarantees_hold_on_every_endpoint(server, path):
         err = r.json()
         assert set(err) == {"error_code", "message"} and err["message"] and "Traceback" not in r.text
         assert "/work" not in r.text and ".py" not in r.text
+
+
+def test_register_typed_again_on_the_same_evaluation_returns_its_version(registry):
+    """`stsreg register` run twice by hand on one evaluation used to end in MLflow's "Path ... already exists"
+    traceback; the evaluation's version is returned again, alias challenger on it, no second copy."""
+    from pipelines.product.release_flow import register_flow
+
+    work, _, decisions, c = registry
+    before = len(c.search_model_versions(f"name = '{NAME}'"))
+    again = register_flow(params_path=str(work / "params.yaml"), model_dir=str(work / "untrained"),
+                          eval_dir=str(work / "eval2"), data_paths=(str(work / "sts.parquet"), str(work / "nli.parquet")),
+                          out_path=str(work / "reg2-again.json"), sts_path=str(work / "sts.parquet"))
+    assert again["version"] == decisions[2]["register"]["version"] == 3
+    assert len(c.search_model_versions(f"name = '{NAME}'")) == before
+    assert int(c.get_model_version_by_alias(NAME, "challenger").version) == 3

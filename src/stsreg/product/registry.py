@@ -56,16 +56,24 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
     import mlflow
 
     import stsreg
-    from stsreg.product.pyfunc_model import EXAMPLE, SIGNATURE, SentencePairModel
+
+    with quiet(warnings=("Add type hints to the `predict` method",)):  # MLflow's advice to every PythonModel class
+        from stsreg.product.pyfunc_model import EXAMPLE, SIGNATURE, SentencePairModel
 
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
     from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
 
     c = tracking.client(uri)
+    done = c.search_model_versions(f"name = '{name}' and run_id = '{run_id}'")
+    if done:  # `stsreg register` typed again on the same evaluation: its version, not a second copy (nor a crash)
+        mv = max(done, key=lambda v: int(v.version))
+        c.set_registered_model_alias(name, "challenger", mv.version)
+        log.info("evaluation run %s is registered already as %s version %s: alias challenger set on it", run_id, name,
+                 mv.version)
+        return mv
 
     def save(path: Path) -> None:
-        with quiet(warnings=("Add type hints to the `predict` method",),  # MLflow's advice to every PythonModel
-                   logs={"mlflow.pyfunc": ("Passing a Python object as `python_model`",)}):  # the pickle notice
+        with quiet(logs={"mlflow.pyfunc": ("Passing a Python object as `python_model`",)}):  # the pickle notice
             _save(path)
 
     def _save(path: Path) -> None:
