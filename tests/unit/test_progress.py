@@ -53,3 +53,23 @@ def test_an_export_prints_none_of_the_third_party_advice(tiny_backbone, tmp_path
     shown = [str(w.message) for w in seen if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning))]
     assert shown == ["a warning that matters"], shown
     assert not [r for r in caplog.records if "pre-processing before quantization" in r.getMessage()]
+
+
+def test_a_library_resetting_the_filters_is_still_quieted():
+    """MLflow shows its type-hint advice under its own `simplefilter("once")`, which outranks any filter set around the
+    call; `quiet` drops it where it is shown, and only it."""
+    import warnings
+
+    from stsreg.infra.quiet import quiet
+
+    def library_call():
+        with warnings.catch_warnings():
+            warnings.simplefilter("once", category=UserWarning)
+            warnings.warn("\x1b[33mAdd type hints to the `predict` method to enable data validation", UserWarning)
+            warnings.warn("a warning that matters", UserWarning)
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with quiet(warnings=("Add type hints to the `predict` method",)):
+            library_call()
+    assert [str(w.message) for w in seen] == ["a warning that matters"]

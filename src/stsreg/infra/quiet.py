@@ -35,6 +35,14 @@ def quiet(warnings: tuple[str, ...] = (), categories: tuple[type[Warning], ...] 
     with _warnings.catch_warnings():
         for prefix in warnings:
             _warnings.filterwarnings("ignore", message=".*" + re.escape(prefix))
+        if warnings:  # a library that resets the filters around its own call (MLflow's "show once") is caught here
+            shown = _warnings.showwarning
+
+            def show(message, category, filename, lineno, file=None, line=None):
+                if not any(text in str(message) for text in warnings):
+                    shown(message, category, filename, lineno, file, line)
+
+            _warnings.showwarning = show
         for category in categories:
             _warnings.filterwarnings("ignore", category=category)
         for logger, f in filters:
