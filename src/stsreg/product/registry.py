@@ -57,7 +57,8 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
 
     import stsreg
 
-    from stsreg.product.pyfunc_model import EXAMPLE, SIGNATURE, SentencePairModel
+    with quiet(warnings=("Add type hints to the `predict` method",)):  # MLflow's advice, raised as the class is made
+        from stsreg.product.pyfunc_model import EXAMPLE, SIGNATURE, SentencePairModel
 
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
     from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
@@ -72,8 +73,7 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
         return mv
 
     def save(path: Path) -> None:
-        with quiet(warnings=("Add type hints to the `predict` method",),  # MLflow's advice to every PythonModel
-                   logs={"mlflow.pyfunc": ("Passing a Python object as `python_model`",)}):  # the pickle notice
+        with quiet(logs={"mlflow.pyfunc": ("Passing a Python object as `python_model`",)}):  # the pickle notice
             _save(path)
 
     def _save(path: Path) -> None:
