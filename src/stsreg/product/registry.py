@@ -41,6 +41,19 @@ def _add_card(saved: Path, card: str) -> None:
         (folder / "README.md").write_text(card, encoding="utf-8")
 
 
+def _registered_already(c, name: str, run_id: str):
+    """`stsreg register` typed again on the same evaluation: its version (alias challenger set on it again), not a
+    second copy, nor MLflow's "Path already exists"; None when the run holds no version yet."""
+    done = c.search_model_versions(f"name = '{name}' and run_id = '{run_id}'")
+    if not done:
+        return None
+    mv = max(done, key=lambda v: int(v.version))
+    c.set_registered_model_alias(name, "challenger", mv.version)
+    log.info("evaluation run %s is registered already as %s version %s: alias challenger set on it", run_id, name,
+             mv.version)
+    return mv
+
+
 def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict[str, str], name: str = MODEL_NAME,
                      uri: str | None = None, card: str | None = None, scale: tuple[float, float] = (0.0, 5.0),
                      backend: str = "auto"):
@@ -64,12 +77,8 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
     from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
 
     c = tracking.client(uri)
-    done = c.search_model_versions(f"name = '{name}' and run_id = '{run_id}'")
-    if done:  # `stsreg register` typed again on the same evaluation: its version, not a second copy (nor a crash)
-        mv = max(done, key=lambda v: int(v.version))
-        c.set_registered_model_alias(name, "challenger", mv.version)
-        log.info("evaluation run %s is registered already as %s version %s: alias challenger set on it", run_id, name,
-                 mv.version)
+    mv = _registered_already(c, name, run_id)
+    if mv is not None:
         return mv
 
     def save(path: Path) -> None:
