@@ -584,9 +584,15 @@ def test_the_openai_client_gets_the_served_embeddings(server, registry):
     assert [d.index for d in got.data] == [0, 1, 2] and got.model == "sts-regression"
     assert got.usage.prompt_tokens > len(sentences) and got.usage.total_tokens == got.usage.prompt_tokens
     rows = _post(server, {"dataframe_records": [{"sentence": s} for s in sentences]}).json()["predictions"]
-    np.testing.assert_allclose([d.embedding for d in got.data], [r["embedding"] for r in rows], atol=1e-5)
+    np.testing.assert_allclose([d.embedding for d in got.data], [r["embedding"] for r in rows], atol=1e-5)  # same batch
     one = client.embeddings.create(model="m", input="a man plays guitar")
-    np.testing.assert_allclose(one.data[0].embedding, got.data[0].embedding, atol=1e-5)
+    # alone vs in a batch of 3: equal within the backend's precision (dynamic int8 quantises each batch with its range)
+    fp32 = requests.get(server + "/metadata", timeout=30).json()["precision"] == "fp32"
+    a, b = np.asarray(one.data[0].embedding), np.asarray(got.data[0].embedding)
+    if fp32:
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    else:
+        assert a @ b / np.linalg.norm(a) / np.linalg.norm(b) > 0.999
     raw = requests.post(server + "/v1/embeddings", json={"input": sentences, "encoding_format": "base64"}, timeout=60).json()
     decoded = [np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4") for d in raw["data"]]
     np.testing.assert_allclose(decoded, [d.embedding for d in got.data], atol=1e-6)
