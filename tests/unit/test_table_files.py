@@ -188,3 +188,12 @@ def test_two_concurrent_adds_serialise(tmp_path):
         t.join()
     after, _, _ = read_table(table, tmp_path)
     assert len(after) == len(before) + 100 and not after.duplicated(["sentence1", "sentence2"]).any()
+
+
+def test_prepare_says_how_auto_read_a_table(tmp_path, caplog):
+    import logging
+
+    raw = _declare(tmp_path, ".tsv", lambda p: _writers()[".raw.tsv"](p, _rows(200)))
+    caplog.set_level(logging.INFO, logger="stsreg.product.data.user_tables")
+    read_table(raw, tmp_path)
+    assert any("read unquoted" in r.getMessage() and "quoting to decide" in r.getMessage() for r in caplog.records)

@@ -21,6 +21,7 @@ train and the test split.
 from __future__ import annotations
 
 import hashlib
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,8 @@ from stsreg.infra.config import StsTableSource
 from stsreg.infra.errors import InputError
 from stsreg.infra.hashing import sha256_file
 from stsreg.product.data.table_files import FORMATS, TableFile, read_frame  # noqa: F401 (FORMATS: the formats read)
+
+log = logging.getLogger(__name__)
 
 #: The internal scale every table's scores are mapped to (the public tables' 0-5).
 INTERNAL = (0.0, 5.0)
@@ -90,6 +93,8 @@ def read_table(t: StsTableSource, project: Path) -> tuple[pd.DataFrame, pd.DataF
     if not path.is_file():
         raise InputError(f"{t.file}: no such file (declared in prepare.sts_tables[{t.name}])")
     read = read_frame(path, t.quoting, t.encoding)
+    if read.dialect is not None and read.dialect.note:  # quoting: auto chose; say so (declare quoting to decide)
+        log.info("%s: %s (declare prepare.sts_tables[%s].quoting to decide)", t.file, read.dialect.note, t.name)
     frame = read.frame
     cols = t.columns
     wanted = {"sentence1": cols.sentence1, "sentence2": cols.sentence2, "score": cols.score}
