@@ -344,15 +344,7 @@ def test_serve_with_two_workers_answers_on_one_port(registry):
                             cwd=work, env=clean_env(), stdout=open(log, "w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 180
-        while True:
-            try:
-                if requests.get(url + "/ping", timeout=2).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
-            time.sleep(1)
+        _wait_answering(url + "/ping", proc, log)
         assert "backend onnx" in log.read_text() and "2 worker(s) x 1 thread(s)" in log.read_text()
         pair = {"dataframe_records": [{"sentence1": "A man plays a guitar.", "sentence2": "Someone plays music."}]}
         answers = [_post(url, pair) for _ in range(6)]
@@ -362,6 +354,19 @@ def test_serve_with_two_workers_answers_on_one_port(registry):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _wait_answering(url: str, proc, log, timeout: float = 180) -> None:
+    """Until ``url`` answers 200; the server's log when it exits or ``timeout`` passes first."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            if requests.get(url, timeout=2).status_code == 200:
+                return
+        except requests.ConnectionError:
+            pass
+        assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+        time.sleep(0.5)
 
 
 def _post(url, payload):
@@ -639,15 +644,7 @@ def test_the_served_model_follows_its_alias_under_load_and_a_pinned_version_neve
     url, statuses, stop = f"http://127.0.0.1:{port}", [], threading.Event()
     pair = {"dataframe_records": [{"sentence1": "a man plays guitar", "sentence2": "a woman plays music"}]}
     try:
-        deadline = time.time() + 180
-        while True:
-            try:
-                if requests.get(url + "/ready", timeout=2).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
+        _wait_answering(url + "/ready", proc, log)
         before = _post(url, pair).json()["predictions"][0]["cosine"]
         assert requests.get(url + "/metadata", timeout=10).json()["version"] == "2"
 
