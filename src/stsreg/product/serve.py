@@ -121,15 +121,26 @@ def answers(uri: str, timeout: float = 5.0) -> bool:
         return False
 
 
-_ALIAS_URI = re.compile(r"models:/(?P<name>[^/@]+)@(?P<alias>[^/@]+)")
+#: A registered model named by alias (``models:/sts-regression@champion``): resolved here, followed when served.
+ALIAS_URI = re.compile(r"models:/(?P<name>[^/@]+)@(?P<alias>[^/@]+)")
+
+
+def alias_version(model_uri: str, tracking_uri: str):
+    """The registered version behind ``models:/name@alias`` in ``tracking_uri``'s registry (None for any other URI, or
+    no such alias)."""
+    from stsreg.infra import tracking
+    from stsreg.product import registry
+
+    match = ALIAS_URI.fullmatch(model_uri)
+    if not match:
+        return None
+    return registry.version_by_alias(tracking.client(tracking_uri), match["name"], match["alias"])
 
 
 def resolve(model_uri: str, tracking_uri: str) -> str:
     """The artifact URI behind ``model_uri``, looked up in ``tracking_uri``'s registry (not MLflow's process-wide
     default, which is ``./mlflow.db``). Raises :class:`~stsreg.infra.errors.InputError` in one line when the store does not
     answer or no version has the alias: serving never starts on a guess."""
-    from stsreg.product import registry
-    from stsreg.infra import tracking
     from stsreg.infra.errors import InputError
 
     if tracking_uri.startswith(("http://", "https://")) and not answers(tracking_uri):
@@ -137,10 +148,10 @@ def resolve(model_uri: str, tracking_uri: str) -> str:
                          "unset MLFLOW_TRACKING_URI to use the project's embedded store")
     if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).is_file():
         raise InputError(f"no MLflow store at {tracking_uri} (run from the project folder, after `make run`)")
-    match = _ALIAS_URI.fullmatch(model_uri)
+    match = ALIAS_URI.fullmatch(model_uri)
     if not match:
         return model_uri  # runs:/..., a local folder, models:/name/version: MLflow resolves it
-    version = registry.version_by_alias(tracking.client(tracking_uri), match["name"], match["alias"])
+    version = alias_version(model_uri, tracking_uri)
     if version is None:
         raise InputError(f"no version of {match['name']} has the alias {match['alias']} in {tracking_uri}: "
                          "run `dvc repro promote`")
@@ -160,7 +171,7 @@ def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAUL
     503 until then; ``on_loaded(app)`` runs once loaded) instead of before returning. ``.metadata`` says what it
     serves."""
     from stsreg.product.serving.app import ServingApp
-    from stsreg.product.serving.served import Follower, Served, alias_version
+    from stsreg.product.serving.served import Follower, Served
 
     settings = {"precision": precision, "scale": scale, "backend": backend, "threads": threads}
 

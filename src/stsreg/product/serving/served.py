@@ -14,16 +14,15 @@ and the score on the served scale), the same computation as the pyfunc's ``predi
 from __future__ import annotations
 
 import logging
-import re
 import threading
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-log = logging.getLogger(__name__)
+from stsreg.product.serve import ALIAS_URI, alias_version
 
-ALIAS_URI = re.compile(r"models:/(?P<name>[^/@]+)@(?P<alias>[^/@]+)")
+log = logging.getLogger(__name__)
 
 
 class Served:
@@ -73,17 +72,6 @@ class Served:
         ids = self.model.tokenizer(sentences, add_special_tokens=True, truncation=True,
                                    max_length=self.model.config.max_length)["input_ids"]
         return sum(len(x) for x in ids)
-
-
-def alias_version(model_uri: str, tracking_uri: str):
-    """The registered version behind ``models:/name@alias`` (None for any other URI, or no such alias)."""
-    from stsreg.infra import tracking
-    from stsreg.product import registry
-
-    match = ALIAS_URI.fullmatch(model_uri)
-    if not match:
-        return None
-    return registry.version_by_alias(tracking.client(tracking_uri), match["name"], match["alias"])
 
 
 class Follower:
