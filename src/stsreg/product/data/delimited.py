@@ -42,8 +42,7 @@ class Dialect:
     quoting: str  # rfc4180 | none (what was read; "auto" resolved)
     encoding: str  # the codec of the text after the BOM
     bom: bytes  # b"" when none
-    newline: str  # "\r\n" | "\n": the first line's ending
-    ends_with_newline: bool  # False: an append must end the last line first
+    newline: str  # "\r\n" | "\n": the first line's ending (an append checks the file's last byte itself)
     note: str = ""  # how `auto` chose, when the file's quotes made it a choice
 
     def describe(self) -> str:
@@ -171,7 +170,6 @@ def read(path: Path, delimiter: str, quoting: str = "auto", encoding: str = "aut
     if not lines or not lines[0].strip():
         raise InputError(f"{path}: empty file or empty first line, expected a header line")
     newline = "\r\n" if lines[0].endswith("\r\n") else "\n"
-    ends = lines[-1].endswith("\n")
     note = ""
     if quoting == "auto":
         quoting, note = _detect(lines, delimiter, path)
@@ -179,7 +177,7 @@ def read(path: Path, delimiter: str, quoting: str = "auto", encoding: str = "aut
     if undecodable(*header):
         raise InputError(f"{path}: line 1: the header is {NOT_UTF8}")
     records, rejects = _parse(lines, delimiter, quoting, len(header))
-    return Delimited(header, records, rejects, Dialect(delimiter, quoting, codec, bom, newline, ends, note))
+    return Delimited(header, records, rejects, Dialect(delimiter, quoting, codec, bom, newline, note))
 
 
 def _detect(lines: list[str], delimiter: str, path: Path) -> tuple[str, str]:
