@@ -1,0 +1,92 @@
+"""``python -m tests.golden`` (``make golden``): run every golden case (:mod:`tests.golden.cases`) and compare its
+output digests with the committed ``tests/golden/hashes.json``; exit 1 naming each output that moved.
+
+A change that keeps every digest computes what the code computed before: record it with ``dvc commit`` (no stage
+reruns). A change that moves one is a behaviour change: rerun the stages it touches, and write the new digests with
+``--update`` in the same commit, which says what moved and why (docs/architecture.md, "How to change shared code").
+
+Runs in fp32 on one thread with the CPU kernels pinned (``ATEN_CPU_CAPABILITY=default``, ``MKL_CBWR=COMPATIBLE``),
+so that a digest depends on the code and the pinned libraries, not on the CPU's instruction set."""
+
+from __future__ import annotations
+
+import os
+
+# before torch is imported: one thread, portable kernels, no bf16 autocast, nothing from a model hub
+for _key, _value in {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "ATEN_CPU_CAPABILITY": "default",
+                     "MKL_CBWR": "COMPATIBLE", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                     "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "CUDA_VISIBLE_DEVICES": "",
+                     "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+                     "TRANSFORMERS_VERBOSITY": "error", "TQDM_DISABLE": "1"}.items():
+    os.environ[_key] = _value
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+HASHES = Path(__file__).with_name("hashes.json")
+
+
+def run(names: list[str], root: Path) -> dict[str, dict[str, str]]:
+    """Each case in ``names`` (all of :data:`~tests.golden.cases.CASES` in order up to the last named, since a case
+    reads what earlier ones wrote) -> ``{case: {output: digest}}``."""
+    import torch
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    from tests.golden import cases
+
+    os.environ["STSREG_CACHE"] = str(root / "cache")
+    g = cases.setup(root)
+    last = max(list(cases.CASES).index(n) for n in names)
+    got = {}
+    for name in list(cases.CASES)[: last + 1]:
+        started = time.monotonic()
+        got[name] = cases.CASES[name](g)
+        print(f"golden: {name}: {len(got[name])} outputs in {time.monotonic() - started:.0f} s", flush=True)
+    return {n: got[n] for n in names}
+
+
+def differences(expected: dict, got: dict) -> list[str]:
+    """One line per output that moved, appeared or went missing."""
+    lines = []
+    for case, outputs in got.items():
+        want = expected.get(case, {})
+        for name in sorted(set(want) | set(outputs)):
+            if want.get(name) != outputs.get(name):
+                state = "new" if name not in want else "gone" if name not in outputs else "moved"
+                lines.append(f"{case}: {name}: {state}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tests.golden.cases import CASES
+
+    ap = argparse.ArgumentParser(prog="python -m tests.golden", description=__doc__.split("\n\n")[0])
+    ap.add_argument("cases", nargs="*", choices=[[], *CASES], help="cases to run (default: all)", default=[])
+    ap.add_argument("--update", action="store_true", help="write the digests as the new golden ones (a behaviour change)")
+    ap.add_argument("--keep", type=Path, help="run in this folder and keep it (default: a temporary one)")
+    args = ap.parse_args(argv)
+    names = args.cases or list(CASES)
+    with tempfile.TemporaryDirectory(prefix="golden-") as tmp:
+        root = args.keep or Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        got = run(names, root.resolve())
+    expected = json.loads(HASHES.read_text()) if HASHES.exists() else {}
+    if args.update:
+        HASHES.write_text(json.dumps({**expected, **got}, indent=1, sort_keys=True) + "\n")
+        print(f"golden: wrote {sum(map(len, got.values()))} digests of {len(got)} cases to {HASHES}")
+        return 0
+    moved = differences(expected, got)
+    for line in moved:
+        print(f"golden: MOVED {line}")
+    print(f"golden: {'FAILED' if moved else 'ok'}: {sum(map(len, got.values()))} outputs of {len(got)} cases, "
+          f"{len(moved)} moved")
+    return 1 if moved else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""The golden cases: each product stage and each experiment kind run on a tiny fixed sample (a seeded 2-layer BERT,
+the fixture tree, synthetic pairs), in fp32 on one thread, by the same runner functions the stages call. Each case
+returns ``{output name: digest}``; :mod:`tests.golden.__main__` compares them with ``tests/golden/hashes.json``.
+
+A case is a function of the shared :class:`Golden` context, listed in :data:`CASES` in the order they run (a later
+case reads what an earlier one wrote: stage 2 starts from stage 1's folder, evaluate and export read stage 2's)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from tests.golden import digest
+
+#: What the tiny runs change in the project's params.yaml: small model inputs, few steps, fp32 (bf16 depends on the
+#: CPU), every check that a tiny fixture cannot pass turned off.
+TINY = {
+    "model": {"max_length": 16, "precision": "fp32"},
+    "prepare": {"max_rejected_fraction": 1.0, "nli_train": ["snli/dev", "snli/test", "snli_cad/train", "mnli/dev_matched"]},
+    "stage1": {"epochs": 1},
+    "stage2": {"batch_size": 8, "eval_every": 4, "checkpoint_every": 100, "lr": 1e-3, "contrastive_min_label": 4.0},
+    "evaluate": {"max_length": 16, "n_resamples": 50},
+    "compare": {"epochs": 1},
+    "nli_table": {"max_pairs": 24, "batch_size": 8},
+    "baselines": {"max_length": 16, "max_train_pairs": 48, "epochs": 1, "batch_size": 8, "eval_every": 4,
+                  "rnn_epochs": 1, "rnn_batch_size": 8, "rnn_dim": 16, "rnn_hidden": 16, "word_dim": 16,
+                  "word_epochs": 1, "word_min_count": 1},
+}
+#: The comparison rows trained (every stage-2 loss the product and the experiments offer).
+COMPARE_METHODS = ("contrast", "cosent", "cosine_mse", "ours", "translated_relu", "mse", "ours_cos", "ours_joint")
+#: The NLI-only objectives trained (every kind of the NLI table).
+NLI_OBJECTIVES = ("softmax", "mse", "l1", "translated_relu", "smooth_k2", "triplet", "simcse_sup", "simcse_unsup")
+#: Baseline systems, one per family that trains: self-trained word vectors, a recurrent encoder, a cross-encoder,
+#: a bi-encoder.
+BASELINE_SYSTEMS = ("word2vec_skipgram", "gru", "cross_linear", "sbert")
+
+
+@dataclasses.dataclass
+class Golden:
+    """The run's folder, the tiny backbone and params, the tables the cases share."""
+    root: Path
+    backbone: str
+    params: object = None
+
+    def path(self, *parts: str) -> Path:
+        return self.root.joinpath(*parts)
+
+
+def setup(root: Path) -> Golden:
+    """The tiny backbone, params.yaml with :data:`TINY` applied, the synthetic STS and NLI tables."""
+    from stsreg.infra.config import parse_params
+    from tests.conftest import REPO, TINY_WORDS, tiny_eval_table, tiny_sts
+    from tests.helpers.backbones import tiny_backbone_of
+    from tests.helpers.nli import grouped_nli
+
+    g = Golden(root, tiny_backbone_of("bert", root / "backbone", list(TINY_WORDS)))
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    for section, values in TINY.items():
+        unknown = set(values) - set(raw[section])
+        assert not unknown, f"golden TINY names {section}.{sorted(unknown)}, which params.yaml does not have"
+        raw[section].update(values)
+    raw["model"]["backbone"] = g.backbone
+    raw["baselines"]["backbone"] = g.backbone
+    g.params = parse_params(raw, "golden params")
+    train = tiny_sts(64, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(64),
+                                        seen_in_train=False)
+    pd.concat([tiny_eval_table(40), train], ignore_index=True).to_parquet(root / "sts.parquet")
+    grouped_nli(14).to_parquet(root / "nli.parquet")
+    return g
+
+
+def prepare(g: Golden) -> dict:
+    """The fixture tree (every raw format, broken rows included) -> prepared tables, rejects, summary."""
+    from stsreg.product.data.prepare import prepare as run
+    from tests.conftest import FIXTURE_RAW, fixture_registry
+
+    out = g.path("data")
+    run(FIXTURE_RAW, out / "prepared", out / "rejected", out / "prepare.json", g.params,
+        registry=fixture_registry(out / "sources.json"), project=g.root)
+    return {**digest.of_tree(out / "prepared", g.root), **{f"rejected/{k}": v for k, v in
+                                                           digest.of_tree(out / "rejected", g.root).items()},
+            "prepare.json": digest.of_json(out / "prepare.json", g.root)}
+
+
+def stage1(g: Golden) -> dict:
+    """The encoder step (supervised SimCSE on NLI triples) then the head on the frozen encoder."""
+    from stsreg.product.runners.stage1_runner import run_stage1
+
+    run_stage1(g.params, g.path("nli.parquet"), g.path("models/stage1"), g.path("cache/embeddings"),
+               ckpt_dir=g.path("checkpoints/stage1"))
+    return digest.of_tree(g.path("models/stage1"), g.root)
+
+
+def stage2(g: Golden) -> dict:
+    """Stage 2 (the production loss) from stage 1's folder, selected on the dev split."""
+    from stsreg.product.runners.stage2_runner import run_stage2
+
+    run_stage2(g.params, g.path("sts.parquet"), g.path("models/stage1"), g.path("models/stage2"),
+               g.path("checkpoints/stage2"))
+    return digest.of_tree(g.path("models/stage2"), g.root)
+
+
+def evaluate(g: Golden) -> dict:
+    """The 7-task evaluation of stage 2's model: per-pair predictions, metrics with intervals, the table."""
+    from stsreg.product.runners.eval_runner import run_evaluate
+
+    run_evaluate(g.params, g.path("models/stage2"), g.path("sts.parquet"), g.path("eval"))
+    return digest.of_tree(g.path("eval"), g.root)
+
+
+SENTENCES = ["a man plays the guitar", "the dog runs in the park", "a child eats food on the sofa", "cat sleeps"] * 3
+
+
+def export(g: Golden) -> dict:
+    """The served encodings: torch, ONNX fp32 and ONNX int8 (exported from stage 2's folder) on fixed sentences,
+    and the served pair scores."""
+    import torch
+
+    from stsreg.product import export as ex
+    from stsreg.product.model import SiameseRegressor
+
+    folder = g.path("models/stage2")
+    ex.export_onnx(folder, int8=True)
+    out = {}
+    for backend in ("torch", "onnx", "onnx-int8"):
+        model = ex.use_backend(SiameseRegressor.load(folder, precision="fp32"), backend, folder, threads=1)
+        with torch.no_grad():
+            u = model.encode(SENTENCES, 4, show_progress=False).float()
+            score = model.predict(u[:6], u[6:]).float()
+        out[backend] = digest.of_arrays({"embeddings": u.numpy(), "scores": score.numpy()})
+    return out
+
+
+def compare(g: Golden) -> dict:
+    """One seed of every trained comparison row (each stage-2 loss): the kept weights and the training summary."""
+    from stsreg.experiments.compare import train_method
+
+    out = {}
+    for method in COMPARE_METHODS:
+        work = g.path("compare", f"{method}-1")
+        model = train_method(g.params, method, 1, g.path("sts.parquet"), g.path("nli.parquet"), work,
+                             lambda *a: None, cache_dir=g.path("cache/embeddings"))
+        out.update({f"{method}/{k}": v for k, v in digest.of_tree(model, g.root).items()})
+    return out
+
+
+def nli_table(g: Golden) -> dict:
+    """Every NLI-only objective, one seed: the trained encoder and its summary."""
+    from stsreg.experiments.nli_table import run_row
+
+    nli = pd.read_parquet(g.path("nli.parquet"))
+    out = {}
+    for name in NLI_OBJECTIVES:
+        work = g.path("nli_table", f"{name}-42")
+        model = run_row(g.params, name, 42, nli, work)
+        out.update({f"{name}/{k}": v for k, v in {**digest.of_tree(model, g.root),
+                                                  **digest.of_tree(work / "nli_summary.json", g.root)}.items()})
+    return out
+
+
+def baselines(g: Golden) -> dict:
+    """One system per training family of the comparative study: predictions, fit summary, metrics."""
+    from stsreg.experiments.baselines.experiment import run_system
+
+    sts, nli = pd.read_parquet(g.path("sts.parquet")), pd.read_parquet(g.path("nli.parquet"))
+    out = {}
+    for name in BASELINE_SYSTEMS:
+        work = g.path("baselines", name)
+        metrics = run_system(g.params, name, sts, nli, work)
+        out[f"{name}/metrics"] = digest._sha(repr(sorted((k, v) for k, v in metrics.items()
+                                                          if k not in digest.VOLATILE)).encode())
+        out.update({f"{name}/{k}": v for k, v in digest.of_tree(work, g.root).items() if not k.endswith(".pt")})
+    return out
+
+
+#: name -> case, in the order they run.
+CASES = {f.__name__: f for f in (prepare, stage1, stage2, evaluate, export, compare, nli_table, baselines)}
