@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from stsreg.infra import public_tables
 from stsreg.infra import atomic, runtime
 from stsreg.infra.config import Params
 from stsreg.product.model import SiameseRegressor
@@ -69,7 +70,7 @@ def format_table(table: pd.DataFrame, tests: pd.DataFrame | None, seeds, seconds
     from stsreg.experiments.run_tables import COLUMNS
     from stsreg.experiments.run_tables import paired_table
 
-    head = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg7"]
+    head = [public_tables.display(t) for t in (*public_tables.AVG7, "avg7")]
     fmt = lambda r, c: f"{r[c + '_mean']:.2f} ± {r[c + '_std']:.2f}" if r["seeds"] > 1 else f"{r[c + '_mean']:.2f}"  # noqa: E731
     lines = [f"Whole encoder trained on NLI only ({backbone!r}), one row per objective; Spearman x100 of cosine, "
              f"mean ± std over {len(seeds)} seed(s) {list(seeds)}. Wall time = training + 7-task evaluation of one "

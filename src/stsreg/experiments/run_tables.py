@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stsreg.infra import atomic
+from stsreg.infra import atomic, public_tables
 from stsreg.product.data.catalogue import EVAL_TASKS
 from stsreg.product.sts_eval import paired_on_predictions
 
@@ -71,7 +71,7 @@ def paired_tests(runs_dir: Path, pairs, seeds, n_resamples: int, seed: int = 0) 
 def format_compare(table: pd.DataFrame, tests: pd.DataFrame | None, seeds, settings: str = "") -> str:
     """Markdown: mean ± std (and mean 95% CI) per task and avg7, then the paired tests; ``settings``: a line
     saying what every row trained with (:func:`stsreg.experiments.compare.budget`)."""
-    head = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg7", "avg7 unseen"]
+    head = [public_tables.display(t) for t in (*public_tables.AVG7, "avg7")] + ["avg7 unseen"]
     lines = [f"Spearman x100 of cosine, mean ± std over {len(seeds)} seed(s) {list(seeds)}; avg7 95% CI = pair bootstrap, "
              "bounds averaged over seeds." + (f" {settings}" if settings else ""), "",
              "STS-B dev: the dev Spearman at step 0 -> of the checkpoint the row evaluates (the best after step 0), "

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from stsreg.infra import public_tables
 from stsreg.infra.errors import ParamsError
 
 #: Environment variable that overrides ``fetch.mirror`` (a folder holding the raw files).
@@ -86,8 +87,8 @@ class LeakageParams:
     remove_from_training: bool = knob(False, "drop training pairs that occur in an evaluation test set")
 
 
-#: Names the public STS tables use (a declared table may not take one).
-PUBLIC_STS_TABLES = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+#: Names the public STS tables use (a declared table may not take one); declared in :mod:`stsreg.infra.public_tables`.
+PUBLIC_STS_TABLES = public_tables.NAMES
 #: Where declared tables live: a folder DVC tracks as a dependency of ``prepare``, so a changed or grown file there
 #: reruns the pipeline from ``prepare`` (``dvc repro promote``, the scheduled retrain).
 TABLES_DIR = "data/tables"
@@ -117,7 +118,7 @@ class StsTableSource:
 
     name: str = knob(help="table name: a metric prefix and a value of `dataset`; a public table keeps its reader's "
                           "name", pattern=r"[a-z][a-z0-9_]*")
-    reader: str = knob("", "a public benchmark read from the data mirror: sts12 .. sts16, stsb, sickr; empty: `file`",
+    reader: str = knob("", f"a public benchmark read from the data mirror: {', '.join(PUBLIC_STS_TABLES)}; empty: `file`",
                        choices=("", *PUBLIC_STS_TABLES))
     file: str = knob("", f"path under {TABLES_DIR}/ (e.g. {TABLES_DIR}/support_pairs.csv); empty for a `reader` table")
     columns: StsTableColumns = knob(factory=StsTableColumns)
@@ -140,10 +141,10 @@ class StsTableSource:
         return self.d * 5.0 / (hi - lo) if self.rescale else self.d
 
 
-#: The public tables, the default of ``prepare.sts_tables``: STS12-16 and STS-B gold scores are 0-5; SICK relatedness
-#: is 1-5, kept as annotated (the paper's setting); the annotators chose integers (d = 1) and the gold scores average them.
-PUBLIC_TABLES = tuple(StsTableSource(name=n, reader=n, scale=(1.0, 5.0) if n == "sickr" else (0.0, 5.0),
-                                     rescale=n != "sickr", d=1.0) for n in PUBLIC_STS_TABLES)
+#: The public tables, the default of ``prepare.sts_tables``, with the facts :data:`stsreg.infra.public_tables.PUBLIC`
+#: declares (scale, rescale, d).
+PUBLIC_TABLES = tuple(StsTableSource(name=t.name, reader=t.name, scale=t.scale, rescale=t.rescale, d=t.d)
+                      for t in public_tables.PUBLIC)
 
 
 @dataclass(frozen=True)
@@ -245,9 +246,9 @@ class Stage2Params:
     eval_batch_size: int = knob(64, ge=1)
     keep: str = knob("best", "best: the best dev evaluation including step 0 (never hands on a model worse than its "
                      "start) | trained: the best after step 0 (the authors' selection)", choices=KEEP_MODES)
-    train_tables: tuple[str, ...] = knob(("stsb", "sickr"), "STS tables whose train split stage 2 trains on (public "
+    train_tables: tuple[str, ...] = knob(public_tables.TRAINED, "STS tables whose train split stage 2 trains on (public "
                                          "or declared in prepare.sts_tables)", pattern=r"[a-z][a-z0-9_]*")
-    dev_table: str = knob("stsb", "the table whose dev split selects the checkpoint (the only labels any choice reads)",
+    dev_table: str = knob(public_tables.DEV_TABLE, "the table whose dev split selects the checkpoint (the only labels any choice reads)",
                           pattern=r"[a-z][a-z0-9_]*")
 
 
@@ -646,7 +647,7 @@ def _table_problems(params: Params, source: str) -> list[str]:
     missing = [n for n in PUBLIC_STS_TABLES if n not in declared]
     if missing:
         problems.append(f"{source}: prepare.sts_tables: the public table(s) {missing} are not declared; avg7 is the "
-                        "mean over all 7: keep their entries (params.yaml's defaults) and add yours after them")
+                        f"mean over all {len(PUBLIC_STS_TABLES)}: keep their entries (params.yaml's defaults) and add yours after them")
     for key, names in (("stage2.train_tables", params.stage2.train_tables), ("stage2.dev_table", (params.stage2.dev_table,)),
                        ("promote.metrics", tuple(n for n in params.promote.metrics if n != "avg7"))):
         unknown = [n for n in names if n not in declared]

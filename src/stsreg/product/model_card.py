@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from stsreg.infra import public_tables
 from stsreg.infra.config import Params
 from stsreg.product import backbones
 
@@ -55,14 +56,11 @@ def _stage1(p: Params) -> str:
             f"{p.stage1.epochs} epochs, batch {p.stage1.batch_size}, lr {p.stage1.lr:g}.")
 
 
-#: How the card names the public tables; a table of yours is named by its name, file and scale.
-_PUBLIC = {"stsb": "STS-B", "sickr": "SICK-R"}
-
 
 def _table(p: Params, name: str) -> str:
     t = {t.name: t for t in p.prepare.sts_tables}.get(name)
     if t is None or t.reader:
-        return _PUBLIC.get(name, name)
+        return public_tables.display(name)
     mapped = "mapped to 0-5" if t.rescale else "kept as annotated"
     return f"{name} ({t.file}, scale [{t.scale[0]:g}, {t.scale[1]:g}] {mapped}, d {t.d:g})"
 

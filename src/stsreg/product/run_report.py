@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from stsreg.infra import public_tables
+
 
 
 def format_data_report(metrics: dict) -> str:
@@ -21,7 +23,7 @@ def format_data_report(metrics: dict) -> str:
     # one column per training table (STS-B, SICK-R, any declared table's train split, NLI), as prepare counted them
     first = next(iter(metrics["leakage"].values()), {})
     tables = [k.removeprefix("seen_in_") for k in first if k.startswith("seen_in_")]
-    names = {"stsb_train": "STS-B train", "sickr_train": "SICK train", "nli_train": "NLI train"}
+    names = {"nli_train": "NLI train", **{f"{t}_train": f"{public_tables.display(t)} train" for t in public_tables.TRAINED}}
     mode = metrics["leakage_match"]
     lines += ["", f"NLI training rows: {metrics['nli_train_rows']}", "",
               f"Leakage ({mode} match) — evaluation test pairs also in a training table:", "",
@@ -36,7 +38,7 @@ def format_data_report(metrics: dict) -> str:
     return "\n".join(lines)
 
 
-def run_report(data_summary: Path, models: Path, eval_metrics: Path, promotion: Path, dev_table: str = "stsb") -> str:
+def run_report(data_summary: Path, models: Path, eval_metrics: Path, promotion: Path, dev_table: str = public_tables.DEV_TABLE) -> str:
     """Every table of the last pipeline run, from its output files (each skipped when absent); ``dev_table``: the
     table whose dev split selected stage 2's checkpoint (``stage2.dev_table``)."""
     parts = [format_data_report(json.loads(data_summary.read_text(encoding="utf-8")))]
@@ -46,7 +48,7 @@ def run_report(data_summary: Path, models: Path, eval_metrics: Path, promotion: 
         curve = s["dev_curve"]
         trained = (f"; best after step 0 {s['trained_best_dev_spearman']:.2f} (step {s['trained_best_step']})"
                    if "trained_best_dev_spearman" in s else "")
-        parts.append(f"\nStage 2: {'STS-B' if dev_table == 'stsb' else dev_table} dev Spearman (cosine, x100) {curve[0][1]:.2f} before -> {s['best_dev_spearman']:.2f} "
+        parts.append(f"\nStage 2: {public_tables.display(dev_table)} dev Spearman (cosine, x100) {curve[0][1]:.2f} before -> {s['best_dev_spearman']:.2f} "
                      f"kept (step {s['best_step']} of {s['total_steps']}; step 0 = nothing beat the start){trained}; curve: "
                      + ", ".join(f"{int(step)}:{v:.2f}" for step, v in curve))
     if eval_metrics.exists():

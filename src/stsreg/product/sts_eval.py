@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from scipy.stats import pearsonr, spearmanr
 
+from stsreg.infra import public_tables
 from stsreg.product.bootstrap_ci import PairedResult, paired_test, spearman_ci
 from stsreg.product.data.catalogue import EVAL_TASKS, dev_split, unique_sentences
 
@@ -175,8 +176,7 @@ def paired_on_predictions(a: pd.DataFrame, b: pd.DataFrame, unseen_only: bool = 
 
 def format_table(metrics: dict[str, float]) -> str:
     """Markdown: the 7 tasks + avg7 in both views with intervals, Pearson, and the served score's Spearman / MAE."""
-    names = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
-             "stsb": "STS-B", "sickr": "SICK-R", "avg7": "avg7"}
+    names = {name: public_tables.display(name) for name in (*public_tables.AVG7, "avg7")}
 
     def ci(key: str) -> str:
         return f" [{metrics[key + '_low']:.2f}, {metrics[key + '_high']:.2f}]" if key + "_low" in metrics else ""
@@ -192,5 +192,5 @@ def format_table(metrics: dict[str, float]) -> str:
                      f"{metrics[task + '_pearson']:.2f} | {metrics[task + '_prediction_spearman']:.2f} | "
                      f"{metrics[task + '_prediction_mae']:.2f} |")
     if "stsb_dev_spearman" in metrics:
-        lines += ["", f"STS-B dev Spearman (model selection): {metrics['stsb_dev_spearman']:.2f}"]
+        lines += ["", f"{public_tables.display('stsb')} dev Spearman (model selection): {metrics['stsb_dev_spearman']:.2f}"]
     return "\n".join(lines)

@@ -36,6 +36,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from stsreg.infra import public_tables
+
 OUT = Path("reports/explore/cos_scale")
 RUNS = Path("reports/compare/runs")
 STS = Path("data/prepared/sts.parquet")
@@ -93,8 +95,8 @@ def train_and_evaluate(params, seed: int, a: float, b: float) -> Path:
     return out
 
 
-COLUMNS = {"dev kept": None, "STS12": "sts12_spearman", "avg7": "avg7_spearman",
-           "avg7 unseen": "avg7_unseen_spearman", "SICK-R": "sickr_spearman"}
+COLUMNS = {"dev kept": None, public_tables.display("sts12"): "sts12_spearman", "avg7": "avg7_spearman",
+           "avg7 unseen": "avg7_unseen_spearman", public_tables.display("sickr"): "sickr_spearman"}
 
 
 def figures(run: Path) -> dict:

@@ -5,7 +5,7 @@ STS datasets ``sts12 .. sts16, stsb, sickr`` with splits train/dev/test (STS12-1
 NLI sources ``snli, mnli, xnli, anli, snli_cad`` with their published split names.
 
 Which of them are prepared, on which score scale and with which ``d``, is declared in ``prepare.sts_tables``
-(``reader: sts12 .. sickr``; :data:`stsreg.infra.config.PUBLIC_TABLES`): this module only knows how to read them.
+(``reader: sts12 .. sickr``; :data:`stsreg.infra.public_tables.PUBLIC` declares them): this module reads them.
 """
 
 from __future__ import annotations
@@ -17,28 +17,14 @@ from typing import Callable
 import pandas as pd
 import torch
 
+from stsreg.infra import public_tables
 from stsreg.infra.config import ExtraNLISource
+from stsreg.infra.public_tables import PublicTable, YearFiles
 from stsreg.product.data import readers
 from stsreg.product.data.readers import Parsed
 
 #: The seven evaluation tasks of the SentEval "all" protocol, in reporting order.
-EVAL_TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
-
-_STS_YEARS = {
-    "sts12": ("STS12", "STS.input.{}.txt", "STS.gs.{}.txt", 2,
-              ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews")),
-    # STS13 SMT input is not redistributable (LDC): the standard 1500-pair setting has 3 subsets.
-    "sts13": ("STS13", "STS.input.{}.txt", "STS.gs.{}.txt", 2, ("FNWN", "OnWN", "headlines")),
-    "sts14": ("STS14", "STS.input.{}.txt", "STS.gs.{}.txt", 2,
-              ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news")),
-    "sts15": ("STS15", "STS.input.{}.txt", "STS.gs.{}.txt", 2,
-              ("answers-forums", "answers-students", "belief", "headlines", "images")),
-    "sts16": ("STS16", "STS2016.input.{}.txt", "STS2016.gs.{}.txt", 4,
-              ("answer-answer", "headlines", "plagiarism", "postediting", "question-question")),
-}
-
-_STSB = {"train": "STSBenchmark/sts-train.csv", "dev": "STSBenchmark/sts-dev.csv", "test": "STSBenchmark/sts-test.csv"}
-_SICK = {"train": "SICK/SICK_train.txt", "dev": "SICK/SICK_trial.txt", "test": "SICK/SICK_test_annotated.txt"}
+EVAL_TASKS = public_tables.AVG7
 
 
 @dataclass(frozen=True)
@@ -52,28 +38,26 @@ class Part:
     files: tuple[str, ...] = ()  # paths relative to the raw root; checked by stsreg.product.data.precheck before reading
 
 
-def _sts_year_part(name: str) -> Part:
-    folder, inp, gold, n_fields, subsets = _STS_YEARS[name]
+def _parts(table: PublicTable) -> list[Part]:
+    """The parts (one per split) a public table's :attr:`~PublicTable.layout` names, each with its reader."""
+    layout = table.layout
+    if isinstance(layout, YearFiles):
+        def read_year(root: Path) -> Parsed:
+            out = Parsed()
+            for subset in layout.subsets:
+                out.extend(readers.read_sts_year(root / layout.folder / layout.input.format(subset),
+                                                 root / layout.folder / layout.gold.format(subset), subset, root,
+                                                 n_fields=layout.n_fields))
+            return out
 
-    def read(root: Path) -> Parsed:
-        out = Parsed()
-        for subset in subsets:
-            out.extend(readers.read_sts_year(root / folder / inp.format(subset), root / folder / gold.format(subset),
-                                             subset, root, n_fields=n_fields))
-        return out
-
-    files = tuple(f"{folder}/{pattern.format(s)}" for s in subsets for pattern in (inp, gold))
-    return Part(name, "test", read, "sts", files)
+        return [Part(table.name, "test", read_year, "sts", layout.files()["test"])]
+    parse = getattr(readers, layout.parser)
+    return [Part(table.name, split, lambda root, f=f: parse(root / f, root), "sts", (f,))
+            for split, f in layout.splits.items()]
 
 
 #: The mirror's readers of public STS tables (``prepare.sts_tables[].reader``) -> the parts, one per split, they read.
-READERS: dict[str, Callable[[], list[Part]]] = {
-    **{name: (lambda name=name: [_sts_year_part(name)]) for name in _STS_YEARS},
-    "stsb": lambda: [Part("stsb", split, lambda root, f=f: readers.read_stsb(root / f, root), "sts", (f,))
-                     for split, f in _STSB.items()],
-    "sickr": lambda: [Part("sickr", split, lambda root, f=f: readers.read_sick(root / f, root), "sts", (f,))
-                      for split, f in _SICK.items()],
-}
+READERS: dict[str, Callable[[], list[Part]]] = {t.name: (lambda t=t: _parts(t)) for t in public_tables.PUBLIC}
 
 
 def sts_parts(names: tuple[str, ...] = EVAL_TASKS) -> list[Part]:
@@ -108,7 +92,7 @@ def all_nli_entries(extra: tuple[ExtraNLISource, ...] = ()) -> list[str]:
 
 # --- Selections of the prepared tables: the one home of "which rows train, which rows select" -----------------
 #: The STS tables stage 2 (and the comparison's rows) train on by default (``stage2.train_tables``).
-TRAIN_DATASETS = ("stsb", "sickr")
+TRAIN_DATASETS = public_tables.TRAINED
 
 
 def sts_training_pairs(sts: pd.DataFrame, tables: tuple[str, ...] = TRAIN_DATASETS) -> pd.DataFrame:
@@ -118,7 +102,7 @@ def sts_training_pairs(sts: pd.DataFrame, tables: tuple[str, ...] = TRAIN_DATASE
     return sts[sts.dataset.isin(tables) & (sts.split == "train")].reset_index(drop=True)
 
 
-def dev_split(sts: pd.DataFrame, table: str = "stsb") -> pd.DataFrame:
+def dev_split(sts: pd.DataFrame, table: str = public_tables.DEV_TABLE) -> pd.DataFrame:
     """The dev rows of ``table`` (``stage2.dev_table``, default STS-B), index reset: the only labels a choice reads."""
     return sts[(sts.dataset == table) & (sts.split == "dev")].reset_index(drop=True)
 

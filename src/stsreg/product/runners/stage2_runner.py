@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from stsreg.infra import public_tables
 from stsreg.infra import runtime
 from stsreg.infra.config import Params
 from stsreg.product.data.catalogue import TRAIN_DATASETS, dev_split, sample_pairs, sts_training_pairs
@@ -15,7 +16,7 @@ from stsreg.product.runners import NOOP
 from stsreg.product.training.stage2_training import fine_tune
 
 
-def stage2_data(sts_path: Path, tables: tuple[str, ...] = TRAIN_DATASETS, dev_table: str = "stsb"
+def stage2_data(sts_path: Path, tables: tuple[str, ...] = TRAIN_DATASETS, dev_table: str = public_tables.DEV_TABLE
                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(train, dev): the train rows of ``tables`` (default STS-B + SICK-R) on the 0-5 scale, and ``dev_table``'s dev
     rows (default STS-B dev).
