@@ -25,6 +25,7 @@ import pandas as pd
 from stsreg.infra import atomic
 from stsreg.infra.config import Params, SearchParams, Stage2Params
 from stsreg.infra.errors import ParamsError
+from stsreg.infra.loss_specs import LOSSES
 
 #: ``params.stage2`` fields every trial takes as they are (the search never changes them).
 FIXED = ("batch_size", "weight_decay", "layer_decay", "max_grad_norm", "max_train_pairs", "checkpoint_every",
@@ -46,15 +47,9 @@ def check_ranges(s: SearchParams, source: str = "params.yaml") -> None:
 
 
 def uses(loss: str) -> set[str]:
-    """The loss-specific knobs ``loss`` reads: x0 (buffered losses), k (Smooth K2), joint_lambda (joint_*)."""
-    used = set()
-    if "smooth_k2" in loss or "translated_relu" in loss:
-        used.add("x0")
-    if "smooth_k2" in loss:
-        used.add("k")
-    if loss.startswith("joint_"):
-        used.add("joint_lambda")
-    return used
+    """The loss-specific knobs the search varies that ``loss`` reads: x0 (buffered losses), k (Smooth K2),
+    joint_lambda (joint and CoSENT-plus losses); :meth:`stsreg.infra.loss_specs.LossSpec.knobs`."""
+    return LOSSES[loss].knobs() & {"x0", "k", "joint_lambda"}
 
 
 def suggest(trial, s: SearchParams, base: Stage2Params) -> Stage2Params:

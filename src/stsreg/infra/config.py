@@ -26,17 +26,15 @@ from typing import Any
 
 import yaml
 
-from stsreg.infra import public_tables
+from stsreg.infra import loss_specs, public_tables
 from stsreg.infra.errors import ParamsError
 
 #: Environment variable that overrides ``fetch.mirror`` (a folder holding the raw files).
 MIRROR_ENV = "STSREG_DATA_MIRROR"
 
 
-#: Names a stage-2 / stage-1 objective may take (the losses module implements each; a test checks both agree).
-HEAD_LOSSES = ("smooth_k2", "translated_relu", "mse", "l1")
-STAGE2_LOSSES = HEAD_LOSSES + ("cosent", "cosine_mse", "contrastive", "smooth_k2_cos", "translated_relu_cos",
-                               "joint_smooth_k2", "joint_translated_relu", "cosent_smooth_k2_cos", "cosent_translated_relu_cos")
+#: Names a stage-2 / stage-1 objective may take: declared in :mod:`stsreg.infra.loss_specs`.
+HEAD_LOSSES, STAGE2_LOSSES = loss_specs.HEAD_LOSSES, loss_specs.STAGE2_LOSSES
 #: How stage 2 treats the STS labels, and which dev evaluation it keeps.
 LABEL_MODES = ("raw", "round", "truncate")
 KEEP_MODES = ("best", "trained")

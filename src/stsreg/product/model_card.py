@@ -12,6 +12,7 @@ from pathlib import Path
 
 from stsreg.infra import public_tables
 from stsreg.infra.config import Params
+from stsreg.infra.loss_specs import LOSSES
 from stsreg.product import backbones
 
 PAPER = ("Zhang & Li, \"Advancing Semantic Textual Similarity Modeling: A Regression Framework with Translated ReLU "
@@ -67,7 +68,11 @@ def _table(p: Params, name: str) -> str:
 
 def _stage2(p: Params) -> str:
     s = p.stage2
-    loss = f"`{s.loss}` (x0 {s.x0:g}, k {s.k:g}" + (f", cosine map a={s.cos_a:g}, b={s.cos_b:g})" if "cos" in s.loss else ")")
+    spec = LOSSES[s.loss]
+    knobs = [f"{k} {getattr(s, k):g}" for k in ("x0", "k") if k in spec.knobs()]
+    knobs += [f"cosine map a={s.cos_a:g}, b={s.cos_b:g}"] if spec.score_map == "cosine map" else []
+    knobs += [f"lambda {s.joint_lambda:g}"] if "joint_lambda" in spec.knobs() else []
+    loss = f"`{s.loss}`" + (f" ({', '.join(knobs)})" if knobs else "")
     tables = " + ".join(f"{_table(p, t)} train" for t in s.train_tables)
     return (f"- **Stage 2, STS** ({tables}, labels `{s.labels}`): everything fine-tuned with {loss}, "
             f"{s.epochs} epoch(s), batch {s.batch_size}, lr {s.lr:g}, weight decay {s.weight_decay:g}, warmup "

@@ -1,37 +1,24 @@
-"""The stage-2 objective: which loss a ``stage2.loss`` name means and what it reads from the model.
-
-Names (``config.STAGE2_LOSSES`` lists the same set): the head losses of :mod:`stsreg.product.losses` (``smooth_k2``,
-``translated_relu``, ``mse``, ``l1``), the pair losses on the cosine (``cosent``, ``cosine_mse``), the buffered losses
-on an affine map of the cosine (``smooth_k2_cos``, ``translated_relu_cos``), the joint head + cosine objectives
-(``joint_smooth_k2``, ``joint_translated_relu``) and in-batch ``contrastive``.
-"""
+"""The stage-2 objective: the loss a ``stage2.loss`` name means (:data:`stsreg.infra.loss_specs.LOSSES` declares each
+name's kind and base loss) and what it reads from the model."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
+from stsreg.infra.loss_specs import LOSSES, STAGE2_LOSSES
 from stsreg.product.losses import (
-    HEAD_LOSSES,
     AffineCosine,
     CoSENT,
     CoSENTPlusCosine,
     CosineMSE,
     InBatchContrastive,
     Joint,
-    SmoothK2,
-    TranslatedReLU,
     build_head_loss,
 )
 
-#: Buffered losses on ``a * cos(u, v) + b`` (no head), and the joint ``head + lambda * cosine`` objectives.
-COSINE_BUFFER_LOSSES = {"smooth_k2_cos": SmoothK2, "translated_relu_cos": TranslatedReLU}
-JOINT_LOSSES = {"joint_smooth_k2": SmoothK2, "joint_translated_relu": TranslatedReLU}
-#: CoSENT plus ``joint_lambda`` times a buffered loss on ``a * cos(u, v) + b`` (no head).
-COSENT_BUFFER_LOSSES = {"cosent_smooth_k2_cos": SmoothK2, "cosent_translated_relu_cos": TranslatedReLU}
-
+#: The losses on ``cos(u, v)`` alone (kind ``pair``), by base name.
 PAIR_LOSSES = {"cosent": CoSENT, "cosine_mse": CosineMSE}
-STAGE2_LOSSES = (*HEAD_LOSSES, *PAIR_LOSSES, "contrastive", *COSINE_BUFFER_LOSSES, *JOINT_LOSSES, *COSENT_BUFFER_LOSSES)
 
 
 class Objective(nn.Module):
@@ -52,23 +39,23 @@ class Objective(nn.Module):
         super().__init__()
         if name not in STAGE2_LOSSES:
             raise ValueError(f"unknown stage-2 loss {name!r}; choose from {sorted(STAGE2_LOSSES)}")
-        self.name, self.min_label = name, min_label
-        if name in HEAD_LOSSES:
-            self.kind, self.loss = "head", build_head_loss(name, x0, k, zero_negative)
-        elif name in PAIR_LOSSES:
-            self.kind, self.loss = "pair", PAIR_LOSSES[name]()
-        elif name in COSINE_BUFFER_LOSSES:
-            base = COSINE_BUFFER_LOSSES[name](x0=x0, k=k, zero_negative=zero_negative)
-            self.kind, self.loss = "cosine", AffineCosine(base, cos_a, cos_b)
-        elif name in COSENT_BUFFER_LOSSES:
-            cosine = AffineCosine(COSENT_BUFFER_LOSSES[name](x0=x0, k=k, zero_negative=zero_negative), cos_a, cos_b)
-            self.kind, self.loss = "cosine", CoSENTPlusCosine(CoSENT(), cosine, joint_lambda)
-        elif name in JOINT_LOSSES:
-            cls = JOINT_LOSSES[name]
-            cosine = AffineCosine(cls(x0=x0, k=k, zero_negative=zero_negative), cos_a, cos_b)
-            self.kind, self.loss = "joint", Joint(cls(x0=x0, k=k, zero_negative=zero_negative), cosine, joint_lambda)
+        spec = LOSSES[name]
+        self.name, self.min_label, self.kind = name, min_label, spec.kind
+
+        def base():
+            return build_head_loss(spec.base, x0, k, zero_negative)
+
+        if spec.kind == "head":
+            self.loss = base()
+        elif spec.kind == "pair":
+            self.loss = PAIR_LOSSES[spec.base]()
+        elif spec.kind == "cosine":
+            cosine = AffineCosine(base(), cos_a, cos_b)
+            self.loss = CoSENTPlusCosine(CoSENT(), cosine, joint_lambda) if spec.plus_cosent else cosine
+        elif spec.kind == "joint":
+            self.loss = Joint(base(), AffineCosine(base(), cos_a, cos_b), joint_lambda)
         else:
-            self.kind, self.loss = "contrastive", InBatchContrastive(temperature)
+            self.loss = InBatchContrastive(temperature)
 
     @classmethod
     def from_params(cls, p) -> "Objective":
