@@ -26,6 +26,7 @@ from stsreg.experiments.baselines import experiment, baselines_table, retrieval
 from stsreg.infra.codehash import code_hash
 from stsreg.infra.config import Params, load_params
 from stsreg.infra.hashing import fingerprint, sha256_file
+from stsreg.product.precision import cache_name
 
 EXPERIMENT = "stsreg-baselines"
 #: The code one system's run executes; config.py is left out (the resolved values are in the key).
@@ -36,6 +37,7 @@ def system_fingerprint(params: Params, name: str, sts_sha: str, nli_sha: str) ->
     """The settings the system reads, seed, data and code: a rerun reuses a finished system only if all are
     unchanged (a setting that only other systems read does not rerun it)."""
     parts = {"system": name, "seed": params.seed, "settings": experiment.settings(params, name),
+             "precision": cache_name(params.model.precision),
              "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha,
              "code": code_hash(ROW_CODE, exclude=("stsreg.infra.config",))}
     if experiment.SYSTEMS[name].uses_nli:

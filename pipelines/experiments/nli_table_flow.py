@@ -24,6 +24,7 @@ from stsreg.experiments import nli_table, run_folders, run_tables
 from stsreg.infra.codehash import code_hash
 from stsreg.infra.config import Params, load_params
 from stsreg.infra.hashing import fingerprint, sha256_file
+from stsreg.product.precision import cache_name
 from stsreg.product.runners.eval_runner import run_evaluate
 
 EXPERIMENT = "stsreg-nli-table"
@@ -34,6 +35,7 @@ ROW_CODE = ("stsreg.experiments.nli_table", "stsreg.product.runners.eval_runner"
 def row_fingerprint(params: Params, name: str, seed: int, nli_sha: str, sts_sha: str) -> str:
     """Settings, seed, data and code of one row: a rerun reuses a finished row only if all are unchanged."""
     parts = {"objective": name, "seed": seed, "model": dataclasses.asdict(params.model),
+             "precision": cache_name(params.model.precision),
              "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha,
              "code": code_hash(ROW_CODE, exclude=("stsreg.infra.config",))}
     if nli_table.KINDS[name] is not None:

@@ -74,3 +74,29 @@ def test_bf16_training_keeps_fp32_weights_and_learns(tiny_backbone, tmp_path):
     card.write_text(json.dumps({**json.loads(card.read_text()), "precision": "bf16"}))
     assert SiameseRegressor.load(tmp_path / "out", precision="fp32").amp_dtype is None
     assert SiameseRegressor.load(tmp_path / "out", precision="bf16").amp_dtype is torch.bfloat16
+
+
+def test_cached_runs_are_keyed_by_the_precision_auto_resolves_to(monkeypatch, tmp_path):
+    # a bf16 run is never reused by an fp32 one, and `auto` is keyed by what it resolves to on this machine
+    import dataclasses
+
+    from stsreg.experiments import compare
+    from stsreg.infra.config import Params
+    from stsreg.product import precision as prec
+
+    nli = tmp_path / "nli.parquet"
+    nli.write_bytes(b"table")
+
+    def keys(mode: str) -> tuple[str, str]:
+        p = Params()
+        p = dataclasses.replace(p, model=dataclasses.replace(p.model, precision=mode))
+        return compare.run_fingerprint(p, "ours", 42, "sts", "nli"), compare.stage1_key(p, nli)
+
+    monkeypatch.setattr(prec, "native_bf16", lambda device: True)
+    assert prec.cache_name("auto") == "bf16"
+    auto_on_bf16 = keys("auto")
+    monkeypatch.setattr(prec, "native_bf16", lambda device: False)
+    assert prec.cache_name("auto") == "fp32"
+    auto_on_fp32 = keys("auto")
+    assert auto_on_bf16[0] != auto_on_fp32[0] and auto_on_bf16[1] != auto_on_fp32[1]
+    assert keys("fp32") != keys("bf16")

@@ -13,14 +13,12 @@ resumes from its checkpoint), ``results.md``/``trials.csv``/``best.json``/``dev_
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
-from stsreg.experiments import backbone_compare
+from stsreg.experiments import backbone_compare, compare
 from stsreg.infra import atomic
 from stsreg.infra.config import Params
-from stsreg.infra.hashing import fingerprint, sha256_file
 
 ROOT = Path("reports/search_backbones")
 #: The DVC stage (a ``foreach`` over :data:`SETTINGS` in dvc.yaml) and the modules it runs.
@@ -58,14 +56,9 @@ def resolved(params: Params, backbone: str, sets: dict[str, Any]) -> Params:
 
 
 def stage1_folder(params: Params, nli_path: Path) -> Path:
-    """The stage-1 model the backbone's comparison keeps for ``params.seed`` (``runs/_stage1-<seed>-<key>``).
-
-    The key is :func:`stsreg.experiments.compare.train_method`'s, written out again on purpose: compare.py is in every
-    comparison row's fingerprint, so moving it into a shared function would retrain every finished row
-    (tests/flows/test_backbone_search.py checks that the two name the same folder)."""
-    key = fingerprint([dataclasses.asdict(params.stage1), dataclasses.asdict(params.model), sha256_file(nli_path)],
-                      length=12)
-    return backbone_compare.folder(params.model.backbone) / "runs" / f"_stage1-{params.seed}-{key}"
+    """The stage-1 model the backbone's comparison keeps for ``params.seed`` (``runs/_stage1-<seed>-<key>``, the key
+    :func:`stsreg.experiments.compare.stage1_key`)."""
+    return backbone_compare.folder(params.model.backbone) / "runs" / f"_stage1-{params.seed}-{compare.stage1_key(params, nli_path)}"
 
 
 def prepare(params: Params, out: Path, nli_path: Path = Path("data/prepared/nli_train.parquet")) -> Path:

@@ -42,6 +42,7 @@ import pandas as pd
 from stsreg.infra.codehash import code_hash
 from stsreg.infra.hashing import fingerprint, sha256_file
 from stsreg.infra.config import Params
+from stsreg.product.precision import cache_name
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +81,17 @@ def starts_from_stage1(params: Params, method: str) -> bool:
     return METHODS[method]["init"] == "stage1" or params.stage1.encoder.objective != "none"
 
 
+def stage1_key(params: Params, nli_path: Path) -> str:
+    """The key of the stage-1 model a comparison keeps per seed (``runs/_stage1-<seed>-<key>``): the stage-1 and
+    model settings, the NLI table, the resolved precision."""
+    return fingerprint([dataclasses.asdict(params.stage1), dataclasses.asdict(params.model), sha256_file(nli_path),
+                        cache_name(params.model.precision)], length=12)
+
+
 def run_fingerprint(params: Params, method: str, seed: int, sts_sha: str, nli_sha: str) -> str:
     """Settings, seed, data and code of one run: a rerun reuses a finished run only if all four are unchanged."""
     parts = {"method": method, "spec": METHODS[method], "seed": seed, "model": dataclasses.asdict(params.model),
-             "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha, "code": code_hash(RUN_CODE, exclude=RUN_CODE_EXCLUDE)}
+             "precision": cache_name(params.model.precision), "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha, "code": code_hash(RUN_CODE, exclude=RUN_CODE_EXCLUDE)}
     if METHODS[method] is not None:
         parts["stage2"] = dataclasses.asdict(stage2_for(params, method))
         if starts_from_stage1(params, method):
@@ -109,8 +117,7 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
         return Path(resolve_backbone(params.model.backbone))
     p = dataclasses.replace(params, seed=seed)
     if starts_from_stage1(p, method):
-        key = fingerprint([dataclasses.asdict(p.stage1), dataclasses.asdict(p.model), sha256_file(nli_path)], length=12)
-        stage1_dir = work.parent / f"_stage1-{seed}-{key}"
+        stage1_dir = work.parent / f"_stage1-{seed}-{stage1_key(p, nli_path)}"
         if not (stage1_dir / "training_summary.json").exists():
             run_stage1(p, nli_path, stage1_dir, cache_dir, ckpt_dir=stage1_dir.with_name(stage1_dir.name + "-checkpoints"))
         model = SiameseRegressor.load(stage1_dir, precision=params.model.precision)

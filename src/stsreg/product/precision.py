@@ -97,6 +97,18 @@ def resolve(mode: str, device: torch.device, embed=None, tokenize=None) -> torch
     return torch.bfloat16
 
 
+def cache_name(mode: str, device: torch.device | None = None) -> str:
+    """What ``mode`` resolves to on ``device`` (default: this process's), without a model: ``fp32`` or ``bf16``;
+    ``auto`` names bf16 where the device computes it natively. The key of cached runs and models, so that a folder
+    trained in bf16 is never reused by an fp32 run or the reverse (``auto``'s probe, which may still keep fp32 for a
+    model whose embeddings drift, needs the model; a run keyed ``bf16`` then holds fp32 results, never the reverse)."""
+    if mode != "auto":
+        return mode
+    from stsreg.infra.runtime import resolve_device
+
+    return "bf16" if native_bf16(device or resolve_device()) else "fp32"
+
+
 def describe(dtype: torch.dtype | None) -> str:
     """The resolved precision as a params-style name: ``bf16`` or ``fp32``."""
     return "bf16" if dtype == torch.bfloat16 else "fp32"
