@@ -22,7 +22,7 @@ TINY = {
     "prepare": {"max_rejected_fraction": 1.0, "nli_train": ["snli/dev", "snli/test", "snli_cad/train", "mnli/dev_matched"]},
     "stage1": {"epochs": 1},
     "stage2": {"batch_size": 8, "eval_every": 4, "checkpoint_every": 100, "lr": 1e-3, "contrastive_min_label": 4.0},
-    "evaluate": {"max_length": 16, "n_resamples": 50},
+    "evaluate": {"max_length": 24, "n_resamples": 50},  # unlike model.max_length: the served folder records this one
     "compare": {"epochs": 1},
     "nli_table": {"max_pairs": 24, "batch_size": 8},
     "baselines": {"max_length": 16, "max_train_pairs": 48, "epochs": 1, "batch_size": 8, "eval_every": 4,
@@ -36,6 +36,18 @@ NLI_OBJECTIVES = ("softmax", "mse", "l1", "translated_relu", "smooth_k2", "tripl
 #: Baseline systems, one per family that trains: self-trained word vectors, a recurrent encoder, a cross-encoder,
 #: a bi-encoder.
 BASELINE_SYSTEMS = ("word2vec_skipgram", "gru", "cross_linear", "sbert")
+
+
+#: A table of the user's as a spreadsheet exports it: UTF-8 BOM, CRLF, RFC 4180 quoting (a quoted tab-free comma, a
+#: doubled quote, a line break inside a field), a 0-100 scale, splits by hash; one row with no score (rejected).
+USER_TABLE = {"name": "support", "file": "data/tables/support.csv", "scale": [0, 100], "d": 10}
+USER_FILE = ("\ufeffsentence1,sentence2,score\r\n"
+             + "".join(f'"a {a} plays, the {b}","the {b} is ""played"" by {a}",{(i * 10) % 110}\r\n'
+                       for i, (a, b) in enumerate((a, b) for a in ("man", "woman", "child", "dog", "cat", "sad", "happy",
+                                                                   "red", "blue", "fast", "slow", "music")
+                                                  for b in ("guitar", "music", "ball", "car", "food", "park", "sofa",
+                                                            "dog", "cat", "woman")))
+             + '"a child\r\neats food",the child eats,70\r\nno score here,none,\r\n').encode("utf-8")
 
 
 @dataclasses.dataclass
@@ -63,6 +75,9 @@ def setup(root: Path) -> Golden:
         assert not unknown, f"golden TINY names {section}.{sorted(unknown)}, which params.yaml does not have"
         raw[section].update(values)
     raw["model"]["backbone"] = g.backbone
+    raw["prepare"]["sts_tables"].append(USER_TABLE)
+    (root / "data/tables").mkdir(parents=True)
+    (root / USER_TABLE["file"]).write_bytes(USER_FILE)
     raw["baselines"]["backbone"] = g.backbone
     g.params = parse_params(raw, "golden params")
     train = tiny_sts(64, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(64),
@@ -95,11 +110,14 @@ def stage1(g: Golden) -> dict:
 
 
 def stage2(g: Golden) -> dict:
-    """Stage 2 (the production loss) from stage 1's folder, selected on the dev split."""
+    """Stage 2 (the production loss) from stage 1's folder, selected on the dev split, published as the stage does
+    (its card, the sentence-transformers files, the evaluation's truncation length)."""
+    from pipelines.product.stage2_flow import publish
     from stsreg.product.runners.stage2_runner import run_stage2
 
-    run_stage2(g.params, g.path("sts.parquet"), g.path("models/stage1"), g.path("models/stage2"),
-               g.path("checkpoints/stage2"))
+    summary = run_stage2(g.params, g.path("sts.parquet"), g.path("models/stage1"), g.path("models/stage2"),
+                         g.path("checkpoints/stage2"))
+    publish(g.params, g.path("models/stage2"), summary)
     return digest.of_tree(g.path("models/stage2"), g.root)
 
 
@@ -115,16 +133,20 @@ SENTENCES = ["a man plays the guitar", "the dog runs in the park", "a child eats
 
 
 def export(g: Golden) -> dict:
-    """The served encodings: torch, ONNX fp32 and ONNX int8 (exported from stage 2's folder) on fixed sentences,
-    and the served pair scores."""
+    """The registered folder as register packages it (ONNX fp32 / int8 exports judged against torch on the
+    evaluation pairs), and the served encodings and pair scores of each backend on fixed sentences."""
+    import json
+
     import torch
 
     from stsreg.product import export as ex
     from stsreg.product.model import SiameseRegressor
+    from stsreg.product.packaging import package
 
-    folder = g.path("models/stage2")
-    ex.export_onnx(folder, int8=True)
-    out = {}
+    folder = g.path("registered")
+    package(g.params, g.path("models/stage2"), folder, g.path("sts.parquet"),
+            json.loads(g.path("eval/metrics.json").read_text()))
+    out = {k: v for k, v in digest.of_tree(folder, g.root).items() if not k.endswith(".onnx")}
     for backend in ("torch", "onnx", "onnx-int8"):
         model = ex.use_backend(SiameseRegressor.load(folder, precision="fp32"), backend, folder, threads=1)
         with torch.no_grad():
