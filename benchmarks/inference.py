@@ -1,7 +1,7 @@
 """Inference benchmark (``make bench-inference``, part of ``make bench``): every way to run the champion's encoder.
 
 Rows, each at the same thread count, on one model folder (default: the registered champion, exports included):
-torch fp32, torch bf16 autocast, ONNX fp32, ONNX int8 (:mod:`stsreg.product.export`), and sentence-transformers'
+torch fp32, torch bf16 autocast, ONNX fp32, ONNX int8 (:mod:`stsreg.product.serving.export`), and sentence-transformers'
 ``SentenceTransformer.encode`` of the same folder in fp32 and in bf16 autocast. Per row and text set:
 
 - throughput: sentences/s at batch 64, the texts sorted by length as every encoder here batches them (median of
@@ -12,7 +12,7 @@ torch fp32, torch bf16 autocast, ONNX fp32, ONNX int8 (:mod:`stsreg.product.expo
 
 Text sets: *short* = the distinct STS-B test sentences; *long* = those sentences joined in order into passages
 of at least 128 tokens (truncated at the model's maximum length). Then the served latency: ``stsreg serve``'s app
-(:func:`stsreg.product.serve.build_app`, called in-process through a test client, MLflow's scoring included) answering
+(:func:`stsreg.product.serving.serve.build_app`, called in-process through a test client, MLflow's scoring included) answering
 one pair per request, backend torch fp32 (what was served before backends existed) against ``auto``.
 
 Writes ``reports/benchmarks-inference.{md,json}`` (``--device cuda``: ``-cuda``; torch rows on the GPU, the ONNX rows
@@ -73,7 +73,7 @@ NO_BF16 = "no native bf16 on this CPU: autocast would emulate it; `precision: au
 
 def rows(folder: Path, device: str, threads: int) -> dict:
     """name -> an object with ``encode(sentences, batch_size, show_progress)`` (bf16 rows only where bf16 is native)."""
-    from stsreg.product import export
+    from stsreg.product.serving import export
     from stsreg.product.model import SiameseRegressor
     from stsreg.product.precision import native_bf16
 
@@ -127,7 +127,7 @@ def served(model_uri: str, n: int) -> dict:
     from starlette.testclient import TestClient
 
     from stsreg.infra import tracking
-    from stsreg.product.serve import build_app, resolve
+    from stsreg.product.serving.serve import build_app, resolve
 
     uri = tracking.tracking_uri()
     source = resolve(model_uri, uri)
@@ -153,7 +153,7 @@ def champion_folder(model_uri: str, dst: Path) -> Path:
     """The registered model's folder (weights, exports, backends.json)."""
     from stsreg.infra import tracking
     from stsreg.product import registry
-    from stsreg.product.serve import resolve
+    from stsreg.product.serving.serve import resolve
 
     uri = tracking.tracking_uri()
     run_id = resolve(model_uri, uri).split("/")[1]
@@ -161,7 +161,7 @@ def champion_folder(model_uri: str, dst: Path) -> Path:
 
 
 def run(folder: Path, sts_path: Path, device: str, threads: int, repeats: int, latency_n: int) -> dict:
-    from stsreg.product import export
+    from stsreg.product.serving import export
 
     torch.set_num_threads(threads)
     models = rows(folder, device, threads)

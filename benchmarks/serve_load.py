@@ -142,7 +142,7 @@ def raw_row(folder: Path, backend: str, sets: dict, threads: int, n: int = 200) 
     """The encoder alone on ``backend``: batch-1 pair latency and pairs/s at 64 pairs per call (run in a subprocess)."""
     import torch
 
-    from stsreg.product import export
+    from stsreg.product.serving import export
     from stsreg.product.model import SiameseRegressor
     from stsreg.product.sts_eval import cosine_scores
 
@@ -169,7 +169,7 @@ def raw_row(folder: Path, backend: str, sets: dict, threads: int, n: int = 200) 
 
 def _servers(a, folder: Path, sets: dict, work: Path) -> list[tuple[str, object]]:
     """(name, measure) of every server row: stsreg serve per backend and auto, mlflow models serve, the ST server."""
-    from stsreg.product import export
+    from stsreg.product.serving import export
 
     pair = lambda p: {"dataframe_records": [{"sentence1": p[0], "sentence2": p[1]}]}  # noqa: E731
     stsreg = os.path.join(os.path.dirname(sys.executable), "stsreg")
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="reports/benchmarks-serve")
     ap.add_argument("--raw", nargs=2, metavar=("FOLDER", "BACKEND"), help=argparse.SUPPRESS)  # the raw row's process
     a = ap.parse_args(argv)
-    from stsreg.product import export
+    from stsreg.product.serving import export
     from stsreg.product.model import SiameseRegressor
 
     work = Path("cache/benchmarks-serve")  # the champion's folder, server logs, the rows measured so far

@@ -1,4 +1,4 @@
-"""Batch embedding on Prefect workers: ``stsreg-encode`` cuts a corpus into chunks (:mod:`stsreg.product.batch_encode`)
+"""Batch embedding on Prefect workers: ``stsreg-encode`` cuts a corpus into chunks (:mod:`stsreg.product.serving.batch_encode`)
 and hands groups of them to ``stsreg-encode-chunks`` flow runs on a work pool; the workers share the output's parts
 folder (one machine, or a shared mount), the parent assembles the output once every chunk is there.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from prefect import flow
 
-from stsreg.product import batch_encode
+from stsreg.product.serving import batch_encode
 
 DEPLOYMENT = "stsreg-encode-chunks/pool"
 
@@ -57,7 +57,7 @@ def encode_flow(corpus: str, out: str, model: str = "models:/sts-regression@cham
                 column: str | None = None, chunk_size: int = 10_000, batch_size: int = 64, threads: int = 0,
                 groups: int = 2, deployment: str | None = DEPLOYMENT, timeout_s: float = 24 * 3600) -> dict:
     """Prepare, fan the missing chunks out in ``groups`` flow runs of ``deployment``, wait, assemble; returns the
-    summary of :func:`stsreg.product.batch_encode.encode_corpus` plus ``workers`` (who encoded how many chunks)."""
+    summary of :func:`stsreg.product.serving.batch_encode.encode_corpus` plus ``workers`` (who encoded how many chunks)."""
     from prefect.deployments import run_deployment
     from prefect.flow_runs import wait_for_flow_run
     from prefect.utilities.asyncutils import run_coro_as_sync

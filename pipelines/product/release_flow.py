@@ -78,12 +78,12 @@ def params_hash(params_path: str) -> str:
 @task(name="register")
 def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: list[str], out_path: str,
                   sts_path: str = "data/prepared/sts.parquet") -> dict:
-    """Package ``model_dir`` (:func:`stsreg.product.packaging.package`: the evaluated length, ONNX exports scored on
+    """Package ``model_dir`` (:func:`stsreg.product.serving.packaging.package`: the evaluated length, ONNX exports scored on
     ``sts_path``'s evaluation pairs), log and register it with its model card; the version to ``out_path``, the card
     (``model_card.md``) and the backends' verdicts (``backends.json``) beside it."""
     import tempfile
 
-    from stsreg.product import packaging
+    from stsreg.product.serving import packaging
 
     run_id = json.loads((Path(eval_dir) / "mlflow_run.json").read_text())["run_id"]
     metrics = json.loads((Path(eval_dir) / "metrics.json").read_text())

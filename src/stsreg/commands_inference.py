@@ -34,7 +34,7 @@ def _serve_settings(args: argparse.Namespace) -> dict:
 
 
 def _start_line(args, source: str, uri: str, info: dict, settings: dict) -> str:
-    from stsreg.product.export import describe_rates
+    from stsreg.product.serving.export import describe_rates
 
     measured = describe_rates(info.get("backends_measured", {}))
     (backend, backend_from), (precision, _), (scale, scale_from) = settings["backend"], settings["precision"], settings["scale"]
@@ -55,7 +55,7 @@ def _start_line(args, source: str, uri: str, info: dict, settings: dict) -> str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from stsreg.infra import tracking
-    from stsreg.product import serve
+    from stsreg.product.serving import serve
 
     uri = tracking.tracking_uri()
     source = serve.resolve(args.model_uri, uri)  # a missing store, server or alias stops here, in one line
@@ -80,7 +80,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    from stsreg.product import batch_encode
+    from stsreg.product.serving import batch_encode
 
     model, backend, model_id = batch_encode.load_model(args.model, args.backend, args.threads)
     job = batch_encode.Job(Path(args.input), Path(args.out), model, model_id, backend, args.column, args.chunk_size,

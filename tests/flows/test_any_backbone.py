@@ -23,7 +23,7 @@ def test_another_architecture_trains_evaluates_exports_and_loads(arch, harness, 
     from pipelines.product.stage1_flow import stage1_flow
     from pipelines.product.stage2_flow import stage2_flow
     from stsreg.infra.config import load_params
-    from stsreg.product import export
+    from stsreg.product.serving import export
     from stsreg.product.model import SiameseRegressor
     from stsreg.product.runners.eval_runner import run_evaluate
 

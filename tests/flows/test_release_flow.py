@@ -19,7 +19,7 @@ import torch
 import yaml
 
 from stsreg.infra.config import Stage2Params
-from stsreg.product import export
+from stsreg.product.serving import export
 from stsreg.product.model import SiameseRegressor
 from tests.helpers.training import fine_tune_params as fine_tune
 from tests.conftest import REPO, free_port, tiny_eval_table, tiny_sts
@@ -195,7 +195,7 @@ def test_served_precision_is_a_setting_printed_at_start_and_answered_at_metadata
     import torch
 
     from stsreg.product.precision import native_bf16
-    from stsreg.product.serve import build_app, resolve
+    from stsreg.product.serving.serve import build_app, resolve
 
     work, uri, _, _ = registry
     meta = requests.get(server + "/metadata", timeout=30).json()
@@ -217,7 +217,7 @@ def test_served_score_is_given_on_the_declared_scale(server, registry):
     import mlflow.pyfunc
     import pandas as pd
 
-    from stsreg.product.serve import build_app, resolve
+    from stsreg.product.serving.serve import build_app, resolve
 
     work, uri, _, _ = registry
     assert requests.get(server + "/metadata", timeout=30).json()["score_scale"] == [0.0, 5.0]
@@ -298,7 +298,7 @@ def test_each_backend_serves_the_readme_requests(registry):
     from starlette.testclient import TestClient
 
     from stsreg.infra.errors import InputError
-    from stsreg.product.serve import build_app, resolve
+    from stsreg.product.serving.serve import build_app, resolve
 
     work, uri, _, c = registry
     source = resolve(f"models:/{NAME}@champion", uri)

@@ -139,9 +139,9 @@ def export(g: Golden) -> dict:
 
     import torch
 
-    from stsreg.product import export as ex
+    from stsreg.product.serving import export as ex
     from stsreg.product.model import SiameseRegressor
-    from stsreg.product.packaging import package
+    from stsreg.product.serving.packaging import package
 
     folder = g.path("registered")
     package(g.params, g.path("models/stage2"), folder, g.path("sts.parquet"),

@@ -24,7 +24,7 @@ def test_two_workers_share_one_corpus(tiny_backbone, tmp_path, monkeypatch):
     from pipelines.product.encode_flow import encode_flow
     from stsreg.infra import local_servers
     from stsreg.infra.config import ScheduleParams
-    from stsreg.product import batch_encode, export
+    from stsreg.product.serving import batch_encode, export
     from stsreg.product.model import SiameseRegressor
 
     project = tiny_project(tmp_path, tiny_backbone)

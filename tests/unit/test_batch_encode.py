@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stsreg.product import export
+from stsreg.product.serving import export
 from stsreg.product.model import SiameseRegressor
 from tests.conftest import TINY_WORDS
 from tests.helpers.doc_commands import ENCODE

@@ -40,7 +40,7 @@ def test_an_export_prints_none_of_the_third_party_advice(tiny_backbone, tmp_path
     run; they are dropped where they are raised, other warnings still show."""
     import warnings
 
-    from stsreg.product import export
+    from stsreg.product.serving import export
     from stsreg.product.model import SiameseRegressor
 
     SiameseRegressor.from_pretrained(tiny_backbone, max_length=16).save(tmp_path / "m")

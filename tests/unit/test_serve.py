@@ -3,7 +3,7 @@
 import asyncio
 import json
 
-from stsreg.product.serve import RequestGuard, json_depth
+from stsreg.product.serving.serve import RequestGuard, json_depth
 
 
 def test_json_depth_counts_brackets_outside_strings():

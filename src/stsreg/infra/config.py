@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from stsreg.infra import loss_specs, public_tables
+from stsreg.infra.scales import internal_gap, valid_scale
 from stsreg.infra.errors import ParamsError
 
 #: Environment variable that overrides ``fetch.mirror`` (a folder holding the raw files).
@@ -135,8 +136,7 @@ class StsTableSource:
 
     def internal_gap(self) -> float:
         """``d`` on the 0-5 scale the losses use (``scale`` a valid [lo, hi])."""
-        lo, hi = self.scale
-        return self.d * 5.0 / (hi - lo) if self.rescale else self.d
+        return internal_gap(self.d, self.scale, self.rescale)
 
 
 #: The public tables, the default of ``prepare.sts_tables``, with the facts :data:`stsreg.infra.public_tables.PUBLIC`
@@ -572,11 +572,6 @@ def _check(value: Any, meta: Mapping) -> str:
         if key in meta and not ok(value, meta[key]):
             return f"expected a value {word} {meta[key]}"
     return ""
-
-
-def valid_scale(scale) -> bool:
-    """Whether ``scale`` is ``[lo, hi]`` with ``lo < hi`` (a table's annotation scale, the served scale)."""
-    return len(scale) == 2 and scale[0] < scale[1]
 
 
 #: The buffer of Translated ReLU / Smooth K2 (``x0``, a half-width on the label scale) against ``d``, the gap between

@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 
 from stsreg.infra.errors import InputError
+from stsreg.infra.scales import INTERNAL
 
 PREPARED = "data/prepared"
 
@@ -62,8 +63,6 @@ def sts_table_problem(path: str) -> str:
     return ""
 
 
-#: The internal score scale every prepared table is on (``prepare`` maps each table's declared scale to it).
-INTERNAL = (0.0, 5.0)
 
 
 def sts_content_problems(path: str, train_tables: tuple[str, ...], dev_table: str) -> list[str]:

@@ -137,7 +137,7 @@ def render(params: Params, model_dir: Path, metrics: dict, table_md: str, git_co
            backends: dict[str, dict] | None = None) -> str:
     """The registered version's card. ``metrics``: the evaluation's ``metrics.json`` (Spearman x100,
     ``*_low``/``*_high`` the 95% bootstrap interval); ``table_md``: its ``table.md`` (the 7 tasks, both test views);
-    ``backends``: the exports' verdicts (:func:`stsreg.product.packaging.package`)."""
+    ``backends``: the exports' verdicts (:func:`stsreg.product.serving.packaging.package`)."""
     head, config, dim, base = _head(params, model_dir)
     lines = [
         *head,

@@ -82,11 +82,11 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
         self.set_backend(config.get("backend", "auto"), int(config.get("threads", 0)))
 
     def set_backend(self, backend: str, threads: int = 0) -> None:
-        """Run the encoder on ``backend`` (torch | onnx | onnx-int8 | auto: :func:`stsreg.product.export.choose`) with
+        """Run the encoder on ``backend`` (torch | onnx | onnx-int8 | auto: :func:`stsreg.product.serving.export.choose`) with
         ``threads`` intra-op threads (0: the library's default). A backend the version may not serve (no export, or
         kept out by its quality at registration) is refused with the reason."""
         from stsreg.infra.errors import InputError
-        from stsreg.product import export
+        from stsreg.product.serving import export
 
         if (backend, threads) == self._setting:
             return  # already running it (auto: measured once)
@@ -105,7 +105,7 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
 
     def set_scale(self, lo: float, hi: float) -> None:
         """Give the served ``score`` on [lo, hi] from now on (the model's 0-5 score mapped linearly)."""
-        from stsreg.infra.config import valid_scale
+        from stsreg.infra.scales import valid_scale
 
         if not valid_scale((lo, hi)):  # the one rule of a scale, as params.yaml's serve.scale is checked
             raise ValueError(f"a scale needs lo < hi, got [{lo}, {hi}]")
@@ -122,7 +122,7 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
         maximum sequence length (``stsreg serve`` prints it and answers it at ``GET /metadata``)."""
         from stsreg.product.precision import describe
 
-        from stsreg.product import export
+        from stsreg.product.serving import export
 
         computed = "int8 weights, fp32 activations" if self.backend == "onnx-int8" else describe(self.model.amp_dtype)
         return {"precision_setting": self.model.precision, "precision": computed,
@@ -133,7 +133,7 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
                 "backends": export.read_quality(self.model_dir)}
 
     def predict(self, context, model_input, params=None):
-        from stsreg.product.data.user_tables import from_internal
+        from stsreg.infra.scales import from_internal
         from stsreg.product.sts_eval import score_pairs
 
         kind, pairs = validate_request(model_input, self.max_pairs)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from stsreg.infra.config import TABLES_DIR, StsTableColumns, StsTableSource, valid_scale
+from stsreg.infra.config import TABLES_DIR, StsTableColumns, StsTableSource
+from stsreg.infra.scales import from_internal, valid_scale
 from stsreg.infra.errors import InputError
 from stsreg.product.data import user_tables
 
@@ -92,7 +93,7 @@ def check(file: str, sentence1: str, sentence2: str, score: str, split: str = ""
     if len(rejects):
         lines.append("first rejects (line: reason):")
         lines += [f"  {r.line}: {r.reason}" for r in rejects.head(5).itertuples()]
-    on_scale = user_tables.from_internal(kept.score, table.scale)  # back on the file's scale, for the histogram
+    on_scale = from_internal(kept.score, table.scale)  # back on the file's scale, for the histogram
     lines += [f"scores on the scale [{table.scale[0]:g}, {table.scale[1]:g}] (d = {table.d:g}"
               f"{': ' + why_d if why_d else ''}; mapped to 0-5 for training):", histogram(on_scale.to_numpy(), table.scale)]
     return "\n".join(lines + _entry(table, path, read.dialect, x0))

@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from stsreg.infra import atomic
+from stsreg.infra import atomic, scales
 from stsreg.infra.config import Params, StsTableSource
 from stsreg.product.data import leakage, user_tables
 from stsreg.product.data.catalogue import Part, all_nli_entries, nli_parts, sts_parts
@@ -117,7 +117,7 @@ def load_part(part: Part, raw_root: Path, duplicate_pairs: str, table: StsTableS
     if part.kind == "nli":
         kept["label"] = kept["label"].map(NLI_LABELS).astype("int8")
     else:
-        kept["score"] = user_tables.to_internal(kept["score"], table.scale, table.rescale)
+        kept["score"] = scales.to_internal(kept["score"], table.scale, table.rescale)
     counts = {"read": len(df) + len(parsed.rejects), "kept": len(kept), "rejected": len(rejects),
               "duplicate_pairs": int((duplicate & ~bad).sum()), "unscored_skipped": parsed.skipped, **normalised}
     return kept, rejects[REJECT_COLUMNS], duplicates, counts

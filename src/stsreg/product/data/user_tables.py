@@ -30,12 +30,11 @@ import pandas as pd
 from stsreg.infra.config import StsTableSource
 from stsreg.infra.errors import InputError
 from stsreg.infra.hashing import sha256_file
+from stsreg.infra.scales import to_internal
 from stsreg.product.data.table_files import FORMATS, TableFile, read_frame  # noqa: F401 (FORMATS: the formats read)
 
 log = logging.getLogger(__name__)
 
-#: The internal scale every table's scores are mapped to (the public tables' 0-5).
-INTERNAL = (0.0, 5.0)
 #: A dev or test split needs this many pairs for a Spearman worth reporting.
 MIN_SPLIT_PAIRS = 10
 SPLITS = ("train", "dev", "test")
@@ -52,21 +51,6 @@ def hash_split(sentence1: pd.Series, sentence2: pd.Series, dev_fraction: float, 
     h = pair_hash(sentence1, sentence2)
     return pd.Series(np.where(h < test_fraction, "test", np.where(h < test_fraction + dev_fraction, "dev", "train")),
                      index=sentence1.index)
-
-
-def to_internal(score: pd.Series, scale: tuple[float, float], rescale: bool = True) -> pd.Series:
-    """Scores on ``scale`` -> the 0-5 scale (linear); unchanged where ``scale`` is 0-5 already or ``rescale`` is false
-    (a scale inside 0-5 kept as annotated: SICK-R's 1-5)."""
-    if not rescale or tuple(scale) == INTERNAL:
-        return score
-    lo, hi = scale
-    return (score - lo) * (INTERNAL[1] - INTERNAL[0]) / (hi - lo) + INTERNAL[0]
-
-
-def from_internal(score, scale: tuple[float, float]):
-    """Scores on the 0-5 scale -> ``scale`` (the inverse of :func:`to_internal`; the served score's map)."""
-    lo, hi = scale
-    return (score - INTERNAL[0]) * (hi - lo) / (INTERNAL[1] - INTERNAL[0]) + lo
 
 
 #: Common annotation scales: what a file's scores are said to look like, and what `stsreg data check` proposes.

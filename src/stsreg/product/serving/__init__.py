@@ -7,5 +7,11 @@
 - :mod:`.served`: the loaded version (its model on its backend, scale, identity) and the registry poll that swaps in a
   new champion when its alias moves;
 - :mod:`.prometheus`: Prometheus counters and histograms (requests, latency, batch size, queue wait, what is served);
-- :mod:`.app`: the ASGI app that answers on all of them.
+- :mod:`.app`: the ASGI app that answers on all of them;
+- :mod:`.serve`: ``stsreg serve``: which version an URI or alias means, its settings, the app built on it;
+- :mod:`.export`: the backends (torch, ONNX fp32, ONNX int8): export, load, time, choose, judge;
+- :mod:`.packaging`: the registered folder (exports judged against torch on the evaluation pairs);
+- :mod:`.batch_encode`: ``stsreg encode``, a large table embedded in resumable shards.
+
+The MLflow pyfunc class stays at :mod:`stsreg.product.pyfunc_model`: registered versions pickled it by that path.
 """

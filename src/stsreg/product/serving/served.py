@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from stsreg.product.serve import ALIAS_URI, alias_version
+from stsreg.product.serving.serve import ALIAS_URI, alias_version
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class Served:
 
     def pair_scores(self, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(n, d), (n, d) embeddings -> ((n,) cosine, (n,) score on the served scale)."""
-        from stsreg.product.data.user_tables import from_internal
+        from stsreg.infra.scales import from_internal
 
         with torch.no_grad():
             tu, tv = torch.from_numpy(u), torch.from_numpy(v)

@@ -187,14 +187,14 @@ def load_model(model: str, backend: str = "auto", threads: int = 0, tracking_uri
     written by stsreg is loaded as it is; any other name or path is a backbone (untrained head; torch)."""
     import tempfile
 
-    from stsreg.product import export
+    from stsreg.product.serving import export
     from stsreg.product.model import SiameseRegressor
 
     if model.startswith(("models:/", "runs:/")):
         import mlflow.artifacts
 
         from stsreg.infra import tracking
-        from stsreg.product.serve import resolve
+        from stsreg.product.serving.serve import resolve
 
         uri = tracking_uri or tracking.tracking_uri()
         local = Path(mlflow.artifacts.download_artifacts(artifact_uri=resolve(model, uri), tracking_uri=uri,

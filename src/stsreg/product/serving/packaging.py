@@ -6,7 +6,7 @@
   evaluation's ``max_length`` (``evaluate.max_length``), so the served model truncates where the scored one did;
 - **sentence-transformers' files**: ``config_sentence_transformers.json`` names the similarity function (cosine), so
   ``SentenceTransformer(folder).similarity`` is the score the card reports (the card itself is added at logging);
-- **exports** (:mod:`stsreg.product.export`): ONNX fp32 and int8, each scored on the evaluation's pairs (the 7 tasks
+- **exports** (:mod:`stsreg.product.serving.export`): ONNX fp32 and int8, each scored on the evaluation's pairs (the 7 tasks
   and every declared test table) and judged against torch's avg7 with ``serve.max_avg7_drop``; the verdicts go to
   ``onnx/backends.json`` (what serving reads) and to the version's tags (:func:`tags`).
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from stsreg.infra.config import Params
-from stsreg.product import export
+from stsreg.product.serving import export
 from stsreg.product.model_files import set_max_length, write_st_config
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ def score_backend(folder: Path, backend: str, pairs: pd.DataFrame, batch_size: i
 
 def package(params: Params, model_dir: Path, dst: Path, sts_path: Path, torch_metrics: dict) -> dict[str, dict]:
     """Copy ``model_dir`` to ``dst`` and make it the registered folder (module docstring); returns the backends'
-    verdicts (:func:`stsreg.product.export.judge`, plus each declared table's Spearman under ``tables``).
+    verdicts (:func:`stsreg.product.serving.export.judge`, plus each declared table's Spearman under ``tables``).
     ``torch_metrics``: the evaluation's ``metrics.json`` of ``model_dir`` (torch, ``evaluate.max_length``)."""
     from stsreg.product.sts_eval import eval_pairs, own_tasks
 
