@@ -27,7 +27,7 @@ def test_dvc_deps_equal_each_stages_import_closure():
         closure = {os.path.relpath(p, REPO) for p in codehash.import_closure(entries)}
         assert _code_deps(stage) == closure, (
             f"dvc.yaml stage {stage}: missing {sorted(closure - _code_deps(stage))}, "
-            f"not run by the stage {sorted(_code_deps(stage) - closure)}")
+            f"not run by the stage {sorted(_code_deps(stage) - closure)}; `python scripts/sync_dvc_deps.py` writes them")
 
 
 def test_closures_stay_narrow_so_a_change_reruns_only_what_it_can_change():
@@ -121,3 +121,20 @@ def test_the_backbone_comparison_stage_runs_every_declared_backbone_and_feeds_th
     for name in backbone_compare.SETTINGS:
         folder = backbone_compare.folder(name).as_posix()
         assert {f"{folder}/{f}" for f in ("params.yaml", "results.csv", "paired.csv")} <= set(raw["claims"]["deps"])
+
+
+def test_the_sync_script_rewrites_a_stage_to_its_closure_and_keeps_the_rest():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sync_dvc_deps", REPO / "scripts/sync_dvc_deps.py")
+    sync = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sync)
+    lines = (REPO / "dvc.yaml").read_text().split("\n")
+    wanted = sync.closures()
+    assert sync.synced(lines, wanted) == (lines, [])  # dvc.yaml as committed is in sync
+    # one dep dropped and one foreign module added: the stage is rewritten, every other line kept
+    broken = [line for line in lines if line.strip() != "- src/stsreg/infra/scales.py"]
+    at = broken.index("      - src/stsreg/product/data/prepare.py")
+    broken.insert(at, "      - src/stsreg/product/serving/app.py")
+    fixed, changes = sync.synced(broken, wanted)
+    assert fixed == lines and any(c.startswith("prepare: +['src/stsreg/infra/scales.py'] -['src/stsreg/product/serving/app.py']") for c in changes)
