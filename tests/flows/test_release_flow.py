@@ -673,8 +673,16 @@ def test_the_served_model_follows_its_alias_under_load_and_a_pinned_version_neve
         stop.set()
         proc.terminate()
         proc.wait(timeout=30)
+    text = log.read_text()
+    # a backend given by flag is loaded as given (no start-up measurement of the others), and MLflow's advice to
+    # the pyfunc's author is not a line of the served log
+    assert "backend auto:" not in text and "Add type hints" not in text, text[-3000:]
     pinned = Follower(f"models:/{NAME}/2", uri, {}, 0.1, lambda: "2", lambda new: pytest.fail("a pinned version moved"))
     assert not pinned.check() and not pinned.start().thread.is_alive()
+    from stsreg.product.serving.serve import build_app, resolve
+
+    app = build_app(resolve(f"models:/{NAME}/2", uri), uri, backend="torch", model_uri=f"models:/{NAME}/2")
+    assert json.loads(app.metadata)["version"] == "2"  # a pinned version says which it is
 
 
 @pytest.mark.parametrize("path", ["/v1/embeddings", "/similarity"])

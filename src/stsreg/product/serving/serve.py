@@ -137,6 +137,20 @@ def alias_version(model_uri: str, tracking_uri: str):
     return registry.version_by_alias(tracking.client(tracking_uri), match["name"], match["alias"])
 
 
+#: A registered version named by number (``models:/sts-regression/3``): pinned, never followed.
+PINNED_URI = re.compile(r"models:/(?P<name>[^/@]+)/(?P<version>[0-9]+)")
+
+
+def served_version(model_uri: str, tracking_uri: str) -> str | None:
+    """The registered version number ``model_uri`` serves now: an alias's current version, a pinned number, or None
+    (a run or a folder)."""
+    pinned = PINNED_URI.fullmatch(model_uri)
+    if pinned:
+        return pinned["version"]
+    version = alias_version(model_uri, tracking_uri)
+    return str(version.version) if version else None
+
+
 def resolve(model_uri: str, tracking_uri: str) -> str:
     """The artifact URI behind ``model_uri``, looked up in ``tracking_uri``'s registry (not MLflow's process-wide
     default, which is ``./mlflow.db``). Raises :class:`~stsreg.infra.errors.InputError` in one line when the store does not
@@ -176,8 +190,7 @@ def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAUL
     settings = {"precision": precision, "scale": scale, "backend": backend, "threads": threads}
 
     def load():
-        version = alias_version(model_uri, tracking_uri) if model_uri else None
-        served = Served(artifact_uri, tracking_uri, settings, str(version.version) if version else None)
+        served = Served(artifact_uri, tracking_uri, settings, served_version(model_uri, tracking_uri) if model_uri else None)
         if follow_s > 0 and model_uri:
             Follower(model_uri, tracking_uri, settings, follow_s, lambda: app.served.version, app.swap).start()
         return served

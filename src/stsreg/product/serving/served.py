@@ -33,8 +33,15 @@ class Served:
         import mlflow.artifacts
         import mlflow.pyfunc
 
+        from stsreg.infra.quiet import quiet
+
         local = mlflow.artifacts.download_artifacts(artifact_uri=artifact_uri, tracking_uri=tracking_uri)
-        self.pyfunc = mlflow.pyfunc.load_model(local)
+        # the settings given go in at load, so the model starts on them (an explicit backend is not measured against
+        # the others first); keys a version did not log are ignored by MLflow and set below
+        given = {"precision": settings.get("precision"), "backend": settings.get("backend"),
+                 "scale": list(settings["scale"]) if settings.get("scale") is not None else None}
+        with quiet(warnings=("Add type hints to the `predict` method",), logs={"mlflow.pyfunc": ("Argument(s) ",)}):
+            self.pyfunc = mlflow.pyfunc.load_model(local, model_config={k: v for k, v in given.items() if v is not None})
         inner = self.pyfunc.unwrap_python_model()
         self.artifact_uri, self.version = artifact_uri, version
         self.info = {"model_uri": artifact_uri, **({"version": version} if version else {})}
