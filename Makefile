@@ -20,7 +20,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 export UV_SYSTEM_CERTS ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install docs golden run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test test-slow lock clean
+.PHONY: help install docs golden run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -75,6 +75,9 @@ bench: install ## benchmarks vs sentence-transformers, time to a champion includ
 
 bench-inference: install ## every way to run the champion's encoder (torch fp32/bf16, ONNX fp32/int8, sentence-transformers), short and long texts, served latency -> reports/benchmarks-inference.{md,json} (~10 min; after `make run`)
 	python -m benchmarks.inference --repeats $(BENCH_REPEATS) --device $(BENCH_DEVICE)
+
+bench-int8: install ## ONNX Runtime's int8 options (dynamic per channel / per tensor, fused graph, static QDQ calibrated on train sentences) vs torch fp32 -> reports/benchmarks-int8.{md,json} (~10 min; after `make run`)
+	python -m benchmarks.int8_study --repeats $(BENCH_REPEATS)
 
 bench-serve: install ## the champion served (stsreg serve per backend and auto, mlflow models serve, sentence-transformers + FastAPI) vs the raw encoder at 1/8/32 clients -> reports/benchmarks-serve.{md,json} (~10 min; after `make run`)
 	python -m benchmarks.serve_load --seconds 8

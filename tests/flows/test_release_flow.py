@@ -685,6 +685,53 @@ def test_the_served_model_follows_its_alias_under_load_and_a_pinned_version_neve
     assert json.loads(app.metadata)["version"] == "2"  # a pinned version says which it is
 
 
+def _requests_answered(url: str) -> float:
+    """The replica's count of answered /invocations requests, read from its Prometheus /metrics."""
+    lines = requests.get(url + "/metrics", timeout=10).text.splitlines()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines
+               if line.startswith("stsreg_requests_total{") and 'endpoint="/invocations"' in line)
+
+
+def test_replicas_behind_a_load_balancer_as_the_recipe_says(registry, tmp_path):
+    """deploy/Caddyfile as written: two `stsreg serve` replicas behind Caddy, health-checked on GET /ready: every
+    request through the balancer answered, both replicas used, and with one replica stopped every request still
+    answered by the other."""
+    work, _, _, _ = registry
+    caddy = os.path.join(os.path.dirname(sys.executable), "caddy")
+    ports, procs = [free_port(), free_port()], []
+    lb_port = free_port()
+    try:
+        for port in ports:
+            log = work / f"replica-{port}.log"
+            procs.append(subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "stsreg"), "serve", "--model-uri",
+                                           f"models:/{NAME}/2", "--port", str(port), "--backend", "torch", "--precision",
+                                           "fp32"], cwd=work, env=clean_env(), stdout=open(log, "w"), stderr=subprocess.STDOUT))
+        for port, proc in zip(ports, procs):
+            _wait_answering(f"http://127.0.0.1:{port}/ready", proc, work / f"replica-{port}.log")
+        env = {**clean_env(), "STSREG_REPLICAS": " ".join(f"127.0.0.1:{p}" for p in ports), "STSREG_LB_PORT": str(lb_port),
+               "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
+        lb_log = tmp_path / "caddy.log"
+        procs.append(subprocess.Popen([caddy, "run", "--config", str(REPO / "deploy/Caddyfile"), "--adapter", "caddyfile"],
+                                      env=env, stdout=open(lb_log, "w"), stderr=subprocess.STDOUT))
+        lb = f"http://127.0.0.1:{lb_port}"
+        _wait_answering(lb + "/ready", procs[-1], lb_log, timeout=60)
+        pair = {"dataframe_records": [{"sentence1": "a man plays guitar", "sentence2": "a woman plays music"}]}
+        answers = [_post(lb, pair) for _ in range(20)]
+        assert {r.status_code for r in answers} == {200}
+        assert len({json.dumps(r.json()) for r in answers}) == 1  # the same version answers alike on each replica
+        assert all(_requests_answered(f"http://127.0.0.1:{p}") >= 1 for p in ports)  # round robin used both
+        procs[0].terminate()
+        procs[0].wait(timeout=30)
+        after = [_post(lb, pair) for _ in range(20)]
+        assert {r.status_code for r in after} == {200}, [r.text[:200] for r in after if r.status_code != 200][:3]
+        assert not (work / "mlflow.db").exists()  # a pinned version is looked up in the project's store, not MLflow's default
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=30)
+
+
 @pytest.mark.parametrize("path", ["/v1/embeddings", "/similarity"])
 def test_abuse_guarantees_hold_on_every_endpoint(server, path):
     """The guarantees of /invocations on the other POST endpoints: malformed bodies get a 4xx in the one error shape

@@ -155,6 +155,8 @@ def resolve(model_uri: str, tracking_uri: str) -> str:
     """The artifact URI behind ``model_uri``, looked up in ``tracking_uri``'s registry (not MLflow's process-wide
     default, which is ``./mlflow.db``). Raises :class:`~stsreg.infra.errors.InputError` in one line when the store does not
     answer or no version has the alias: serving never starts on a guess."""
+    import mlflow.exceptions
+
     from stsreg.infra.errors import InputError
 
     if tracking_uri.startswith(("http://", "https://")) and not answers(tracking_uri):
@@ -162,9 +164,17 @@ def resolve(model_uri: str, tracking_uri: str) -> str:
                          "unset MLFLOW_TRACKING_URI to use the project's embedded store")
     if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).is_file():
         raise InputError(f"no MLflow store at {tracking_uri} (run from the project folder, after `make run`)")
+    pinned = PINNED_URI.fullmatch(model_uri)
+    if pinned:  # looked up here too: MLflow would ask its process-wide default registry, not the project's store
+        from stsreg.infra import tracking
+
+        try:
+            return f"runs:/{tracking.client(tracking_uri).get_model_version(pinned['name'], pinned['version']).run_id}/model"
+        except mlflow.exceptions.MlflowException:
+            raise InputError(f"no version {pinned['version']} of {pinned['name']} in {tracking_uri}") from None
     match = ALIAS_URI.fullmatch(model_uri)
     if not match:
-        return model_uri  # runs:/..., a local folder, models:/name/version: MLflow resolves it
+        return model_uri  # runs:/..., a local folder: MLflow resolves it
     version = alias_version(model_uri, tracking_uri)
     if version is None:
         raise InputError(f"no version of {match['name']} has the alias {match['alias']} in {tracking_uri}: "
