@@ -685,6 +685,24 @@ def test_the_served_model_follows_its_alias_under_load_and_a_pinned_version_neve
     assert json.loads(app.metadata)["version"] == "2"  # a pinned version says which it is
 
 
+def test_a_request_sent_while_the_model_loads_waits_for_it(registry):
+    """`make serve` then the README's curl at once: the server is live before its model is loaded (/ready 503), and a
+    request that arrives meanwhile waits for the model instead of being refused."""
+    from starlette.testclient import TestClient
+
+    from stsreg.product.serving.serve import build_app, resolve
+
+    _, uri, _, _ = registry
+    app = build_app(resolve(f"models:/{NAME}/2", uri), uri, backend="torch", precision="fp32", lazy=True)
+    client = TestClient(app)
+    ready_at_start = client.get("/ready").status_code
+    answer = client.post("/invocations", json={"dataframe_records": [{"sentence1": "a man plays guitar",
+                                                                      "sentence2": "a woman plays music"}]})
+    assert answer.status_code == 200, answer.text
+    assert set(answer.json()["predictions"][0]) == {"cosine", "score"}
+    assert ready_at_start == 503 and client.get("/ready").status_code == 200
+
+
 def _requests_answered(url: str) -> float:
     """The replica's count of answered /invocations requests, read from its Prometheus /metrics."""
     lines = requests.get(url + "/metrics", timeout=10).text.splitlines()

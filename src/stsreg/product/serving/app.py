@@ -17,6 +17,7 @@ scoring app.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -55,12 +56,14 @@ async def _body(receive) -> bytes:
 
 class ServingApp:
     """``load()`` returns a :class:`~stsreg.product.serving.served.Served`; it runs on a thread at the first request
-    (or :meth:`load_now`), so the process answers ``/health`` while the model loads. ``batch_sentences`` /
-    ``batch_wait_s``: the batcher's budget and wait; ``max_rows``: rows per request."""
+    (or :meth:`load_now`), so the process answers ``/health`` while the model loads; a request to a model endpoint
+    meanwhile waits up to ``load_wait_s`` for it (then 503). ``batch_sentences`` / ``batch_wait_s``: the batcher's
+    budget and wait; ``max_rows``: rows per request."""
 
     def __init__(self, load, max_rows: int = 20000, batch_sentences: int = 256, batch_wait_s: float = 0.002,
-                 on_loaded=None):
+                 on_loaded=None, load_wait_s: float = 120.0):
         self.load, self.max_rows, self.on_loaded = load, max_rows, on_loaded or (lambda app: None)
+        self.load_wait_s = load_wait_s
         self.served, self.fallback, self.load_error = None, None, None
         self.metrics = Metrics()
         self.batcher = MicroBatcher(lambda: self.served, batch_sentences, batch_wait_s, self.metrics.observe_batch)
@@ -150,6 +153,10 @@ class ServingApp:
 
             await _send(send, 200, json.dumps({"mlflow": mlflow.__version__}).encode())
             return 200
+        waited = 0.0
+        while self.served is None and self.load_error is None and waited < self.load_wait_s:
+            await asyncio.sleep(0.1)  # a request sent as the server starts waits for the model, not a retry loop
+            waited += 0.1
         if self.served is None:
             return await self._error(send, 503, self.load_error or "the model is loading; GET /ready says when it is served")
         if self.fallback is not None:
