@@ -287,6 +287,7 @@ def test_readme_and_operations_guide_end_to_end_as_typed(tiny_backbone, tmp_path
     _ports_free()
     project = user_project(tmp_path, tiny_backbone)
     shell = Shell(project, tmp_path / "home")
+    server = None
     try:
         for command in FULL:
             if command == "make serve":
@@ -311,6 +312,7 @@ def test_readme_and_operations_guide_end_to_end_as_typed(tiny_backbone, tmp_path
             if command == RETRAIN:
                 _wait_for_the_retrain(shell)
             if command == CURL_PAIR:
+                assert "predictions" in json.loads(out), (out, (tmp_path / "serve.log").read_text()[-3000:])
                 pred = json.loads(out)["predictions"][0]
                 assert set(pred) == {"cosine", "score"} and -1 <= pred["cosine"] <= 1
             if command == CURL_SENTENCE:
@@ -320,6 +322,8 @@ def test_readme_and_operations_guide_end_to_end_as_typed(tiny_backbone, tmp_path
                 assert meta["precision_setting"] == "auto" and meta["precision"] in ("fp32", "bf16")
                 _stop(server)
     finally:
+        if server is not None and server.poll() is None:  # a failed step leaves no server holding the port
+            _stop(server)
         subprocess.run(["bash", "-c", "make servers-stop"], cwd=project, env=shell.env, capture_output=True)
 
 
