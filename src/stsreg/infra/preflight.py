@@ -42,8 +42,6 @@ def sts_table_problem(path: str) -> str:
     return ""
 
 
-
-
 def sts_content_problems(path: str, train_tables: tuple[str, ...], dev_table: str) -> list[str]:
     """Why stage 2 cannot train on the prepared table ``path`` (empty when it can): scores that are not numbers, not
     finite, or outside the 0-5 scale on the rows it reads; no train split in ``train_tables``; no dev split of

@@ -69,9 +69,10 @@ class Objective(nn.Module):
         (head losses train it); ``[cos_a, cos_b]`` for the cosine-buffer and joint losses (the map they train);
         ``[5, 0]`` for the other encoder objectives (cosine MSE trains cos ~ label / 5; CoSENT and contrastive train
         no scale, so that map is only monotone, not calibrated), whose training leaves the head stale."""
-        if self.kind == "head":
+        kind = LOSSES[self.name].score_map  # head | cosine map | fixed (stsreg.infra.loss_specs)
+        if kind == "head":
             return None
-        if self.kind in ("cosine", "joint"):
+        if kind == "cosine map":
             cosine = self.loss if isinstance(self.loss, AffineCosine) else self.loss.cosine
             return [float(cosine.a), float(cosine.b)]
         return [5.0, 0.0]
