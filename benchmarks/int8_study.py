@@ -23,6 +23,7 @@ Writes ``reports/benchmarks-int8.{md,json}`` with the machine (CPU model and fla
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -72,9 +73,12 @@ def _static(src: Path, dst: Path, model, sentences: list[str]) -> Path:
             return next(self.feeds, None)
 
     pre = dst.with_name("pre.onnx")
-    quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)  # dynamic axes: ONNX shape inference alone
-    quantize_static(str(pre), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    # the pre-processor and the calibrator write scratch files (a shape-inference model, an external-data file
+    # named by a uuid) into the working directory: run them inside the work folder so nothing lands in the checkout
+    with contextlib.chdir(dst.parent):
+        quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)  # dynamic axes: ONNX shape inference alone
+        quantize_static(str(pre), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
     return dst
 
 
