@@ -172,13 +172,12 @@ def _servers(a, folder: Path, sets: dict, work: Path) -> list[tuple[str, object]
     from stsreg.product.serving import export
 
     pair = lambda p: {"dataframe_records": [{"sentence1": p[0], "sentence2": p[1]}]}  # noqa: E731
-    stsreg = os.path.join(os.path.dirname(sys.executable), "stsreg")
     servers = [(f"stsreg serve {backend}", lambda backend=backend: server_row(
-        f"stsreg serve {backend}", [stsreg, "serve", "--port", "{port}", "--backend", backend, "--threads",
+        f"stsreg serve {backend}", [sys.executable, "-m", "stsreg.cli", "serve", "--port", "{port}", "--backend", backend, "--threads",
                                     str(a.threads), "--follow-s", "0"],
         "/ready", "/invocations", pair, sets, a.seconds, a.threads, work)) for backend in (*export.servable(folder), "auto")]
     servers.append(("mlflow models serve", lambda: server_row(
-        "mlflow models serve", [os.path.join(os.path.dirname(sys.executable), "mlflow"), "models", "serve", "-m",
+        "mlflow models serve", [sys.executable, "-m", "mlflow", "models", "serve", "-m",
                                 MODEL_URI, "--env-manager", "local", "-h", "127.0.0.1", "-p", "{port}"],
         "/ping", "/invocations", pair, sets, a.seconds, a.threads, work)))
     servers.append(("sentence-transformers + FastAPI", lambda: server_row(
@@ -193,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--seconds", type=float, default=8.0, help="load per (set, clients) cell")
     ap.add_argument("--out", default="reports/benchmarks-serve")
+    ap.add_argument("--only", nargs="+", metavar="ROW", default=None,
+                    help="measure only these rows, by name (e.g. 'raw encoder torch' 'stsreg serve torch')")
     ap.add_argument("--raw", nargs=2, metavar=("FOLDER", "BACKEND"), help=argparse.SUPPRESS)  # the raw row's process
     a = ap.parse_args(argv)
     from stsreg.product.serving import export
@@ -219,8 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         done_path.write_text(json.dumps({"raw": raws, "servers": rows}, indent=2))
 
     names = {r["name"] for r in rows + raws}
+    wanted = lambda name: a.only is None or name in a.only  # noqa: E731
     for backend in export.servable(folder):
-        if f"raw encoder {backend}" in names:
+        if f"raw encoder {backend}" in names or not wanted(f"raw encoder {backend}"):
             continue
         done = subprocess.run([sys.executable, "-m", "benchmarks.serve_load", "--raw", str(folder), backend, "--sts", a.sts,
                                "--threads", str(a.threads)], capture_output=True, text=True, check=True)
@@ -228,12 +230,14 @@ def main(argv: list[str] | None = None) -> int:
         print(raws[-1]["name"], raws[-1]["sets"]["short"], flush=True)
     servers = _servers(a, folder, sets, work)
     for name, measure in servers:
-        if name not in names:
+        if name not in names and wanted(name):
             keep(measure(), rows)
     from benchmarks.bench_report import machine
     from benchmarks.serve_report import format_report
 
-    results = {"machine": {**machine(), "threads": a.threads}, "seconds": a.seconds, "raw": raws, "servers": rows}
+    from stsreg.infra.runtime import resolve_device
+
+    results = {"machine": {**machine(resolve_device().type), "threads": a.threads}, "seconds": a.seconds, "raw": raws, "servers": rows}
     Path(a.out + ".json").write_text(json.dumps(results, indent=2))
     Path(a.out + ".md").write_text(format_report(results))
     print(Path(a.out + ".md").read_text())

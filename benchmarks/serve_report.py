@@ -41,12 +41,13 @@ def _targets(results: dict) -> list[str]:
 
 def format_report(results: dict) -> str:
     m = results["machine"]
+    gpu = f"{m['gpu']} (torch on the GPU; the servers and the client on its host) and " if m.get("gpu") else ""
     lines = ["# Served benchmark", "",
-             f"`make bench-serve` on {m['cpu']} ({m['cores']} cores, {m['threads']} threads per server and for the raw "
-             f"encoder; CPU flags {', '.join(m.get('cpu_flags', []))}; native bf16: {m.get('native_bf16')}), "
+             f"`make bench-serve` on {gpu}{m['cpu']} ({m['cores']} cores, {m['threads']} threads per server and for the raw "
+             f"encoder; CPU flags {', '.join(m.get('cpu_flags') or ['not recorded'])}; native bf16: {m.get('native_bf16', 'not recorded')}), "
              f"{m['date']}; {results['seconds']:g} s of load per cell, one pair per request, a bounded async client "
              "(httpx) on the same machine (it takes CPU from the server: the ratios, not the absolute numbers, carry "
-             "to other machines).", "", "## Raw encoder (the limit)", "",
+             "to other machines).", *(["", results["note"]] if results.get("note") else []), "", "## Raw encoder (the limit)", "",
              "| backend | short: batch-1 p50 ms | short: pairs/s (64 per call) | long: batch-1 p50 ms | long: pairs/s |",
              "|---|---:|---:|---:|---:|"]
     for r in results["raw"]:
