@@ -34,7 +34,7 @@ ROW_CODE = ("stsreg.experiments.nli_table", "stsreg.product.runners.eval_runner"
 
 def row_fingerprint(params: Params, name: str, seed: int, nli_sha: str, sts_sha: str) -> str:
     """Settings, seed, data and code of one row: a rerun reuses a finished row only if all are unchanged."""
-    parts = {"objective": name, "seed": seed, "model": dataclasses.asdict(params.model),
+    parts = {"objective": name, "kind": nli_table.KINDS[name], "seed": seed, "model": dataclasses.asdict(params.model),
              "precision": cache_name(params.model.precision),
              "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha,
              "code": code_hash(ROW_CODE, exclude=("stsreg.infra.config",))}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from stsreg.infra.config import load_params
@@ -24,10 +25,12 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     from stsreg.product.data.prepare import prepare
+    from stsreg.product.timings import record
 
-    params = load_params(args.params)
-    metrics = prepare(Path(args.raw), Path(args.prepared), Path(args.rejected), Path(args.metrics), params,
-                      registry=Path(args.registry))
+    started = time.monotonic()
+    metrics = prepare(Path(args.raw), Path(args.prepared), Path(args.rejected), Path(args.metrics),
+                      load_params(args.params), registry=Path(args.registry))
+    record("prepare", time.monotonic() - started)  # beside the outputs: a DVC output holds no clock
     kept = sum(d["kept"] for d in metrics["datasets"].values())
     print(f"prepare: {kept} rows kept, {metrics['rejected_total']} rejected (see {args.rejected}), "
           f"metrics in {args.metrics}; `stsreg report` prints the tables")
@@ -212,7 +215,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from stsreg.infra import tracking
     from stsreg.product.timings import format_timings
 
-    timings = format_timings(Path(args.metrics), tracking.tracking_uri())
+    timings = format_timings(tracking.tracking_uri())
     if timings:
         print("\nTime to a champion (the last run of each step; MLflow run durations):\n" + timings)
     return 0

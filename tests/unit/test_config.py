@@ -189,3 +189,22 @@ def test_a_buffer_wider_than_half_the_label_gap_is_refused_with_the_papers_reaso
     node[last] = 0.5  # the bound itself holds
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     load_params(tmp_path / "params.yaml")
+
+
+def test_the_serving_backends_are_written_once_and_the_exports_match_them():
+    """`serve.backend`, `stsreg serve --backend` and `stsreg encode --backend` take the declared backends (and auto);
+    registration exports a file for each one but torch."""
+    from stsreg.cli import build_parser
+    from stsreg.infra.settings_operations import SERVING_BACKENDS
+    from stsreg.product.serving import export
+
+    assert export.BACKENDS == SERVING_BACKENDS
+    parser = build_parser()
+    for argv in (["serve"], ["encode", "x.txt", "--out", "y.npy"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args([*argv, "--backend", "tpu"])
+        assert parser.parse_args([*argv, "--backend", SERVING_BACKENDS[-1]]).backend == SERVING_BACKENDS[-1]
+    from stsreg.infra.config import parse_params
+
+    with pytest.raises(ParamsError, match=r"serve.backend: expected one of auto, torch, onnx, onnx-int8"):
+        parse_params({"serve": {"backend": "tpu"}})

@@ -233,3 +233,18 @@ def test_data_check_names_a_missing_file_without_claiming_it_is_declared(tmp_pat
     with pytest.raises(InputError) as err:
         check("nope.csv", "sentence1", "sentence2", "score")
     assert "nope.csv: no such file" in str(err.value) and "declared" not in str(err.value)
+
+
+def test_data_check_refuses_flags_out_of_range_as_params_yaml_would(tmp_path, monkeypatch):
+    """A table built from `data check`'s flags is checked by the same types as params.yaml's tables (it was never
+    checked): a negative d or a dev share of 1.5 is an InputError naming the flag's key, not a traceback."""
+    from stsreg.infra.errors import InputError
+    from stsreg.product.data.check import check
+
+    monkeypatch.chdir(tmp_path)
+    pd.DataFrame([("a b", "c d", 3.0), ("e f", "g h", 1.0)], columns=["sentence1", "sentence2", "score"]).to_csv(
+        "mine.csv", index=False)
+    with pytest.raises(InputError) as err:
+        check("mine.csv", "sentence1", "sentence2", "score", d=-1.0, dev_fraction=1.5)
+    assert "stsreg data check: d: expected a value > 0, got -1.0" in str(err.value)
+    assert "stsreg data check: dev_fraction: expected a value < 1, got 1.5" in str(err.value)

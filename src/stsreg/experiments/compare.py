@@ -42,24 +42,17 @@ import pandas as pd
 from stsreg.infra.codehash import code_hash
 from stsreg.infra.hashing import fingerprint, sha256_file
 from stsreg.infra.config import Params
+from stsreg.infra.method_specs import COMPARE
 from stsreg.product.precision import cache_name
 
 log = logging.getLogger(__name__)
 
-METHODS: dict[str, dict | None] = {
-    "base": None,
-    "contrast": {"init": "encoder", "loss": "contrastive"},
-    "cosent": {"init": "encoder", "loss": "cosent"},
-    "cosine_mse": {"init": "encoder", "loss": "cosine_mse"},
-    "ours": {"init": "stage1", "loss": "smooth_k2"},
-    "translated_relu": {"init": "stage1", "loss": "translated_relu"},
-    "mse": {"init": "stage1", "loss": "mse"},
-    "ours_cos": {"init": "stage1", "loss": "smooth_k2_cos"},
-    "ours_joint": {"init": "stage1", "loss": "joint_smooth_k2"},
-}
+#: Each row's recipe ({"init", "loss"}; None: nothing trained), from the declared rows
+#: (:data:`stsreg.infra.method_specs.COMPARE`).
+METHODS: dict[str, dict | None] = {m.name: {"init": m.init, "loss": m.loss} if m.init else None for m in COMPARE.values()}
 #: Rows trained with the paper's framework (stage 1 head on NLI, then a buffered / regression stage 2). The paired
 #: tests compare the one with the best mean STS-B *dev* score (never a test score) against every other row.
-REGRESSION = ("ours", "translated_relu", "mse", "ours_cos", "ours_joint")
+REGRESSION = tuple(m.name for m in COMPARE.values() if m.init == "stage1")
 
 
 #: The code one (method, seed) run executes (training and evaluation); its hash is part of each run's fingerprint.

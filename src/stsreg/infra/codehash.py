@@ -109,10 +109,20 @@ def source_key(path: Path) -> str:
     return hashlib.sha256(ast.dump(tree, annotate_fields=False).encode()).hexdigest()
 
 
+#: Code left out of every code key because every run key holds what it resolves to: the settings (params.yaml's
+#: sections, defaults, help and validation: the keys hold the values), the experiments' declared rows (a comparison
+#: row's key holds its recipe, an NLI row's its kind: a new row retrains no other) and this module (how keys are
+#: made). A new section or row, a reworded help text or a validation rule retrains nothing.
+KEYLESS = ("stsreg.infra.config", "stsreg.infra.knobs", "stsreg.infra.settings_data", "stsreg.infra.settings_training",
+           "stsreg.infra.settings_experiments", "stsreg.infra.settings_operations", "stsreg.infra.method_specs",
+           "stsreg.infra.codehash")
+
+
 def code_hash(roots: Iterable[str], exclude: Iterable[str] = ()) -> str:
     """sha256 (16 hex) over the :func:`source_key` of every file of the closure, in sorted order and without their
     paths: changes when any of that code changes, not when files move. A renamed module changes the key of the
-    code that names it. ``exclude``: modules left out of the hash (their imports still count)."""
-    skipped = {_origin(m) for m in exclude}
+    code that names it. ``exclude``: modules left out of the hash besides :data:`KEYLESS` (their imports still
+    count)."""
+    skipped = {_origin(m) for m in (*exclude, *KEYLESS)}
     keys = sorted(source_key(path) for path in import_closure(roots) if path not in skipped)
     return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]

@@ -1,7 +1,8 @@
 """Time to a champion: each step of the last pipeline run, its wall time, the precision it ran in and the CPU/GPU.
 
-Read from what the steps leave: ``data/prepared/summary.json`` (prepare's ``wall_seconds``) and the project's MLflow
-store (the latest finished ``stage1``, ``stage2``, ``evaluate``, ``register`` and ``promote`` runs of experiment
+Read from what the steps leave beside their outputs, never in them (a DVC output holds only what its inputs
+decide): ``.stsreg/runs/prepare.json`` (:func:`record`: prepare has no MLflow run) and the project's MLflow store
+(the latest finished ``stage1``, ``stage2``, ``evaluate``, ``register`` and ``promote`` runs of experiment
 ``stsreg``: metric ``wall_seconds``, tags ``precision``, ``host_cpu``, ``device``). ``stsreg report`` prints it.
 A step without model compute (register; promote once a champion exists) has precision ``none``, shown as "-".
 """
@@ -38,13 +39,25 @@ def _minutes(seconds: float | None) -> str:
     return "" if seconds is None else f"{int(seconds // 60)} min {seconds % 60:04.1f} s"
 
 
-def format_timings(data_summary: Path, uri: str) -> str:
+#: Where a step without an MLflow run records its last run (relative to the project).
+RECORDS = Path(".stsreg/runs")
+
+
+def record(step: str, seconds: float, project: Path = Path(".")) -> None:
+    """The last run of ``step`` (its wall time and CPU) under ``<project>/.stsreg/runs/``, read by :func:`format_timings`."""
+    from stsreg.infra import atomic
+    from stsreg.infra.tracking import cpu_name
+
+    atomic.write_json(project / RECORDS / f"{step}.json", {"wall_seconds": round(seconds, 1), "host_cpu": cpu_name()})
+
+
+def format_timings(uri: str, project: Path = Path(".")) -> str:
     """A markdown table of the last run's steps (empty when nothing was recorded)."""
     rows = []
-    if data_summary.exists():
-        wall = json.loads(data_summary.read_text(encoding="utf-8")).get("wall_seconds")
-        if wall is not None:
-            rows.append(("prepare", wall, "", ""))
+    prepare = project / RECORDS / "prepare.json"
+    if prepare.exists():
+        fact = json.loads(prepare.read_text(encoding="utf-8"))
+        rows.append(("prepare", fact.get("wall_seconds"), "", fact.get("host_cpu", "")))
     for name, run in latest_runs(uri).items():
         tags = run.data.tags
         device = tags.get("device", "")

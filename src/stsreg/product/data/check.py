@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stsreg.infra import knobs
 from stsreg.infra.config import TABLES_DIR, StsTableColumns, StsTableSource
 from stsreg.infra.scales import from_internal, valid_scale
 from stsreg.infra.errors import InputError
@@ -66,7 +67,8 @@ def check(file: str, sentence1: str, sentence2: str, score: str, split: str = ""
     name = name or re.sub(r"[^a-z0-9_]+", "_", path.stem.lower()).strip("_") or "mine"
     if not name[0].isalpha():
         name = "t_" + name
-    columns = StsTableColumns(sentence1=sentence1, sentence2=sentence2, score=score, split=split)
+    columns = knobs.build(StsTableColumns, "stsreg data check", sentence1=sentence1, sentence2=sentence2, score=score,
+                          split=split)
     why_d = "" if d is None else "given"
     if scale and not valid_scale(scale):
         raise InputError(f"--scale must be LO HI with LO < HI, got {list(scale)}")
@@ -79,9 +81,9 @@ def check(file: str, sentence1: str, sentence2: str, score: str, split: str = ""
         scale = tuple(scale or (0.0, 5.0))
         if d is None and numeric.size:
             d, why_d = guess_gap(numeric[(numeric >= scale[0]) & (numeric <= scale[1])], scale)
-    table = StsTableSource(name=name, file=file, columns=columns, scale=tuple(scale or (0.0, 5.0)),
-                           d=d if d is not None else 1.0, dev_fraction=dev_fraction, test_fraction=test_fraction,
-                           quoting=read.dialect.quoting if read.dialect else "auto")
+    table = knobs.build(StsTableSource, "stsreg data check", name=name, file=file, columns=columns,
+                        scale=tuple(scale or (0.0, 5.0)), d=d if d is not None else 1.0, dev_fraction=dev_fraction,
+                        test_fraction=test_fraction, quoting=read.dialect.quoting if read.dialect else "auto")
     # a missing score column is refused here, by the column check, before any scale is used
     kept, rejects, counts = user_tables.read_table(table, Path("."))
     lines = [f"{file}: {counts['read']} rows read, {counts['kept']} kept "

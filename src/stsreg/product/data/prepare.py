@@ -22,7 +22,6 @@ by design (unscored STS15/16 pairs, counted) or removed for leakage (listed, cou
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -206,7 +205,6 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
 
     Every raw file is checked first against ``registry`` (:func:`~stsreg.product.data.precheck.check_inputs`: size, sha256,
     ``min_rows``); the outputs are written atomically, folders first and the metrics file last."""
-    started = time.monotonic()
     p = params.prepare
     public = {t.name: t for t in p.sts_tables if t.reader}  # declared public tables, read by the mirror's readers
     parts = sts_parts(tuple(t.reader for t in public.values())) + nli_parts(params.fetch.extra_nli)
@@ -243,7 +241,6 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
         "leakage": leak_metrics,
         "leakage_removed": removed_counts,
         "raw_files_changed": changed,
-        "wall_seconds": round(time.monotonic() - started, 1),
     }
     atomic.write_json(prepared_dir / SUMMARY, metrics)
     atomic.write_json(metrics_path, headline(metrics))  # last: complete metrics describe complete tables

@@ -35,6 +35,7 @@ from stsreg.product import precision, tokens
 from stsreg.infra.config import NliTrainingParams
 from stsreg.product.data.catalogue import sample_pairs
 from stsreg.infra.errors import InputError
+from stsreg.infra.method_specs import NLI
 from stsreg.product.losses import HEAD_LOSSES, InBatchContrastive, SoftmaxCE, build_head_loss
 from stsreg.product.model import SiameseRegressor, pair_features
 from stsreg.product.optim import param_groups
@@ -43,10 +44,10 @@ from stsreg.infra import progress
 
 log = logging.getLogger(__name__)
 
-#: What each objective trains on (``None``: nothing, the untouched backbone).
-KINDS: dict[str, str | None] = {"base": None, "softmax": "pair", "mse": "pair", "l1": "pair", "translated_relu": "pair",
-                                "smooth_k2": "pair", "triplet": "triple", "simcse_sup": "triple",
-                                "simcse_unsup": "sentence"}
+#: What each objective trains on (``None``: nothing, the untouched backbone), from the declared rows
+#: (:data:`stsreg.infra.method_specs.NLI`).
+KINDS: dict[str, str | None] = {o.name: o.kind for o in NLI.values()}
+
 
 def training_examples(nli: pd.DataFrame, kind: str, n: int, seed: int) -> pd.DataFrame:
     """The examples a row of ``kind`` trains on, from the NLI table (premise, hypothesis, label 0/1/2).

@@ -1,0 +1,65 @@
+"""Settings of operations: the Prefect deployments' schedule, how ``stsreg serve`` computes, and how many processes a
+stage runs as."""
+
+from __future__ import annotations
+
+from pydantic import model_validator
+
+from stsreg.infra.knobs import knob, section
+from stsreg.infra.scales import valid_scale
+
+#: What may run a served model's encoder (``serve.backend``, ``stsreg serve|encode --backend``; ``auto`` chooses
+#: among them): torch, and the exports registration writes (:data:`stsreg.product.serving.export.FILES`).
+SERVING_BACKENDS = ("torch", "onnx", "onnx-int8")
+
+
+@section
+class ScheduleParams:
+    """Prefect deployments (``stsreg deploy``): when the retrain and the champion check run, and where."""
+
+    retrain_cron: str = knob("0 3 * * 1", "retrain-and-promote (dvc repro promote); empty = no schedule")
+    champion_eval_cron: str = knob("0 6 * * *", "evaluation of the champion; empty = no schedule")
+    timezone: str = knob("UTC")
+    work_pool: str = knob("stsreg-process", "Prefect work pool the deployments run on", pattern=r".+")
+    gpu_pool: str = knob("", "work pool of stage 2 in a scheduled retrain (a GPU machine's worker); empty: stage 2 "
+                         "runs with the rest of the pipeline", pattern=r"[A-Za-z0-9_.-]*")
+    repo_url: str = knob("", "git URL the gpu_pool worker clones the project from (empty: the remote `origin`)")
+
+
+@section
+class ServeParams:
+    """``stsreg serve`` (and the model card's serving row): how the served model computes."""
+
+    precision: str = knob("auto", "auto (bf16 autocast where the CPU/GPU has native bf16 and a probe shows the "
+                          "embeddings hold, else fp32) | fp32 | bf16; `stsreg serve --precision` overrides it",
+                          choices=("auto", "fp32", "bf16"))
+    scale: tuple[float, ...] = knob((0.0, 5.0), "[lo, hi]: the scale the served `score` is given on (the model's 0-5 "
+                                    "score mapped linearly; e.g. [0, 1] for a table declared on 0-1); `stsreg serve "
+                                    "--scale LO HI` overrides it")
+    backend: str = knob("auto", "what runs the encoder: torch | onnx (fp32, graph-optimised) | onnx-int8 (dynamically "
+                        "quantised) | auto (torch on a GPU; on a CPU the fastest, measured at start, of the backends "
+                        "the version may serve); `stsreg serve --backend` overrides it",
+                        choices=("auto", *SERVING_BACKENDS))
+    max_avg7_drop: float = knob(0.3, "registration: an exported backend whose avg7 falls more than this below torch's "
+                                "is kept out of serving (the reason is a tag on the version)", ge=0)
+    workers: int = knob(1, "`stsreg serve` processes (each loads the model)", ge=1)
+    threads: int = knob(0, "intra-op threads per process (0: torch's / onnxruntime's default, the cores)", ge=0)
+    batch_sentences: int = knob(256, "dynamic batching: sentences of concurrent requests gathered into one encoder "
+                                     "call", ge=1)
+    batch_wait_ms: float = knob(2.0, "dynamic batching: how long a batch waits for more requests", ge=0, le=1000)
+    follow_s: float = knob(10.0, "a server started on an alias (models:/name@champion) polls it this often and serves "
+                                 "the version it moves to (loaded and answering before the switch); 0: never", ge=0)
+
+    @model_validator(mode="after")
+    def _valid_scale(self):
+        if not valid_scale(self.scale):
+            raise ValueError(f"scale must be [lo, hi] with lo < hi, got {list(self.scale)}")
+        return self
+
+
+@section
+class LaunchParams:
+    """How many processes a stage runs as on one machine (more machines: torchrun by hand, see the README)."""
+
+    stage2_nproc: int = knob(1, "stage 2 processes: >1 runs `stsreg train --stage 2` under torchrun --standalone "
+                             "(one process per GPU; gloo processes on CPU); rank 0 writes every output", ge=1)
