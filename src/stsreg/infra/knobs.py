@@ -88,8 +88,12 @@ def section(cls: type) -> type:
     """A params section: ``cls``'s knobs as a frozen pydantic dataclass (unknown keys refused), each field's type
     carrying its knob's constraints."""
     hints = typing.get_type_hints(cls)
-    cls.__annotations__ = {name: _typed(hints[name], dict(cls.__dict__[name].metadata.get("knob", {})) if isinstance(
-        cls.__dict__.get(name), dataclasses.Field) else {}) for name in cls.__dict__.get("__annotations__", {})}
+    typed = {}
+    for name in cls.__dict__.get("__annotations__", {}):  # this class's own fields (a parent section typed its own)
+        declared = cls.__dict__.get(name)
+        meta = dict(declared.metadata.get("knob", {})) if isinstance(declared, dataclasses.Field) else {}
+        typed[name] = _typed(hints[name], meta)
+    cls.__annotations__ = typed
     return pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"))(cls)
 
 
