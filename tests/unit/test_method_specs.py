@@ -55,3 +55,23 @@ def test_an_unknown_row_is_refused_by_params_with_the_declared_ones():
 
     with pytest.raises(ParamsError, match=r"compare.methods\[0\]: expected one of base, contrast, .*ours_joint, got 'toy'"):
         parse_params({"compare": {"methods": ["toy"]}})
+
+
+def test_one_entry_adds_a_baseline_system():
+    """A system declared in stsreg.infra.baseline_specs is a params choice, and its run's key holds the settings it
+    declares it reads and no others."""
+    code = textwrap.dedent('''
+        import json
+        from stsreg.infra import baseline_specs as bs
+        bs.SYSTEMS["toy_gru"] = bs.System("recurrent", "GRU (toy)", "", "embeddings + GRU, cosine MSE", ("rnn_hidden",))
+        bs.BASELINE_SYSTEMS = tuple(bs.SYSTEMS)
+        from stsreg.infra.config import parse_params
+        from stsreg.experiments.baselines import experiment
+
+        params = parse_params({"baselines": {"systems": ["toy_gru"], "rnn_hidden": 64}})
+        print(json.dumps({"systems": list(params.baselines.systems), "reads": experiment.settings(params, "toy_gru")}))
+    ''')
+    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out == {"systems": ["toy_gru"], "reads": {"rnn_hidden": 64}}

@@ -3,7 +3,7 @@ memory / step-time profile."""
 
 from __future__ import annotations
 
-from stsreg.infra import method_specs
+from stsreg.infra import baseline_specs, method_specs
 from stsreg.infra.knobs import knob, section
 from stsreg.infra.settings_training import LABEL_MODES, NLI_OBJECTIVES, STAGE2_LOSSES, NliTrainingParams
 
@@ -11,10 +11,8 @@ from stsreg.infra.settings_training import LABEL_MODES, NLI_OBJECTIVES, STAGE2_L
 COMPARE_METHODS = method_specs.COMPARE_METHODS
 #: Methods of ``profile`` (:mod:`stsreg.experiments.profiling.measure` implements each; a test checks both agree).
 PROFILE_METHODS = ("regression_frozen", "regression_full", "contrastive")
-#: Systems of the baselines study (``stsreg baselines``; :mod:`stsreg.experiments.baselines` implements each, a test checks both agree).
-BASELINE_SYSTEMS = ("word2vec_pretrained", "glove_pretrained", "word2vec_skipgram", "word2vec_cbow", "glove_selftrained",
-                    "rnn", "lstm", "lstm_glove", "gru", "infersent", "cls_projection", "cross_linear", "cross_mlp",
-                    "sbert", "sllm_full", "sllm_lora")
+#: Systems of the baselines study (``stsreg baselines``): declared in :mod:`stsreg.infra.baseline_specs`.
+BASELINE_SYSTEMS = baseline_specs.BASELINE_SYSTEMS
 
 
 @section

@@ -14,7 +14,6 @@ import dataclasses
 import json
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -25,6 +24,7 @@ from stsreg.infra import atomic
 from stsreg.experiments.baselines.fit import FitConfig, fit
 from stsreg.experiments.baselines.metrics import metrics_of, score_table
 from stsreg.experiments.baselines.scoring import PairScorer
+from stsreg.infra.baseline_specs import SYSTEMS
 from stsreg.infra.config import Params
 
 log = logging.getLogger(__name__)
@@ -34,59 +34,8 @@ class Unavailable(Exception):
     """A system that cannot run here (e.g. no word2vec file offline): its row says why."""
 
 
-# The settings of the ``baselines`` params section each kind of system reads (see :func:`settings`).
-_WORD2VEC = ("word_dim", "word_window", "word_epochs", "word_min_count")
-_GLOVE = ("word_dim", "glove_window", "glove_epochs", "word_min_count")
-_RNN_FIT = ("max_train_pairs", "rnn_epochs", "rnn_lr", "rnn_batch_size")
-_RNN = ("rnn_dim", "rnn_hidden", *_RNN_FIT)
-_INFERSENT = ("infersent_hidden", "infersent_nli_pairs", "infersent_nli_epochs", "infersent_lr", *_RNN_FIT)
-_TRANSFORMER = ("backbone", "max_length", "max_train_pairs", "epochs", "batch_size", "lr", "warmup_ratio", "eval_every",
-                "precision")
 #: Settings a system reads from outside the ``baselines`` section: name -> (section, key).
 _OUTSIDE = {"precision": ("model", "precision")}  # the project's autocast mode (stsreg.product.precision)
-_SLLM = (*_TRANSFORMER, "projection_dim")
-_LORA = (*_SLLM, "lora_r", "lora_alpha", "lora_lr")
-
-
-@dataclass(frozen=True)
-class System:
-    family: str
-    study_row: str               # the study's row(s) this system stands for
-    study_spearman: str          # the study's STS-B Spearman (fractions), "" when the study has no figure
-    trained: str                 # what is trained, in words
-    reads: tuple[str, ...]       # the ``baselines`` settings it reads: its run's key holds these and no others
-    uses_nli: bool = False
-
-
-#: Every system, in the order of the study's table. ``study_spearman`` is the study's figure as printed.
-SYSTEMS: dict[str, System] = {
-    "word2vec_pretrained": System("word vectors", "Word2Vec (pretrained)", "0.325", "nothing: mean of word vectors, cosine",
-                                  ("word2vec_path",)),
-    "glove_pretrained": System("word vectors", "GloVe (pretrained)", "0.274", "nothing: mean of word vectors, cosine",
-                               ()),
-    "word2vec_skipgram": System("word vectors", "Word2Vec skip-gram (self-trained)", "0.475",
-                                "word vectors (gensim skip-gram); mean, cosine", _WORD2VEC, uses_nli=True),
-    "word2vec_cbow": System("word vectors", "Word2Vec CBOW (self-trained)", "0.259",
-                            "word vectors (gensim CBOW); mean, cosine", _WORD2VEC, uses_nli=True),
-    "glove_selftrained": System("word vectors", "GloVe (self-trained)", "0.239",
-                                "word vectors (GloVe objective, torch); mean, cosine", _GLOVE, uses_nli=True),
-    "rnn": System("recurrent", "RNN", "0.216", "embeddings + RNN, cosine MSE", _RNN, uses_nli=True),
-    "lstm": System("recurrent", "LSTM", "0.352", "embeddings + LSTM, cosine MSE", _RNN, uses_nli=True),
-    "lstm_glove": System("recurrent", "LSTM (pretrained embeddings)", "0.688", "LSTM on frozen GloVe, cosine MSE",
-                         ("rnn_hidden", *_RNN_FIT)),
-    "gru": System("recurrent", "GRU", "0.529", "embeddings + GRU, cosine MSE", _RNN, uses_nli=True),
-    "infersent": System("recurrent", "InferSent", "0.785", "BiLSTM-max on frozen GloVe: NLI, then cosine MSE",
-                        _INFERSENT, uses_nli=True),
-    "cls_projection": System("bi-encoder", "BERT / ALBERT / RoBERTa", "0.898 / 0.885 / 0.912",
-                             "encoder + CLS d x d projection, cosine MSE", _TRANSFORMER),
-    "cross_linear": System("cross-encoder", "cross-encoder sigmoid(W z) (described, no figure)", "",
-                           "encoder + sigmoid(W z) on the pair's CLS, MSE", _TRANSFORMER),
-    "cross_mlp": System("cross-encoder", "BERT / ALBERT / RoBERTa (MLP+sigmoid)", "0.896 / 0.858 / 0.915",
-                        "encoder + MLP(512) + sigmoid on the pair's CLS, MSE", _TRANSFORMER),
-    "sbert": System("bi-encoder", "S-BERT", "0.868", "encoder, mean pooling, cosine MSE", _TRANSFORMER),
-    "sllm_full": System("bi-encoder", "S-LLM full fine-tuning", "0.869", "encoder + GeLU projection, cosine MSE", _SLLM),
-    "sllm_lora": System("bi-encoder", "S-LLM LoRA", "0.903", "LoRA adapters + GeLU projection, cosine MSE", _LORA),
-}
 
 
 def settings(params: Params, name: str) -> dict:
