@@ -11,14 +11,13 @@ Tasks pass paths, never DataFrames, so runs stay cheap to persist and resume. Ta
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 from prefect import flow, task
 
 from stsreg.infra.config import load_params
 from stsreg.product.data.prepare import prepare
-from stsreg.product.timings import record
+from stsreg.product.timings import timed
 from stsreg.product.data.sources import fetch_stage
 
 
@@ -31,10 +30,9 @@ def fetch_task(params_path: str, registry: str, raw_dir: str, mirror: str | None
 
 @task(name="prepare", log_prints=True)
 def prepare_task(params_path: str, registry: str, raw_dir: str, prepared_dir: str, rejected_dir: str, metrics_path: str) -> str:
-    started = time.monotonic()
-    metrics = prepare(Path(raw_dir), Path(prepared_dir), Path(rejected_dir), Path(metrics_path), load_params(params_path),
-                      registry=Path(registry))
-    record("prepare", time.monotonic() - started)  # beside the outputs: a DVC output holds no clock
+    with timed("prepare"):  # beside the outputs: a DVC output holds no clock
+        metrics = prepare(Path(raw_dir), Path(prepared_dir), Path(rejected_dir), Path(metrics_path),
+                          load_params(params_path), registry=Path(registry))
     print(f"prepared: {metrics['rejected_total']} rows rejected")
     return metrics_path
 

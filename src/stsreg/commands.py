@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 from stsreg.infra.config import load_params
@@ -25,12 +24,11 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     from stsreg.product.data.prepare import prepare
-    from stsreg.product.timings import record
+    from stsreg.product.timings import timed
 
-    started = time.monotonic()
-    metrics = prepare(Path(args.raw), Path(args.prepared), Path(args.rejected), Path(args.metrics),
-                      load_params(args.params), registry=Path(args.registry))
-    record("prepare", time.monotonic() - started)  # beside the outputs: a DVC output holds no clock
+    with timed("prepare"):  # beside the outputs: a DVC output holds no clock
+        metrics = prepare(Path(args.raw), Path(args.prepared), Path(args.rejected), Path(args.metrics),
+                          load_params(args.params), registry=Path(args.registry))
     kept = sum(d["kept"] for d in metrics["datasets"].values())
     print(f"prepare: {kept} rows kept, {metrics['rejected_total']} rejected (see {args.rejected}), "
           f"metrics in {args.metrics}; `stsreg report` prints the tables")

@@ -9,11 +9,16 @@ from stsreg import commands, commands_train
 PARAMS_HELP = "the params file (validated whole before anything runs)"
 
 
+def add_params(parser) -> None:
+    """The ``--params`` flag of a command that reads params.yaml (validated whole before it runs)."""
+    parser.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+
+
 def fetch(sub, name: str) -> None:
     f = sub.add_parser(name, help="copy/download raw files into data/raw and verify sha256",
                        description="Copy every file of the sources registry from a mirror folder (or its upstream URL) "
                                    "into data/raw and verify its sha256.")
-    f.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    add_params(f)
     f.add_argument("--registry", default="data/sources.json", help="sources registry (dataset, file, sha256, url)")
     f.add_argument("--mirror", default=None, help="mirror folder; overrides STSREG_DATA_MIRROR and fetch.mirror")
     f.add_argument("--out", default="data/raw", help="where the raw files go")
@@ -25,7 +30,7 @@ def prepare(sub, name: str) -> None:
     p = sub.add_parser(name, help="validate raw files into parquet tables, rejects and data metrics",
                        description="Parse every raw format, validate with pandera, write data/prepared/*.parquet, "
                                    "data/rejected/<dataset>.parquet, data/prepared/summary.json and its headline metrics/data.json.")
-    p.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    add_params(p)
     p.add_argument("--raw", default="data/raw", help="the raw files (fetch's output)")
     p.add_argument("--registry", default="data/sources.json",
                    help="sources registry: every file a dataset needs is checked (present, non-empty, min_rows) first")
@@ -42,7 +47,7 @@ def train(sub, name: str) -> None:
                                    "train, best STS-B dev checkpoint kept, resumable; under torchrun (or launch.stage2_nproc "
                                    "> 1) as DDP, rank 0 writing the same outputs and MLflow run as one process.")
     t.add_argument("--stage", choices=["1", "2"], required=True, help="1: NLI (encoder step, head); 2: STS fine-tuning")
-    t.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    add_params(t)
     t.add_argument("--nli", default="data/prepared/nli_train.parquet", help="stage 1: the NLI training table")
     t.add_argument("--sts", default="data/prepared/sts.parquet", help="stage 2: the STS table (train and dev rows)")
     t.add_argument("--stage1-dir", default="models/stage1", help="stage 1's model (stage 2 starts from it)")
@@ -63,7 +68,7 @@ def evaluate(sub, name: str) -> None:
                                    "Pearson, head Spearman, unseen view) and on the test split of every table declared "
                                    "in prepare.sts_tables (its own row, not in avg7), 95% bootstrap intervals. Writes "
                                    "reports/eval/{metrics.json,predictions.parquet,table.md}.")
-    e.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    add_params(e)
     e.add_argument("--model", default="models/stage2", help="saved model folder, or a backbone name/path (untouched)")
     e.add_argument("--sts", default="data/prepared/sts.parquet", help="the STS table (test rows scored)")
     e.add_argument("--out", default="reports/eval", help="metrics.json, predictions.parquet, table.md")
@@ -75,7 +80,7 @@ def register(sub, name: str) -> None:
     g = sub.add_parser(name, help="log the model as an MLflow pyfunc and register it as `challenger`",
                        description="Log models/stage2 as a pyfunc (sentence1, sentence2 -> cosine, score) in the "
                                    "evaluation's MLflow run with its model card; register a version of sts-regression, alias challenger.")
-    g.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    add_params(g)
     g.add_argument("--model", default="models/stage2", help="the model folder to register")
     g.add_argument("--eval-dir", default="reports/eval", help="its evaluation (metrics and MLflow run)")
     g.add_argument("--out", default="reports/registry/challenger.json", help="the registered version (model_card.md beside it)")
@@ -90,7 +95,7 @@ def promote(sub, name: str) -> None:
                                     "with no champion yet, against the untouched backbone. Where the champion's stored "
                                     "predictions miss today's test pairs it is re-scored first. The decision (per metric: "
                                     "pairs compared, gain, interval, p) goes to --out and is tagged on the version.")
-    pr.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    add_params(pr)
     pr.add_argument("--out", default="reports/registry/promotion.json", help="the decision and its reason")
     pr.add_argument("--headline", default="metrics/promote.json", help="the decision's headline numbers ('' = none)")
     pr.set_defaults(func=commands.cmd_promote)
@@ -100,7 +105,7 @@ def compare(sub, name: str) -> None:
     cm = sub.add_parser(name, help="base vs +Contrast vs CoSENT vs cosine MSE vs +Ours vs Translated ReLU vs MSE (resumable)",
                         description="Train and evaluate every compare.methods x compare.seeds on the same data; write "
                                     "reports/compare/{results.md,results.csv,paired.csv,avg7.png} and metrics/compare.json.")
-    cm.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    add_params(cm)
     cm.add_argument("--backbone", default=None,
                     help="the same rows on another backbone (a packaged name, e.g. all-mpnet-base-v2, a Hugging Face name "
                          "or a local path) -> reports/compare_backbones/<name>/, with its declared settings "
@@ -118,7 +123,7 @@ def nli_table(sub, name: str) -> None:
                                     "and unsupervised SimCSE, plus the untouched backbone), score each on the 7 tasks; "
                                     "write reports/nli_table/{results.md,results.csv,paired.csv,avg7.png} and "
                                     "metrics/nli_table.json.")
-    nt.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    add_params(nt)
     nt.set_defaults(func=commands.cmd_nli_table)
 
 
@@ -131,7 +136,7 @@ def baselines(sub, name: str) -> None:
                                     "STS-B test (Pearson, Spearman, MSE on label / 5) and the 7 tasks; measure a "
                                     "cross-encoder's retrieval cost; write reports/baselines/{results.md,results.csv,"
                                     "stsb.png} and metrics/baselines.json.")
-    bl.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    add_params(bl)
     bl.set_defaults(func=commands.cmd_baselines)
 
 
@@ -142,7 +147,7 @@ def search(sub, name: str) -> None:
                                     "step 0 (test rows are never read); a median pruner stops weak trials. Writes "
                                     "reports/search/{results.md,trials.csv,best.json,dev_by_trial.png,study.db} and "
                                     "metrics/search.json; one MLflow run per trial under a parent run.")
-    sr.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    add_params(sr)
     sr.add_argument("--backbone", default=None,
                     help="search on another backbone (a packaged name, e.g. all-mpnet-base-v2, a Hugging Face name or a "
                          "local path), from its comparison's stage-1 model, scored on its STS-B dev -> "
@@ -160,7 +165,7 @@ def claims(sub, name: str) -> None:
                                     "reports/compare_backbones/<name>) and metrics/profile.json (nothing is trained) "
                                     "and write reports/claims.md: each claim, one column per backbone with the paired "
                                     "difference, its 95% CI and p per seed, and a verdict.")
-    cl.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    add_params(cl)
     cl.add_argument("--compare", default="reports/compare", help="the comparison's outputs on model.backbone")
     cl.add_argument("--backbone-compare", action="append", metavar="DIR",
                     help="a comparison on another backbone (stsreg compare --backbone), one column each; repeatable "
@@ -178,7 +183,7 @@ def profile(sub, name: str) -> None:
                                     "configurations predicted over profile.memory_budget_mb or profile.max_step_s are "
                                     "predicted by a cost model instead. Writes reports/profile/{table.md,profile.csv,"
                                     "memory_vs_length.png} and metrics/profile.json (memory_ratio).")
-    pf.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    add_params(pf)
     pf.add_argument("--out", default="reports/profile", help="tables and plot")
     pf.add_argument("--metrics", default="metrics/profile.json", help="memory_ratio")
     pf.set_defaults(func=commands.cmd_profile)

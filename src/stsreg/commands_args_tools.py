@@ -4,7 +4,7 @@ presets): one function per subcommand, ``<verb>(sub, name)``, adding its parser 
 from __future__ import annotations
 
 from stsreg import commands, commands_data, commands_inference
-from stsreg.commands_args_stages import PARAMS_HELP
+from stsreg.commands_args_stages import PARAMS_HELP, add_params
 from stsreg.infra.settings_operations import SERVING_BACKENDS
 
 
@@ -19,7 +19,7 @@ def preset(sub, name: str) -> None:
     from stsreg.infra.config import PRESETS
 
     ps.add_argument("name", choices=sorted(PRESETS), help="the preset")
-    ps.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    add_params(ps)
     ps.add_argument("--write", metavar="FILE", help="write the whole params file with the preset applied instead")
     ps.set_defaults(func=commands.cmd_preset)
 
@@ -150,7 +150,7 @@ def deploy(sub, name: str) -> None:
     dp = sub.add_parser(name, help="create the Prefect deployments (weekly retrain, daily champion eval, manual profile)",
                         description="Deploy the flows of pipelines/product/ops_flow.py from this project folder, with the cron "
                                     "schedules of params.yaml's `schedule` section, to a work pool.")
-    dp.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    add_params(dp)
     dp.add_argument("--project", default=".", help="the project folder the deployments run in")
     dp.add_argument("--pool", default=None, help="work pool (default: schedule.work_pool; created if it is a new process pool)")
     dp.add_argument("--image", default=None, help="docker pool: the job image (e.g. stsreg-worker:latest)")

@@ -31,7 +31,6 @@ from pydantic import TypeAdapter, ValidationError
 from stsreg.infra import knobs
 from stsreg.infra.errors import ParamsError
 from stsreg.infra.knobs import Yaml12Loader, knob, section
-from stsreg.infra.scales import valid_scale
 from stsreg.infra.settings_data import (MIRROR_ENV, PUBLIC_STS_TABLES, PUBLIC_TABLES, TABLES_DIR, ExtraNLISource,
                                         FetchParams, LeakageParams, PrepareParams, StsTableColumns, StsTableSource,
                                         resolve_mirror)
@@ -84,6 +83,10 @@ BUFFER_GAPS: dict[str, tuple[float, str]] = {
     "search.enqueue.x0": (1.0, "the 0-5 STS scale's integer categories"),
 }
 
+#: Why a buffer wider than half the gap is refused, said with every such problem.
+_BUFFER_RULE = ("the buffer x0 must satisfy x0 <= d/2 (Zhang & Li 2024): inside it the loss and its gradient are zero, "
+                "and a buffer wider than half the gap leaves predictions that round to the wrong category unpenalised")
+
 
 def _buffer_problems(params: Params, source: str) -> list[str]:
     """``x0 > d/2`` for any buffer of :data:`BUFFER_GAPS`, with the paper's reason."""
@@ -98,15 +101,13 @@ def _buffer_problems(params: Params, source: str) -> list[str]:
         bad = [x for x in flat if x > gap / 2]
         if bad:
             problems.append(f"{source}: {field_path}: {max(bad):g} exceeds d/2 = {gap / 2:g} (d = {gap:g}, the gap "
-                            f"between adjacent categories of {scale}): the buffer x0 must satisfy x0 <= d/2 (Zhang & "
-                            "Li 2024): inside it the loss and its gradient are zero, and a buffer wider than half the gap "
-                            "leaves predictions that round to the wrong category unpenalised")
+                            f"between adjacent categories of {scale}): {_BUFFER_RULE}")
     return problems
 
 
 def _table_problems(params: Params, source: str) -> list[str]:
     """Declared tables: unique names; a public table under its reader's name, every public one declared (avg7 is
-    their mean); your files under :data:`TABLES_DIR` and names no public table or metric uses; valid scales; the
+    their mean); your files under :data:`TABLES_DIR` and names no public table or metric uses; the
     tables stage 2 and the gate name exist; stage 2's buffer holds on every table it trains on."""
     problems, declared = [], {t.name: t for t in params.prepare.sts_tables}
     for t in params.prepare.sts_tables:
@@ -139,15 +140,13 @@ def _table_problems(params: Params, source: str) -> list[str]:
                             "prepare.sts_tables)")
     for name in params.stage2.train_tables:
         t = declared.get(name)
-        if t is None or not valid_scale(t.scale):
+        if t is None:  # an unknown name, reported above (a declared table's scale is valid: its own rule)
             continue
         gap = t.internal_gap()
         if params.stage2.x0 > gap / 2:
             problems.append(f"{source}: stage2.x0: {params.stage2.x0:g} exceeds d/2 = {gap / 2:g} for table {name} "
                             f"(d = {t.d:g} on its scale {list(t.scale)}, {gap:g} on the 0-5 scale the losses use): "
-                            "the buffer x0 must satisfy x0 <= d/2 (Zhang & Li 2024): inside it the loss and its "
-                            "gradient are zero, and a buffer wider than half the gap leaves predictions that round "
-                            "to the wrong category unpenalised")
+                            f"{_BUFFER_RULE}")
     return problems
 
 

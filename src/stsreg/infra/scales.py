@@ -18,6 +18,13 @@ def valid_scale(scale) -> bool:
     return len(scale) == 2 and scale[0] < scale[1]
 
 
+def check_scale(scale) -> None:
+    """Raise ``ValueError`` naming ``scale`` unless it is valid (:func:`valid_scale`): the rule of a section's scale
+    field (a declared table's, the served one)."""
+    if not valid_scale(scale):
+        raise ValueError(f"scale must be [lo, hi] with lo < hi, got {list(scale)}")
+
+
 def to_internal(score, scale: tuple[float, float], rescale: bool = True):
     """Scores (a float, array or Series) on ``scale`` -> the 0-5 scale (linear); unchanged where ``scale`` is 0-5
     already or ``rescale`` is false (a scale inside 0-5 kept as annotated: SICK-R's 1-5)."""

@@ -11,7 +11,7 @@ from pydantic import model_validator
 
 from stsreg.infra import public_tables
 from stsreg.infra.knobs import knob, section
-from stsreg.infra.scales import internal_gap, valid_scale
+from stsreg.infra.scales import check_scale, internal_gap
 
 #: Environment variable that overrides ``fetch.mirror`` (a folder holding the raw files).
 MIRROR_ENV = "STSREG_DATA_MIRROR"
@@ -96,8 +96,7 @@ class StsTableSource:
     @model_validator(mode="after")
     def _consistent(self):
         """The rules between this table's own fields, wherever it is built (params.yaml, ``stsreg data check``)."""
-        if not valid_scale(self.scale):
-            raise ValueError(f"scale must be [lo, hi] with lo < hi, got {list(self.scale)}")
+        check_scale(self.scale)
         if self.d > self.scale[1] - self.scale[0]:
             raise ValueError(f"d = {self.d:g} is wider than the scale {list(self.scale)}")
         if not self.rescale and not (0.0 <= self.scale[0] and self.scale[1] <= 5.0):

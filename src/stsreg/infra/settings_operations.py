@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import model_validator
 
 from stsreg.infra.knobs import knob, section
-from stsreg.infra.scales import valid_scale
+from stsreg.infra.scales import check_scale
 
 #: What may run a served model's encoder (``serve.backend``, ``stsreg serve|encode --backend``; ``auto`` chooses
 #: among them): torch, and the exports registration writes (:data:`stsreg.product.serving.export.FILES`).
@@ -52,8 +52,7 @@ class ServeParams:
 
     @model_validator(mode="after")
     def _valid_scale(self):
-        if not valid_scale(self.scale):
-            raise ValueError(f"scale must be [lo, hi] with lo < hi, got {list(self.scale)}")
+        check_scale(self.scale)
         return self
 
 

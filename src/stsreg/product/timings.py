@@ -10,7 +10,11 @@ A step without model compute (register; promote once a champion exists) has prec
 from __future__ import annotations
 
 import json
+import time
+from contextlib import contextmanager
 from pathlib import Path
+
+from stsreg.infra.local_servers import STATE_DIR
 
 #: The MLflow runs of a pipeline run, in order.
 RUNS = ("stage1", "stage2", "evaluate", "register", "promote")
@@ -39,8 +43,8 @@ def _minutes(seconds: float | None) -> str:
     return "" if seconds is None else f"{int(seconds // 60)} min {seconds % 60:04.1f} s"
 
 
-#: Where a step without an MLflow run records its last run (relative to the project).
-RECORDS = Path(".stsreg/runs")
+#: Where a step without an MLflow run records its last run (relative to the project, in its state folder).
+RECORDS = Path(STATE_DIR) / "runs"
 
 
 def record(step: str, seconds: float, project: Path = Path(".")) -> None:
@@ -49,6 +53,14 @@ def record(step: str, seconds: float, project: Path = Path(".")) -> None:
     from stsreg.infra.tracking import cpu_name
 
     atomic.write_json(project / RECORDS / f"{step}.json", {"wall_seconds": round(seconds, 1), "host_cpu": cpu_name()})
+
+
+@contextmanager
+def timed(step: str, project: Path = Path(".")):
+    """Time the block and :func:`record` it as ``step``'s last run once it finishes (a failed run records nothing)."""
+    started = time.monotonic()
+    yield
+    record(step, time.monotonic() - started, project)
 
 
 def format_timings(uri: str, project: Path = Path(".")) -> str:
