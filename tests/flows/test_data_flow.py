@@ -7,7 +7,7 @@ from pipelines.product.data_flow import data_flow, prepare_task
 from tests.conftest import FIXTURE_RAW, fixture_registry, fixture_sources
 
 
-def test_flow_runs_fetch_then_prepare(harness, tmp_path):
+def test_flow_runs_fetch_then_prepare(harness, tmp_path, own_project):
     (tmp_path / "sources.json").write_text(json.dumps(fixture_sources()))
     (tmp_path / "params.yaml").write_text("prepare:\n  max_rejected_fraction: 1.0\n  nli_train: [snli/dev]\n")
     out = data_flow(params_path=str(tmp_path / "params.yaml"), registry=str(tmp_path / "sources.json"),
@@ -20,9 +20,11 @@ def test_flow_runs_fetch_then_prepare(harness, tmp_path):
                         "nli_train_rows": 2, "test_pairs_seen_in_train": headline["test_pairs_seen_in_train"],
                         "train_rows_removed_for_leakage": 0}
     assert (tmp_path / "raw/STS16/STS2016.input.headlines.txt").exists()
+    # the run's wall time is recorded in the project it ran in, beside the outputs (not in summary.json)
+    assert "wall_seconds" not in summary and (own_project / ".stsreg/runs/prepare.json").is_file()
 
 
-def test_task_callable_bare(tmp_path):
+def test_task_callable_bare(tmp_path, own_project):
     """Tasks stay plain functions: `.fn` runs without any Prefect server."""
     (tmp_path / "params.yaml").write_text("prepare:\n  max_rejected_fraction: 1.0\n  nli_train: []\n")
     path = prepare_task.fn(str(tmp_path / "params.yaml"), str(fixture_registry(tmp_path / "sources.json")), str(FIXTURE_RAW), str(tmp_path / "p"), str(tmp_path / "r"),
