@@ -75,10 +75,13 @@ def train_head(model: SiameseRegressor, nli: pd.DataFrame, p: Stage1Params, seed
                log_metric=lambda key, value, step: None) -> dict:
     """Train ``model.head`` on NLI pairs (premise, hypothesis, label 0/1/2; ``p.max_pairs`` sampled with ``seed``).
 
-    Returns a summary dict (pairs, steps, final loss, rounded accuracy of the head, the resolved ``config``)."""
+    Returns a summary dict (pairs, steps, final loss, rounded accuracy of the head, the resolved ``config``): what
+    the inputs decide. Whether the embeddings came from the cache is a fact of this run, not of the model: it is
+    logged as the metric ``embedding_cache_hit`` (1.0 / 0.0), not written into the summary."""
     nli = sample_pairs(nli, p.max_pairs, seed)
     unique, (i1, i2) = unique_sentences(nli.premise, nli.hypothesis)
     emb, hit = cached_embeddings(model, unique, cache_dir, p.encode_batch_size)
+    log_metric("embedding_cache_hit", float(hit), 0)
     u, v = emb[i1], emb[i2]
     labels = torch.tensor(nli.label.to_numpy(), dtype=torch.float32)
 
@@ -103,5 +106,5 @@ def train_head(model: SiameseRegressor, nli: pd.DataFrame, p: Stage1Params, seed
     with torch.no_grad():
         pred = model.score_embeddings(u, v)
         acc = (pred.round().clamp(0, 2) == labels).float().mean().item()
-    return {"pairs": len(nli), "distinct_sentences": len(unique), "cache_hit": hit, "steps": step,
+    return {"pairs": len(nli), "distinct_sentences": len(unique), "steps": step,
             "final_loss": last, "head_rounded_accuracy": acc, "config": asdict(p)}
