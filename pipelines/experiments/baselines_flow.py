@@ -21,7 +21,7 @@ import pandas as pd
 from prefect import flow, task
 
 from stsreg.infra import atomic, runtime, tracking
-from stsreg.experiments import run_folders
+from stsreg.experiments import row_results, run_folders
 from stsreg.experiments.baselines import experiment, baselines_table, retrieval
 from stsreg.infra.codehash import code_hash
 from stsreg.infra.config import Params, load_params
@@ -69,12 +69,14 @@ def baselines_parent(params_path: str, runs_dir: str) -> str:
 
 
 @task(name="baselines-system", task_run_name="{name}")
-def baselines_system(params_path: str, name: str, sts_path: str, nli_path: str, runs_dir: str, parent: str) -> dict:
+def baselines_system(params_path: str, name: str, sts_path: str, nli_path: str, runs_dir: str, out_dir: str,
+                     parent: str) -> dict:
     params = load_params(params_path)
-    work = Path(runs_dir) / name
+    work, rows = Path(runs_dir) / name, row_results.folder(out_dir)
     key = system_fingerprint(params, name, sha256_file(sts_path), sha256_file(nli_path))
-    if run_folders.prepare(work, key):
-        return _read_json(work / "metrics.json") or {"unavailable": _read_json(work / "run.json").get("unavailable")}
+    if row_results.is_done(rows, name, key):
+        return row_results.metrics(rows, name) or {"unavailable": row_results.read_json(rows, name, "run.json")["unavailable"]}
+    run_folders.prepare(work, key)  # a killed system of this key resumes from its checkpoint
     tags = {**tracking.environment_tags(runtime.device_name()), "system": name, "mlflow.parentRunId": parent,
             "fingerprint": key}
     logged = {"system": name, "seed": params.seed, "baselines": experiment.settings(params, name)}
@@ -83,23 +85,23 @@ def baselines_system(params_path: str, name: str, sts_path: str, nli_path: str, 
             metrics = experiment.run_system(params, name, pd.read_parquet(sts_path), pd.read_parquet(nli_path), work, run)
         except experiment.Unavailable as why:
             tracking.client().set_tag(run.run_id, "unavailable", str(why))
-            run_folders.mark_done(work, key, run.run_id, unavailable=str(why))
+            row_results.keep(work, rows, name, key, run.run_id, unavailable=str(why))
             return {"unavailable": str(why)}
         atomic.write_json(work / "metrics.json", metrics)
         tracking.log_metrics(run.run_id, metrics)
         for fname in ("predictions.parquet", "fit_summary.json"):
             tracking.client().log_artifact(run.run_id, str(work / fname), artifact_path="baselines")
-    run_folders.mark_done(work, key, run.run_id)
+    row_results.keep(work, rows, name, key, run.run_id)  # the results travel in rows/; the weights stay in the work
     return metrics
 
 
 @task(name="baselines-retrieval")
-def baselines_retrieval(params_path: str, sts_path: str, runs_dir: str) -> dict:
+def baselines_retrieval(params_path: str, sts_path: str, out_dir: str) -> dict:
     """Pairs/s of a bi-encoder and a cross-encoder scoring one query against ``retrieval_candidates`` sentences
     (distinct sentences of the STS tables, sampled with the seed); measured once per backbone / size / code."""
     params = load_params(params_path)
     p = params.baselines
-    out = Path(runs_dir) / "_retrieval.json"
+    out = row_results.folder(out_dir) / "retrieval.json"  # a result: it travels with the rows
     key = fingerprint({"backbone": p.backbone, "n": p.retrieval_candidates, "max_length": p.max_length,
                        "precision": params.model.precision, "seed": params.seed, "sts": sha256_file(sts_path),
                        "code": code_hash(ROW_CODE, exclude=("stsreg.infra.config",))})
@@ -119,22 +121,22 @@ def baselines_retrieval(params_path: str, sts_path: str, runs_dir: str) -> dict:
 
 
 @task(name="baselines-report")
-def baselines_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: str, compare_results: str,
-                     parent: str) -> dict:
+def baselines_report(params_path: str, out_dir: str, metrics_path: str, compare_results: str, parent: str) -> dict:
     params = load_params(params_path)
+    rows = row_results.folder(out_dir)
     runs, unavailable = [], {}
     for name in params.baselines.systems:
-        work = Path(runs_dir) / name
-        meta = _read_json(work / "run.json")
+        meta = row_results.read_json(rows, name, "run.json")
         if meta.get("unavailable"):
             unavailable[name] = meta["unavailable"]
         else:
-            runs.append({"system": name, **_read_json(work / "fit_summary.json"), **_read_json(work / "metrics.json")})
+            runs.append({"system": name, **row_results.read_json(rows, name, "fit_summary.json"),
+                         **row_results.metrics(rows, name)})
     table = baselines_table.rows_table(pd.DataFrame(runs)) if runs else pd.DataFrame()
     out = Path(out_dir)
     atomic.to_csv(table, out / "results.csv")
     ref = pd.read_csv(compare_results) if Path(compare_results).exists() else None
-    retrieval = _read_json(Path(runs_dir) / "_retrieval.json") or None
+    retrieval = _read_json(rows / "retrieval.json") or None
     md = baselines_table.format_table(table, unavailable, ref, retrieval, params.baselines.backbone, params.seed)
     atomic.write_text(out / "results.md", md + "\n")
     if not table.empty:
@@ -161,9 +163,9 @@ def baselines_flow(params_path: str = "params.yaml", sts_path: str = "data/prepa
     params = load_params(params_path)
     parent = baselines_parent(params_path, runs_dir)
     for name in params.baselines.systems:
-        baselines_system(params_path, name, sts_path, nli_path, runs_dir, parent)
-    baselines_retrieval(params_path, sts_path, runs_dir)
-    return baselines_report(params_path, runs_dir, out_dir, metrics_path, compare_results, parent)
+        baselines_system(params_path, name, sts_path, nli_path, runs_dir, out_dir, parent)
+    baselines_retrieval(params_path, sts_path, out_dir)
+    return baselines_report(params_path, out_dir, metrics_path, compare_results, parent)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Comparison flow: every method of :mod:`stsreg.experiments.compare` x every seed, then the results table, paired tests and plot.
 
 One MLflow run per (method, seed) (tags ``method``, ``seed``; the 7-task metrics, the dev curve, predictions)
-and one ``compare`` run with the table, the tests and the plot. Finished (method, seed) runs are skipped on a
-rerun while their settings and data are unchanged, so an interrupted comparison resumes.
+and one ``compare`` run with the table, the tests and the plot. Each finished (method, seed) keeps its results in
+``<out_dir>/rows/`` (:mod:`stsreg.experiments.row_results`, in git) and is skipped on a rerun while its settings,
+data and code are unchanged, so an interrupted comparison resumes and a fresh clone trains only the rows it lacks;
+``runs_dir`` holds the heavy work (stage-1 models, weights while they train).
 
     stsreg compare                      # or: dvc repro compare / make compare
 """
@@ -19,7 +21,7 @@ import pandas as pd
 from prefect import flow, task
 
 from stsreg.infra import atomic, runtime, tracking
-from stsreg.experiments import compare, run_folders, run_tables
+from stsreg.experiments import compare, row_results, run_tables
 from stsreg.infra.config import load_params
 from stsreg.infra.hashing import sha256_file
 from stsreg.product.runners.eval_runner import run_evaluate
@@ -28,12 +30,14 @@ EXPERIMENT = "stsreg-compare"
 
 
 @task(name="compare-run", task_run_name="{method}-{seed}")
-def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_path: str, runs_dir: str) -> dict:
+def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_path: str, runs_dir: str,
+                out_dir: str) -> dict:
     params = dataclasses.replace(load_params(params_path), seed=seed)
-    work = Path(runs_dir) / f"{method}-{seed}"
+    row, rows = f"{method}-{seed}", row_results.folder(out_dir)
+    work = Path(runs_dir) / row
     fingerprint = compare.run_fingerprint(params, method, seed, sha256_file(sts_path), sha256_file(nli_path))
-    if run_folders.is_done(work, fingerprint):
-        return json.loads((work / "metrics.json").read_text())
+    if row_results.is_done(rows, row, fingerprint):
+        return row_results.metrics(rows, row)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     logged = {"method": method, "seed": seed, "spec": compare.METHODS[method], "stage2": dataclasses.asdict(params.stage2),
@@ -46,21 +50,23 @@ def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_pat
         tracking.log_metrics(run.run_id, metrics)
         for name in ("table.md", "predictions.parquet"):
             tracking.client().log_artifact(run.run_id, str(work / name), artifact_path="eval")
-    shutil.rmtree(work / "model", ignore_errors=True)  # weights are not kept: predictions + metrics are
-    # the marker a rerun trusts: written last and atomically, so a killed run is never taken as finished
-    atomic.write_text(work / "run.json", json.dumps({"fingerprint": fingerprint, "mlflow_run_id": run.run_id}))
+    # the weights are not kept: the results travel in rows/ (the marker a rerun trusts written last), the work goes
+    row_results.keep(work, rows, row, fingerprint, run.run_id)
+    shutil.rmtree(work, ignore_errors=True)
     return metrics
 
 
 @task(name="compare-report")
-def compare_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: str) -> dict:
+def compare_report(params_path: str, out_dir: str, metrics_path: str) -> dict:
     params = load_params(params_path)
     c = params.compare
-    runs = run_tables.collect(Path(runs_dir), c.methods, c.seeds)
+    rows = row_results.folder(out_dir)
+    runs = run_tables.collect(rows, c.methods, c.seeds)
     table = run_tables.results_table(runs)
     reference = compare.reference_method(table)
     pairs = compare.test_pairs(reference, c.methods)
-    tests = run_tables.paired_tests(Path(runs_dir), pairs, c.seeds, params.evaluate.n_resamples, params.seed) if pairs else None
+    tests = run_tables.paired_tests(rows, pairs, c.seeds, params.evaluate.n_resamples, params.seed) if pairs else None
+    row_results.prune(rows)
     out = Path(out_dir)
     atomic.to_csv(runs, out / "runs.csv")
     atomic.to_csv(table, out / "results.csv")
@@ -91,8 +97,8 @@ def compare_flow(params_path: str = "params.yaml", sts_path: str = "data/prepare
     c = load_params(params_path).compare
     for seed in c.seeds:
         for method in c.methods:
-            compare_run(params_path, method, int(seed), sts_path, nli_path, runs_dir)
-    return compare_report(params_path, runs_dir, out_dir, metrics_path)
+            compare_run(params_path, method, int(seed), sts_path, nli_path, runs_dir, out_dir)
+    return compare_report(params_path, out_dir, metrics_path)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """NLI-table flow: every objective of :mod:`stsreg.experiments.nli_table` x every seed, then the table, paired tests and plot.
 
 One MLflow run per (objective, seed) in experiment ``stsreg-nli-table`` (the params, per-step loss, the 7-task
-metrics, predictions) and one ``nli-table`` run with the report. A finished (objective, seed) run is skipped on a
-rerun while its settings, data and code are unchanged; a run killed mid-training resumes from its checkpoint.
+metrics, predictions) and one ``nli-table`` run with the report. A finished (objective, seed) keeps its results in
+``<out_dir>/rows/`` (:mod:`stsreg.experiments.row_results`, in git) and is skipped on a rerun while its settings,
+data and code are unchanged; a run killed mid-training resumes from its checkpoint in ``runs_dir``.
 
     stsreg nli-table                    # or: dvc repro nli_table / make nli-table
 """
@@ -20,7 +21,7 @@ import pandas as pd
 from prefect import flow, task
 
 from stsreg.infra import atomic, runtime, tracking
-from stsreg.experiments import nli_table, run_folders, run_tables
+from stsreg.experiments import nli_table, row_results, run_folders, run_tables
 from stsreg.infra.codehash import code_hash
 from stsreg.infra.config import Params, load_params
 from stsreg.infra.hashing import fingerprint, sha256_file
@@ -44,12 +45,15 @@ def row_fingerprint(params: Params, name: str, seed: int, nli_sha: str, sts_sha:
 
 
 @task(name="nli-table-row", task_run_name="{name}-{seed}")
-def nli_table_row(params_path: str, name: str, seed: int, nli_path: str, sts_path: str, runs_dir: str) -> dict:
+def nli_table_row(params_path: str, name: str, seed: int, nli_path: str, sts_path: str, runs_dir: str,
+                  out_dir: str) -> dict:
     params = dataclasses.replace(load_params(params_path), seed=seed)
-    work = Path(runs_dir) / f"{name}-{seed}"
+    row, rows = f"{name}-{seed}", row_results.folder(out_dir)
+    work = Path(runs_dir) / row
     key = row_fingerprint(params, name, seed, sha256_file(nli_path), sha256_file(sts_path))
-    if run_folders.prepare(work, key):
-        return json.loads((work / "metrics.json").read_text())
+    if row_results.is_done(rows, row, key):
+        return row_results.metrics(rows, row)
+    run_folders.prepare(work, key)  # a killed row of this key resumes from its checkpoint
     logged = {"objective": name, "seed": seed, "nli_table": dataclasses.asdict(params.nli_table),
               "model": dataclasses.asdict(params.model), "evaluate": dataclasses.asdict(params.evaluate)}
     tags = {**tracking.environment_tags(runtime.device_name()), "objective": name, "seed": str(seed), "fingerprint": key}
@@ -65,21 +69,24 @@ def nli_table_row(params_path: str, name: str, seed: int, nli_path: str, sts_pat
         for fname in ("table.md", "predictions.parquet", "nli_summary.json"):
             if (work / fname).exists():
                 tracking.client().log_artifact(run.run_id, str(work / fname), artifact_path="eval")
-    shutil.rmtree(work / "model", ignore_errors=True)  # weights are not kept: predictions + metrics are
-    run_folders.mark_done(work, key, run.run_id)
+    # the weights are not kept: the results travel in rows/ (the marker a rerun trusts written last), the work goes
+    row_results.keep(work, rows, row, key, run.run_id)
+    shutil.rmtree(work, ignore_errors=True)
     return metrics
 
 
 @task(name="nli-table-report")
-def nli_table_report(params_path: str, runs_dir: str, out_dir: str, metrics_path: str) -> dict:
+def nli_table_report(params_path: str, out_dir: str, metrics_path: str) -> dict:
     params = load_params(params_path)
     p = params.nli_table
-    runs = run_tables.collect(Path(runs_dir), p.objectives, p.seeds)
+    rows = row_results.folder(out_dir)
+    runs = run_tables.collect(rows, p.objectives, p.seeds)
     table = run_tables.results_table(runs)
     seconds = runs.groupby("method", sort=False).row_seconds.mean()
     pairs = [(nli_table.REFERENCE, o) for o in p.objectives if o != nli_table.REFERENCE] \
         if nli_table.REFERENCE in p.objectives else []
-    tests = run_tables.paired_tests(Path(runs_dir), pairs, p.seeds, params.evaluate.n_resamples, params.seed) if pairs else None
+    tests = run_tables.paired_tests(rows, pairs, p.seeds, params.evaluate.n_resamples, params.seed) if pairs else None
+    row_results.prune(rows)
     out = Path(out_dir)
     atomic.to_csv(runs, out / "runs.csv")
     atomic.to_csv(table, out / "results.csv")
@@ -108,8 +115,8 @@ def nli_table_flow(params_path: str = "params.yaml", nli_path: str = "data/prepa
     p = load_params(params_path).nli_table
     for seed in p.seeds:
         for name in p.objectives:
-            nli_table_row(params_path, name, int(seed), nli_path, sts_path, runs_dir)
-    return nli_table_report(params_path, runs_dir, out_dir, metrics_path)
+            nli_table_row(params_path, name, int(seed), nli_path, sts_path, runs_dir, out_dir)
+    return nli_table_report(params_path, out_dir, metrics_path)
 
 
 if __name__ == "__main__":

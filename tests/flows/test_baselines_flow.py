@@ -39,7 +39,7 @@ def test_baselines_flow_writes_table_runs_and_resumes(harness, tiny_backbone, tm
     assert list(results.index) == ran
     # trained systems: 24 pairs / batch 8 = 3 steps an epoch; dev evaluated at 0, 2, 3, 4, 6; the kept one after 0
     for s in ("sbert", "cross_mlp"):
-        fit = json.loads((tmp_path / f"runs/{s}/fit_summary.json").read_text())
+        fit = json.loads((tmp_path / f"out/rows/{s}/fit_summary.json").read_text())
         assert fit["steps"] == 6 and [h["step"] for h in fit["history"]] == [0, 2, 3, 4, 6]
         assert fit["kept_step"] > 0 and fit["kept_dev_spearman"] == max(h["dev_spearman"] for h in fit["history"][1:])
         assert not (tmp_path / f"runs/{s}/checkpoint.pt").exists()
@@ -53,7 +53,7 @@ def test_baselines_flow_writes_table_runs_and_resumes(harness, tiny_backbone, tm
     assert "| word2vec_pretrained | word vectors | not run: no word2vec file" in md
     assert "| 86.8 |" in md  # S-BERT's study figure (0.868) beside ours
     assert "pairs/s" in md and (tmp_path / "out/stsb.png").stat().st_size > 0
-    cost = json.loads((tmp_path / "runs/_retrieval.json").read_text())
+    cost = json.loads((tmp_path / "out/rows/retrieval.json").read_text())
     assert cost["candidates"] == 20 and cost["cross_pairs_per_s"] > 0 and cost["bi_pairs_per_s"] > 0
 
     c = tracking.client()
@@ -81,4 +81,4 @@ def test_baselines_flow_writes_table_runs_and_resumes(harness, tiny_backbone, tm
     assert retrained == ["gru"]
     assert {k: v for k, v in again.items() if not k.startswith("gru")} == \
         {k: v for k, v in summary.items() if not k.startswith("gru")}
-    assert json.loads((tmp_path / "runs/gru/fit_summary.json").read_text())["params"]["rnn_epochs"] == 1
+    assert json.loads((tmp_path / "out/rows/gru/fit_summary.json").read_text())["params"]["rnn_epochs"] == 1

@@ -43,7 +43,7 @@ def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone
     assert trained.loc["ours", "total_steps"] == 64 // 8  # one epoch of 64 pairs at batch 8: compare.epochs wins
     assert results.set_index("method").loc[["base"], "dev_kept"].isna().all()
     for m in methods[1:]:
-        s = json.loads((tmp_path / f"runs/{m}-1/training_summary.json").read_text())
+        s = json.loads((tmp_path / f"out/rows/{m}-1/training_summary.json").read_text())
         assert s["kept"] == "trained" and s["trained_best_dev_spearman"] == trained.loc[m, "dev_kept"]
     assert (results.avg7_low <= results.avg7_mean).all() and (results.avg7_mean <= results.avg7_high).all()
     paired = pd.read_csv(tmp_path / "out/paired.csv")
@@ -52,7 +52,7 @@ def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone
     assert "| ours |" in md and "Paired bootstrap" in md and "| untrained |" in md and " -> " in md
     assert "Every trained row: 1 epoch(s) of stage 2, batch 8" in md
     assert (tmp_path / "out/avg7.png").stat().st_size > 1000
-    assert not (tmp_path / "runs/ours-1/model").exists()  # weights are not kept
+    assert not (tmp_path / "runs/ours-1").exists()  # weights are not kept; the results travel in out/rows
     c = tracking.client()
     exp = c.get_experiment_by_name("stsreg-compare")
     runs = c.search_runs([exp.experiment_id])
@@ -63,7 +63,54 @@ def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone
         assert abs(by.loc[m, "avg7_mean"] - by.loc["base", "avg7_mean"]) > 0.01, m
 
     # rerun: every (method, seed) is skipped (no new per-method MLflow runs), the report is rebuilt
-    ids = {json.loads((tmp_path / f"runs/{m}-1/run.json").read_text())["mlflow_run_id"] for m in ("base", "ours")}
+    ids = {json.loads((tmp_path / f"out/rows/{m}-1/run.json").read_text())["mlflow_run_id"] for m in ("base", "ours")}
     compare_flow(**kw)
-    assert {json.loads((tmp_path / f"runs/{m}-1/run.json").read_text())["mlflow_run_id"] for m in ("base", "ours")} == ids
+    assert {json.loads((tmp_path / f"out/rows/{m}-1/run.json").read_text())["mlflow_run_id"] for m in ("base", "ours")} == ids
     assert len(c.search_runs([exp.experiment_id])) == 7
+    assert pd.read_csv(tmp_path / "out/paired.csv").equals(paired)  # the same tests, from the rows' files alone
+
+
+def test_a_fresh_clone_trains_only_the_row_it_adds(harness, tiny_backbone, tmp_path, monkeypatch):
+    """What travels in git (the tables and ``rows/``) is enough: with the work folder gone, as on a fresh clone, and
+    a row added to the settings, only that row trains, and the claim pair (ours, mse) is tested against a row that
+    was not retrained."""
+    import shutil
+
+    from tests.conftest import tiny_eval_table, tiny_sts
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow/mlflow.db")
+    monkeypatch.chdir(tmp_path)
+    from pipelines.experiments.compare_flow import compare_flow
+    from stsreg.infra import tracking
+
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw["model"].update(backbone=tiny_backbone, max_length=16)
+    raw["stage1"].update(epochs=1)
+    raw["stage1"]["encoder"].update(objective="none")
+    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every=100, lr=1e-3)
+    raw["evaluate"].update(max_length=16, n_resamples=50)
+    raw["compare"].update(methods=["base", "ours"], seeds=[1], epochs=1)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    train = tiny_sts(48, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(48), seen_in_train=False)
+    pd.concat([tiny_eval_table(40), train], ignore_index=True).to_parquet(tmp_path / "sts.parquet")
+    grouped_nli(10).to_parquet(tmp_path / "nli.parquet")
+    kw = dict(params_path=str(tmp_path / "params.yaml"), sts_path=str(tmp_path / "sts.parquet"),
+              nli_path=str(tmp_path / "nli.parquet"), runs_dir=str(tmp_path / "runs"), out_dir=str(tmp_path / "out"),
+              metrics_path=str(tmp_path / "compare.json"))
+    first = compare_flow(**kw)
+    rows = tmp_path / "out/rows"
+    assert sorted(p.name for p in rows.iterdir() if p.is_dir()) == ["base-1", "ours-1"]
+    assert len(list(rows.glob("pairs-*.parquet"))) == 1  # the pairs once, every row's scores beside them
+    kept = {m: (rows / f"{m}-1/run.json").read_text() for m in ("base", "ours")}
+
+    shutil.rmtree(tmp_path / "runs")  # a fresh clone: no stage-1 model, no work folder
+    raw["compare"]["methods"] = ["base", "ours", "mse"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    second = compare_flow(**kw)
+    exp = tracking.client().get_experiment_by_name("stsreg-compare")
+    names = sorted(r.info.run_name for r in tracking.client().search_runs([exp.experiment_id]))
+    assert names == ["base-1", "compare", "compare", "mse-1", "ours-1"]  # one row trained: mse
+    assert {m: (rows / f"{m}-1/run.json").read_text() for m in ("base", "ours")} == kept
+    assert {k: second[k] for k in first} == first
+    paired = pd.read_csv(tmp_path / "out/paired.csv")
+    assert {("ours", "mse"), ("ours", "base")} <= set(zip(paired.reference, paired.other))

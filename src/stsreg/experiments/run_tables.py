@@ -1,7 +1,8 @@
 """Tables over folders of (row, seed) runs, shared by the comparison and the NLI table.
 
-Each run folder ``<runs_dir>/<row>-<seed>/`` holds ``metrics.json`` (:func:`stsreg.product.sts_eval.task_metrics` plus
-intervals), ``predictions.parquet`` (one row per test pair) and, for trained rows, ``training_summary.json``.
+Each finished row ``<rows>/<row>-<seed>/`` (:mod:`stsreg.experiments.row_results`) holds ``metrics.json``
+(:func:`stsreg.product.sts_eval.task_metrics` plus intervals), its per-pair scores and, for trained rows,
+``training_summary.json``.
 Spearman figures are x100.
 """
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from stsreg.experiments import row_results
 from stsreg.infra import atomic, public_tables
 from stsreg.product.data.catalogue import EVAL_TASKS
 from stsreg.product.sts_eval import paired_on_predictions
@@ -21,12 +23,12 @@ from stsreg.product.sts_eval import paired_on_predictions
 COLUMNS = [*EVAL_TASKS, "avg7", "avg7_unseen"]
 
 
-def collect(runs_dir: Path, methods, seeds) -> pd.DataFrame:
-    """One row per (method, seed) with the metrics of ``<runs_dir>/<method>-<seed>/metrics.json``."""
+def collect(rows_dir: Path, methods, seeds) -> pd.DataFrame:
+    """One row per (method, seed) with the metrics of ``<rows_dir>/<method>-<seed>/metrics.json``."""
     rows = []
     for method in methods:
         for seed in seeds:
-            run = runs_dir / f"{method}-{seed}"
+            run = rows_dir / f"{method}-{seed}"
             m = json.loads((run / "metrics.json").read_text())
             trained = {}
             if (run / "training_summary.json").exists():  # the base row trains nothing
@@ -54,14 +56,14 @@ def results_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def paired_tests(runs_dir: Path, pairs, seeds, n_resamples: int, seed: int = 0) -> pd.DataFrame:
+def paired_tests(rows_dir: Path, pairs, seeds, n_resamples: int, seed: int = 0) -> pd.DataFrame:
     """Each (a, b) of ``pairs``, per seed, on the same test pairs: a - b in avg7 and avg7-unseen, one-sided p that
     a is better."""
     rows = []
     for reference, other in pairs:
         for s in seeds:
-            a = pd.read_parquet(runs_dir / f"{reference}-{s}" / "predictions.parquet")
-            b = pd.read_parquet(runs_dir / f"{other}-{s}" / "predictions.parquet")
+            a = row_results.predictions(rows_dir, f"{reference}-{s}")
+            b = row_results.predictions(rows_dir, f"{other}-{s}")
             for view, unseen in (("avg7", False), ("avg7_unseen", True)):
                 r = paired_on_predictions(a, b, unseen, n_resamples, seed)
                 rows.append({"reference": reference, "other": other, "seed": s, "view": view, **r.as_dict()})

@@ -3,7 +3,7 @@
 The protocol scores each STS year on all of its pairs pooled ("all" Spearman), so a model gains there both by ordering
 pairs inside a subset (MSRpar, MSRvid, ...) and by placing whole subsets against each other. This splits a row's
 difference to a reference row into the two: the mean within-subset Spearman, and the rest (all minus within-mean).
-It reads the finished rows of ``reports/compare/runs/<method>-<seed>/metrics.json`` (Spearman x100; subset keys are
+It reads the finished rows of ``reports/compare/rows/<method>-<seed>/metrics.json`` (Spearman x100; subset keys are
 ``<task>_<subset>_spearman``) and writes ``reports/explore/subset_breakdown.md``. Test numbers only describe what was trained:
 nothing here feeds a choice.
 
@@ -67,7 +67,7 @@ def to_markdown(b: pd.DataFrame, reference: str) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", default="reports/compare/runs")
+    ap.add_argument("--runs", default="reports/compare/rows")
     ap.add_argument("--reference", default="ours_cos")
     ap.add_argument("--out", default="reports/explore/subset_breakdown.md")
     a = ap.parse_args(argv)

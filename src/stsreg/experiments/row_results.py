@@ -1,0 +1,103 @@
+"""A finished experiment row's results, kept in git beside the tables they make: ``<out>/rows/``.
+
+The work folder of a row (``<out>/runs/<row>-<seed>/``: stage-1 models, checkpoints, weights while they train) is
+heavy, ignored by git and re-made on demand. What the tables, the paired tests and the claims read is small and
+travels with the repository::
+
+    rows/<row>-<seed>/metrics.json           the evaluation (Spearman x100 per task, intervals)
+    rows/<row>-<seed>/training_summary.json  a trained row's dev curve and kept checkpoint (nli_summary.json: NLI rows)
+    rows/<row>-<seed>/scores.parquet         (n,) float32 ``cosine`` and ``prediction``, one per evaluation pair
+    rows/pairs-<sha>.parquet                 those n pairs in order (task, file, line, text, gold score,
+                                             seen_in_train), written once for every row scored on the same pairs
+    rows/<row>-<seed>/run.json               written last: the fingerprint a rerun matches, the MLflow run, the pairs
+
+A rerun reuses a row whose ``run.json`` still names its fingerprint (settings, seed, data, code), with or without
+its work folder: a fresh clone rebuilds every table from these files without training, and a row added to the
+settings is the only one that trains.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from stsreg.experiments import run_folders
+from stsreg.infra import atomic
+
+#: The per-pair columns a row adds to the shared pairs (the rest of ``predictions.parquet``).
+SCORES = ["cosine", "prediction"]
+#: The small files of a finished work folder that travel (those present are copied).
+KEPT = ("metrics.json", "training_summary.json", "nli_summary.json", "fit_summary.json", "table.md")
+
+
+def folder(out_dir: str | Path) -> Path:
+    """``<out_dir>/rows``: where a table's rows keep their results."""
+    return Path(out_dir) / "rows"
+
+
+def is_done(rows: Path, name: str, fingerprint: str) -> bool:
+    """True when ``rows/<name>`` holds the finished results of ``fingerprint``."""
+    return run_folders.is_done(rows / name, fingerprint)
+
+
+def metrics(rows: Path, name: str) -> dict:
+    """The evaluation of the finished row ``name`` (``<row>-<seed>``, or a baseline system's name)."""
+    return read_json(rows, name, "metrics.json")
+
+
+def _pairs_key(pairs: pd.DataFrame) -> str:
+    """A content key of the pairs table (columns, dtypes, values; not how parquet wrote it)."""
+    h = hashlib.sha256(repr([(c, str(t)) for c, t in pairs.dtypes.items()]).encode())
+    h.update(pd.util.hash_pandas_object(pairs, index=False).to_numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def keep(work: Path, rows: Path, name: str, fingerprint: str, mlflow_run_id: str, **extra) -> None:
+    """Copy the finished run in ``work`` (its ``predictions.parquet`` when it scored pairs, and the :data:`KEPT`
+    files present) to ``rows/<name>``: the pairs once per content, the scores per row, ``run.json`` (with ``extra``)
+    last, so that a killed copy is never taken as done."""
+    dest = rows / name
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    if (work / "predictions.parquet").exists():
+        predictions = pd.read_parquet(work / "predictions.parquet")
+        pairs = predictions.drop(columns=SCORES)
+        pairs_file = rows / f"pairs-{_pairs_key(pairs)}.parquet"
+        if not pairs_file.exists():
+            atomic.to_parquet(pairs, pairs_file)
+        atomic.to_parquet(predictions[SCORES], dest / "scores.parquet")
+        extra["pairs"] = pairs_file.name
+    for fname in KEPT:
+        if (work / fname).exists():
+            shutil.copyfile(work / fname, dest / fname)
+    run_folders.mark_done(dest, fingerprint, mlflow_run_id, **extra)
+
+
+def read_json(rows: Path, name: str, fname: str) -> dict:
+    """A JSON file of the row ``name`` ({} when it has none: an unavailable system has no metrics)."""
+    path = rows / name / fname
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def predictions(rows: Path, name: str) -> pd.DataFrame:
+    """The row's ``predictions.parquet`` as its evaluation wrote it: the shared pairs with its scores appended."""
+    meta = json.loads((rows / name / "run.json").read_text(encoding="utf-8"))
+    pairs = pd.read_parquet(rows / meta["pairs"])
+    scores = pd.read_parquet(rows / name / "scores.parquet")
+    if len(scores) != len(pairs):
+        raise ValueError(f"{rows / name}: {len(scores)} scores for {len(pairs)} pairs in {meta['pairs']}")
+    return pairs.assign(**{c: scores[c].to_numpy() for c in SCORES})
+
+
+def prune(rows: Path) -> list[str]:
+    """Remove the pairs files no row folder in ``rows`` refers to (left when every row scored on them was rescored
+    on changed data); returns the removed file names."""
+    used = {json.loads(m.read_text(encoding="utf-8")).get("pairs") for m in rows.glob("*/run.json")}
+    gone = sorted(p.name for p in rows.glob("pairs-*.parquet") if p.name not in used)
+    for fname in gone:
+        (rows / fname).unlink()
+    return gone
