@@ -64,8 +64,8 @@ def test_dvc_metrics_files_are_headlines():
             assert len(numbers) <= 16 and not any(isinstance(v, (dict, list)) for v in data.values()), name
 
 
-#: Declarative code that reads best whole: the params schema and the raw-file parsers, and the CLI's argument table.
-_LONG_MODULES = {"src/stsreg/product/data/readers.py"}
+#: Modules allowed past the bar (none now: the raw-file readers share their primitives through data/parsed.py).
+_LONG_MODULES: set[str] = set()
 _LONG_FUNCTIONS: set[tuple[str, str]] = set()  # build_parser: one function per subcommand now
 
 

@@ -31,98 +31,27 @@ from __future__ import annotations
 
 import csv
 import json
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from stsreg.infra.errors import InputError
+from stsreg.product.data import parsed
+from stsreg.product.data.parsed import NOT_UTF8, Parsed
 
 # ANLI uses one-letter labels; everything else spells them out.
 ANLI_LABELS = {"e": "entailment", "n": "neutral", "c": "contradiction"}
 
 
-@dataclass
-class Parsed:
-    rows: list[dict] = field(default_factory=list)
-    rejects: list[dict] = field(default_factory=list)
-    skipped: int = 0
-    #: records per file (relative path): every one is a row, a reject or skipped
-    read: Counter = field(default_factory=Counter)
-    skipped_by_file: Counter = field(default_factory=Counter)
-
-    def extend(self, other: "Parsed") -> "Parsed":
-        self.rows += other.rows
-        self.rejects += other.rejects
-        self.skipped += other.skipped
-        self.read.update(other.read)
-        self.skipped_by_file.update(other.skipped_by_file)
-        return self
-
-    def skip(self, file: str) -> None:
-        self.skipped += 1
-        self.skipped_by_file[file] += 1
-
-    def per_file(self) -> dict[str, dict[str, int]]:
-        """``{file: {read, kept, rejected, skipped}}`` before content validation (kept = parsed rows)."""
-        kept, rejected = Counter(r["file"] for r in self.rows), Counter(r["file"] for r in self.rejects)
-        return {f: {"read": n, "kept": kept[f], "rejected": rejected[f], "skipped": self.skipped_by_file[f]}
-                for f, n in self.read.items()}
-
-    def check_accounting(self) -> None:
-        """``read = kept + rejected + skipped`` for every file; a reader that loses a record is a bug."""
-        for f, c in self.per_file().items():
-            if c["read"] != c["kept"] + c["rejected"] + c["skipped"]:
-                raise AssertionError(f"{f}: {c['read']} records read but {c['kept']} kept + {c['rejected']} "
-                                     f"rejected + {c['skipped']} skipped")
-
-
-def _rel(path: Path, root: Path) -> str:
-    try:
-        return path.relative_to(root).as_posix()
-    except ValueError:
-        return path.as_posix()
-
-
-def _text(path: Path) -> str:
-    """The file decoded as UTF-8 (BOM dropped); undecodable bytes survive as lone surrogates (see :func:`_undecodable`)."""
-    return path.read_bytes().decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
-
-
-def _lines(path: Path) -> list[str]:
-    """Physical lines without their terminator; CRLF and LF may be mixed in one file."""
-    lines = _text(path).split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # final newline; a file without one (SICK.txt) keeps its last line
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
-
-
-def _undecodable(*texts: str) -> bool:
-    """True when a text holds bytes that were not valid UTF-8 (decoded by :func:`_text` as lone surrogates)."""
-    return any(not t.isascii() and any("\udc80" <= ch <= "\udcff" for ch in t) for t in texts)
-
-
-def _printable(raw: str) -> str:
-    return raw.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
-
-
-NOT_UTF8 = "not valid UTF-8 (undecodable bytes)"
-
-
-def _reject(file: str, line: int, reason: str, raw: str) -> dict:
-    return {"file": file, "line": line, "reason": reason, "raw": _printable(raw)}
-
-
 def read_stsb(path: Path, root: Path) -> Parsed:
     """STS Benchmark csv: genre, file, year, id, score, sentence1, sentence2 [, license, source]."""
-    out, rel = Parsed(), _rel(path, root)
-    for n, line in enumerate(_lines(path), start=1):
+    out, rel = Parsed(), parsed.rel(path, root)
+    for n, line in enumerate(parsed.lines(path), start=1):
         out.read[rel] += 1
         fields = line.split("\t")
-        if _undecodable(line):
-            out.rejects.append(_reject(rel, n, NOT_UTF8, line))
+        if parsed.undecodable(line):
+            out.rejects.append(parsed.reject(rel, n, NOT_UTF8, line))
         elif len(fields) not in (7, 9):
-            out.rejects.append(_reject(rel, n, f"expected 7 or 9 tab-separated fields, got {len(fields)}", line))
-        if _undecodable(line) or len(fields) not in (7, 9):
+            out.rejects.append(parsed.reject(rel, n, f"expected 7 or 9 tab-separated fields, got {len(fields)}", line))
+        if parsed.undecodable(line) or len(fields) not in (7, 9):
             continue
         genre, source_file, year, _id, score, s1, s2 = fields[:7]
         out.rows.append({"subset": source_file, "sentence1": s1, "sentence2": s2, "score": score, "file": rel, "line": n})
@@ -131,49 +60,49 @@ def read_stsb(path: Path, root: Path) -> Parsed:
 
 def read_sts_year(input_path: Path, gold_path: Path, subset: str, root: Path, n_fields: int = 2) -> Parsed:
     """SemEval STS input + gold files. ``n_fields`` is 2 (STS12-15) or 4 (STS16); blank gold = unscored."""
-    out, rel = Parsed(), _rel(input_path, root)
-    inputs, golds = _lines(input_path), _lines(gold_path)
+    out, rel = Parsed(), parsed.rel(input_path, root)
+    inputs, golds = parsed.lines(input_path), parsed.lines(gold_path)
     if len(inputs) != len(golds):
         raise InputError(
-            f"{rel}: {len(inputs)} input lines but {_rel(gold_path, root)} has {len(golds)} gold lines; "
+            f"{rel}: {len(inputs)} input lines but {parsed.rel(gold_path, root)} has {len(golds)} gold lines; "
             "the files must align line by line"
         )
     for n, (line, gold) in enumerate(zip(inputs, golds), start=1):
         out.read[rel] += 1
-        if _undecodable(line, gold):
-            out.rejects.append(_reject(rel, n, NOT_UTF8 + " in the input or gold line", line + "\t" + gold))
+        if parsed.undecodable(line, gold):
+            out.rejects.append(parsed.reject(rel, n, NOT_UTF8 + " in the input or gold line", line + "\t" + gold))
             continue
         if not gold.strip():
             out.skip(rel)  # pair was not scored by the organisers; SentEval drops it too
             continue
         fields = line.split("\t")
         if len(fields) != n_fields:
-            out.rejects.append(_reject(rel, n, f"expected {n_fields} tab-separated fields, got {len(fields)}", line))
+            out.rejects.append(parsed.reject(rel, n, f"expected {n_fields} tab-separated fields, got {len(fields)}", line))
             continue
         out.rows.append({"subset": subset, "sentence1": fields[0], "sentence2": fields[1], "score": gold.strip(), "file": rel,
-                         "line": n, "gold_file": _rel(gold_path, root)})  # a bad score is reported against gold_file
+                         "line": n, "gold_file": parsed.rel(gold_path, root)})  # a bad score is reported against gold_file
     return out
 
 
 def _read_header_tsv(path: Path, root: Path, columns: dict[str, str]) -> Parsed:
     """TAB-separated file with a header; ``columns`` maps output key -> header name."""
-    out, rel = Parsed(), _rel(path, root)
-    lines = _lines(path)
+    out, rel = Parsed(), parsed.rel(path, root)
+    lines = parsed.lines(path)
     if not lines:
         raise InputError(f"{rel}: empty file, expected a header line")
     header = lines[0].split("\t")
     missing = [c for c in columns.values() if c not in header]
     if missing:
-        raise InputError(f"{rel}: line 1: header lacks column(s) {missing}; found {[_printable(h) for h in header]}")
+        raise InputError(f"{rel}: line 1: header lacks column(s) {missing}; found {[parsed.printable(h) for h in header]}")
     idx = {key: header.index(col) for key, col in columns.items()}
     for n, line in enumerate(lines[1:], start=2):
         out.read[rel] += 1
         fields = line.split("\t")
-        if _undecodable(line):
-            out.rejects.append(_reject(rel, n, NOT_UTF8, line))
+        if parsed.undecodable(line):
+            out.rejects.append(parsed.reject(rel, n, NOT_UTF8, line))
             continue
         if len(fields) != len(header):
-            out.rejects.append(_reject(rel, n, f"expected {len(header)} tab-separated fields, got {len(fields)}", line))
+            out.rejects.append(parsed.reject(rel, n, f"expected {len(header)} tab-separated fields, got {len(fields)}", line))
             continue
         row = {key: fields[i] for key, i in idx.items()}
         row.update(file=rel, line=n)
@@ -239,8 +168,8 @@ def _csv_records(lines: list[str], start: int, n_fields: int):
 
 def read_anli_csv(path: Path, root: Path) -> Parsed:
     """ANLI analysis CSV: quoted, multi-line fields; premise=context, hypothesis=statement, label=gold_label (e/n/c)."""
-    out, rel = Parsed(), _rel(path, root)
-    lines = _lines(path)
+    out, rel = Parsed(), parsed.rel(path, root)
+    lines = parsed.lines(path)
     try:
         header = next(csv.reader(lines[:1], strict=True), None)
     except csv.Error as exc:
@@ -255,11 +184,11 @@ def read_anli_csv(path: Path, root: Path) -> Parsed:
     for line, fields, raw, reason in _csv_records(lines, 1, len(header)):
         out.read[rel] += 1
         if fields is None:
-            out.rejects.append(_reject(rel, line, reason, raw[:2000]))
+            out.rejects.append(parsed.reject(rel, line, reason, raw[:2000]))
         elif len(fields) != len(header):
-            out.rejects.append(_reject(rel, line, f"expected {len(header)} fields, got {len(fields)}", raw[:2000]))
-        elif _undecodable(*fields):
-            out.rejects.append(_reject(rel, line, NOT_UTF8, raw[:2000]))
+            out.rejects.append(parsed.reject(rel, line, f"expected {len(header)} fields, got {len(fields)}", raw[:2000]))
+        elif parsed.undecodable(*fields):
+            out.rejects.append(parsed.reject(rel, line, NOT_UTF8, raw[:2000]))
         else:
             row = {k: fields[i] for k, i in idx.items()}
             row["raw_label"] = row["label"]  # as written, so that prepare counts the mapping
@@ -273,16 +202,16 @@ def read_senteval_snli(folder: Path, split: str, root: Path) -> Parsed:
     """SentEval SNLI: ``s1.<split>``, ``s2.<split>``, ``labels.<split>``, parallel, one item per line."""
     out = Parsed()
     paths = [folder / f"{name}.{split}" for name in ("s1", "s2", "labels")]
-    s1, s2, labels = (_lines(p) for p in paths)
+    s1, s2, labels = (parsed.lines(p) for p in paths)
     if not (len(s1) == len(s2) == len(labels)):
         raise InputError(
-            f"{_rel(paths[0], root)}: parallel files differ in length (s1 {len(s1)}, s2 {len(s2)}, labels {len(labels)})"
+            f"{parsed.rel(paths[0], root)}: parallel files differ in length (s1 {len(s1)}, s2 {len(s2)}, labels {len(labels)})"
         )
-    rel = _rel(paths[0], root)
+    rel = parsed.rel(paths[0], root)
     for n, (a, b, lab) in enumerate(zip(s1, s2, labels), start=1):
         out.read[rel] += 1
-        if _undecodable(a, b, lab):
-            out.rejects.append(_reject(rel, n, NOT_UTF8 + " in s1, s2 or labels", "\t".join((a, b, lab))))
+        if parsed.undecodable(a, b, lab):
+            out.rejects.append(parsed.reject(rel, n, NOT_UTF8 + " in s1, s2 or labels", "\t".join((a, b, lab))))
             continue
         out.rows.append({"premise": a, "hypothesis": b, "label": lab, "file": rel, "line": n})
     return out
@@ -290,19 +219,19 @@ def read_senteval_snli(folder: Path, split: str, root: Path) -> Parsed:
 
 def read_nli_jsonl(path: Path, root: Path) -> Parsed:
     """Official SNLI / MultiNLI jsonl: one JSON object per line with sentence1, sentence2, gold_label."""
-    out, rel = Parsed(), _rel(path, root)
-    for n, line in enumerate(_lines(path), start=1):
+    out, rel = Parsed(), parsed.rel(path, root)
+    for n, line in enumerate(parsed.lines(path), start=1):
         if not line.strip():
             continue  # blank lines hold no record
         out.read[rel] += 1
-        if _undecodable(line):
-            out.rejects.append(_reject(rel, n, NOT_UTF8, line[:500]))
+        if parsed.undecodable(line):
+            out.rejects.append(parsed.reject(rel, n, NOT_UTF8, line[:500]))
             continue
         try:
             obj = json.loads(line)
             row = {"premise": obj["sentence1"], "hypothesis": obj["sentence2"], "label": obj["gold_label"]}
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            out.rejects.append(_reject(rel, n, f"bad jsonl record: {exc.__class__.__name__}: {exc}", line[:500]))
+            out.rejects.append(parsed.reject(rel, n, f"bad jsonl record: {exc.__class__.__name__}: {exc}", line[:500]))
             continue
         row.update(file=rel, line=n)
         out.rows.append(row)
