@@ -29,7 +29,7 @@ from stsreg.infra.hashing import fingerprint, sha256_file
 from stsreg.product.precision import cache_name
 
 EXPERIMENT = "stsreg-baselines"
-#: The code one system's run executes; config.py is left out (the resolved values are in the key).
+#: The code one system's run executes (the settings modules are in no key: the resolved values are, codehash.KEYLESS).
 ROW_CODE = ("stsreg.experiments.baselines.experiment",)
 
 
@@ -39,7 +39,7 @@ def system_fingerprint(params: Params, name: str, sts_sha: str, nli_sha: str) ->
     parts = {"system": name, "seed": params.seed, "settings": experiment.settings(params, name),
              "precision": cache_name(params.model.precision),
              "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha,
-             "code": code_hash(ROW_CODE, exclude=("stsreg.infra.config",))}
+             "code": code_hash(ROW_CODE)}
     if experiment.SYSTEMS[name].uses_nli:
         parts["nli"] = nli_sha
     return fingerprint(parts)
@@ -104,7 +104,7 @@ def baselines_retrieval(params_path: str, sts_path: str, out_dir: str) -> dict:
     out = row_results.folder(out_dir) / "retrieval.json"  # a result: it travels with the rows
     key = fingerprint({"backbone": p.backbone, "n": p.retrieval_candidates, "max_length": p.max_length,
                        "precision": params.model.precision, "seed": params.seed, "sts": sha256_file(sts_path),
-                       "code": code_hash(ROW_CODE, exclude=("stsreg.infra.config",))})
+                       "code": code_hash(ROW_CODE)})
     cached = _read_json(out)
     if cached.get("key") == key:
         return cached

@@ -29,7 +29,7 @@ from stsreg.product.precision import cache_name
 from stsreg.product.runners.eval_runner import run_evaluate
 
 EXPERIMENT = "stsreg-nli-table"
-#: The code one (objective, seed) run executes; config.py is left out (the resolved values are in the key).
+#: The code one (objective, seed) run executes (the settings modules are in no key: the resolved values are, codehash.KEYLESS).
 ROW_CODE = ("stsreg.experiments.nli_table", "stsreg.product.runners.eval_runner")
 
 
@@ -38,7 +38,7 @@ def row_fingerprint(params: Params, name: str, seed: int, nli_sha: str, sts_sha:
     parts = {"objective": name, "kind": nli_table.KINDS[name], "seed": seed, "model": dataclasses.asdict(params.model),
              "precision": cache_name(params.model.precision),
              "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha,
-             "code": code_hash(ROW_CODE, exclude=("stsreg.infra.config",))}
+             "code": code_hash(ROW_CODE)}
     if nli_table.KINDS[name] is not None:
         parts.update(nli_table=dataclasses.asdict(params.nli_table), nli=nli_sha)
     return fingerprint(parts)

@@ -111,7 +111,7 @@ def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_
     name = search.study_name(params, sha256_file(sts_path), _dir_hash(Path(init_dir)),
                              # config.py holds defaults and validation: a trial's settings are recorded in full
                              # (its params + the fixed settings in the name), so editing a default keeps the study
-                             code_hash(("stsreg.experiments.search", "stsreg.product.runners.stage2_runner"), exclude=("stsreg.infra.config",)))
+                             code_hash(("stsreg.experiments.search", "stsreg.product.runners.stage2_runner")))
     study = _open_study(name, db_path, s, params.seed)
     c = tracking.client()
     parent = _parent_run(study, params, name)

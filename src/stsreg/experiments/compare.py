@@ -58,9 +58,6 @@ REGRESSION = tuple(m.name for m in COMPARE.values() if m.init == "stage1")
 
 #: The code one (method, seed) run executes (training and evaluation); its hash is part of each run's fingerprint.
 RUN_CODE = ("stsreg.experiments.compare", "stsreg.product.runners.stage1_runner", "stsreg.product.runners.stage2_runner", "stsreg.product.runners.eval_runner")
-#: Left out of that hash: ``config.py`` holds defaults and validation, and the resolved values themselves are in the
-#: fingerprint, so adding a params section or a help text does not retrain every row.
-RUN_CODE_EXCLUDE = ("stsreg.infra.config",)
 
 
 def stage2_for(params: Params, method: str):
@@ -85,7 +82,7 @@ def stage1_key(params: Params, nli_path: Path) -> str:
 def run_fingerprint(params: Params, method: str, seed: int, sts_sha: str, nli_sha: str) -> str:
     """Settings, seed, data and code of one run: a rerun reuses a finished run only if all four are unchanged."""
     parts = {"method": method, "spec": METHODS[method], "seed": seed, "model": dataclasses.asdict(params.model),
-             "precision": cache_name(params.model.precision), "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha, "code": code_hash(RUN_CODE, exclude=RUN_CODE_EXCLUDE)}
+             "precision": cache_name(params.model.precision), "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha, "code": code_hash(RUN_CODE)}
     if METHODS[method] is not None:
         parts["stage2"] = dataclasses.asdict(stage2_for(params, method))
         if starts_from_stage1(params, method):

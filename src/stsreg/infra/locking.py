@@ -17,12 +17,14 @@ from typing import Iterator
 
 from filelock import FileLock, Timeout
 
+from stsreg.infra.local_servers import STATE_DIR
+
 #: Set (to the lock's path) in the environment of subprocesses started by a holder of the lock.
 HELD_ENV = "STSREG_PIPELINE_LOCK_HELD"
 
 
 def lock_path(project: Path) -> Path:
-    return Path(project) / ".stsreg" / "pipeline.lock"
+    return Path(project) / STATE_DIR / "pipeline.lock"
 
 
 def held_env(project: Path) -> dict[str, str]:

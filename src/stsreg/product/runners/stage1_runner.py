@@ -51,7 +51,7 @@ def run_stage1(params: Params, nli_path: Path, out_dir: Path, cache_dir: Path, l
     p = params.stage1
     key = encoder_checkpoint(ckpt_dir, {
         "settings": [dataclasses.asdict(p.encoder), dataclasses.asdict(params.model), params.seed],
-        "data": sha256_file(nli_path), "code": code_hash(ENCODER_CODE, exclude=("stsreg.infra.config",))})
+        "data": sha256_file(nli_path), "code": code_hash(ENCODER_CODE)})
     encoder = train_encoder_step(model, nli, p.encoder, params.seed, key, log_metric)  # deletes the checkpoint when done
     key.with_suffix(".json").unlink(missing_ok=True)
     summary = train_head(model, nli, p, params.seed, cache_dir, log_metric)

@@ -134,7 +134,7 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
     # a checkpoint is resumed only by the same config, seed, process count, starting weights, data and loop code
     ckpt = Checkpointer(ckpt_dir, {"config": asdict(p), "seed": seed, "processes": world_size, "precision": precision.describe(amp_dtype),
                                    "weights": weights_fingerprint(model), "data": [pairs_digest, y.tolist(), len(dev)],
-                                   "code": code_hash(LOOP_CODE, exclude=("stsreg.infra.config",))}, config, model, opt, sched)
+                                   "code": code_hash(LOOP_CODE)}, config, model, opt, sched)
     state = ckpt.resume(rank) or {"step": 0, **new_state()}
     select = DevSelector(model, dev, p.eval_batch_size, keep or p.keep, state,
                          {"best": ckpt_dir / "best", "trained": ckpt_dir / "best_trained"}, log_metric, on_eval)
