@@ -224,7 +224,7 @@ def test_objective_names_agree_with_the_params_choices():
 
     assert set(objective.STAGE2_LOSSES) == set(config.STAGE2_LOSSES)
     assert set(losses.HEAD_LOSSES) == set(config.HEAD_LOSSES)
-    assert tuple(compare.METHODS) == config.COMPARE_METHODS and tuple(measure.METHODS) == config.PROFILE_METHODS
+    assert tuple(compare.METHODS) == config.COMPARE_METHODS and measure.METHODS == config.PROFILE_METHODS
 
 
 def test_served_score_map_follows_what_the_objective_trains():

@@ -1,6 +1,6 @@
 """The experiments' rows are declared once (stsreg.infra.method_specs): one entry added there is a comparison row that
 params validation accepts, the comparison builds a recipe for (and counts among the regression rows when it starts
-from stage 1), and an NLI-only row with its training kind."""
+from stage 1), an NLI-only row with its training kind, and a profiled step that params accept and the profile runs."""
 
 import json
 import subprocess
@@ -17,26 +17,34 @@ ADD_ONE = textwrap.dedent('''
     ms.COMPARE["toy_l1"] = ms.CompareMethod("toy_l1", "stage1", "l1")
     ms.COMPARE_METHODS = tuple(ms.COMPARE)
     ms.NLI["toy_triplet"] = ms.NliObjective("toy_triplet", "triple")
-    ms.NLI_OBJECTIVES = tuple(ms.NLI)  # before anything reads the registries
+    ms.NLI_OBJECTIVES = tuple(ms.NLI)
+    ms.PROFILE["toy_frozen"] = ms.ProfileMethod("toy_frozen", "regression", frozen=True)
+    ms.PROFILE_METHODS = tuple(ms.PROFILE)  # before anything reads the registries
     from stsreg.infra.config import parse_params
     from stsreg.experiments import compare
+    from stsreg.experiments.profiling import grid, measure
     from stsreg.product.training import nli
 
-    params = parse_params({"compare": {"methods": ["base", "toy_l1"]}, "nli_table": {"objectives": ["toy_triplet"]}})
+    params = parse_params({"compare": {"methods": ["base", "toy_l1"]}, "nli_table": {"objectives": ["toy_triplet"]},
+                           "profile": {"methods": ["toy_frozen"]}})
+    spec = grid.GridSpec(methods=("toy_frozen",), batch_sizes=(8,), lengths=(16,))
     print(json.dumps({"methods": list(params.compare.methods), "default": list(parse_params({}).compare.methods),
                       "recipe": compare.METHODS["toy_l1"], "regression": "toy_l1" in compare.REGRESSION,
                       "stage2_loss": compare.stage2_for(params, "toy_l1").loss, "nli": list(params.nli_table.objectives),
-                      "kind": nli.KINDS["toy_triplet"]}))
+                      "kind": nli.KINDS["toy_triplet"], "profile": list(params.profile.methods),
+                      "measured": "toy_frozen" in measure.METHODS, "points": spec.configs("toy_frozen")}))
 ''')
 
 
-def test_one_entry_adds_a_comparison_row_and_an_nli_row():
+def test_one_entry_adds_a_comparison_row_an_nli_row_and_a_profiled_step():
     run = subprocess.run([sys.executable, "-c", ADD_ONE], cwd=REPO, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert out["methods"] == ["base", "toy_l1"] and out["default"][-1] == "toy_l1"
     assert out["recipe"] == {"init": "stage1", "loss": "l1"} and out["regression"] and out["stage2_loss"] == "l1"
     assert out["nli"] == ["toy_triplet"] and out["kind"] == "triple"
+    # a profiled step: accepted by params, measured, and given the regression steps' headline point
+    assert out["profile"] == ["toy_frozen"] and out["measured"] and out["points"] == [[8, 16], [64, 256]]
 
 
 def test_a_row_without_a_declared_loss_or_start_is_refused_where_it_is_declared():
@@ -48,6 +56,10 @@ def test_a_row_without_a_declared_loss_or_start_is_refused_where_it_is_declared(
         CompareMethod("x", "stage1")
     with pytest.raises(ValueError, match="kind must be"):
         NliObjective("x", "quad")
+    from stsreg.infra.method_specs import ProfileMethod
+
+    with pytest.raises(ValueError, match="only a regression step can be frozen"):
+        ProfileMethod("x", "contrastive", frozen=True)
 
 
 def test_an_unknown_row_is_refused_by_params_with_the_declared_ones():

@@ -1,8 +1,9 @@
-"""The rows of the experiments' tables, declared once: the comparison's methods (``stsreg compare``) and the NLI-only
-table's objectives (``stsreg nli-table``, and stage 1's optional encoder step). Params' choices and defaults
-(``compare.methods``, ``nli_table.objectives``, ``stage1.encoder.objective``), the comparison's recipes and regression
-rows, and what each NLI objective trains on derive from these tables: a new row is one entry here (a new loss or
-objective is also its code: :mod:`stsreg.infra.loss_specs`, :mod:`stsreg.product.training.nli`).
+"""The rows of the experiments' tables, declared once: the comparison's methods (``stsreg compare``), the NLI-only
+table's objectives (``stsreg nli-table``, and stage 1's optional encoder step) and the training steps the profile
+measures (``stsreg profile``). Params' choices and defaults (``compare.methods``, ``nli_table.objectives``,
+``stage1.encoder.objective``, ``profile.methods``), the comparison's recipes and regression rows, what each NLI
+objective trains on and what each profiled step runs derive from these tables: a new row is one entry here (a new loss
+or objective is also its code: :mod:`stsreg.infra.loss_specs`, :mod:`stsreg.product.training.nli`).
 """
 
 from __future__ import annotations
@@ -67,3 +68,32 @@ NLI: dict[str, NliObjective] = {o.name: o for o in (
 )}
 #: The NLI-only table's rows in table order: params' choices and the default of ``nli_table.objectives``.
 NLI_OBJECTIVES = tuple(NLI)
+
+
+@dataclass(frozen=True)
+class ProfileMethod:
+    """A training step the profile measures (:mod:`stsreg.experiments.profiling.measure`): ``loss`` ``regression``
+    (Smooth K2 on the head over a pair: 2 sequences) or ``contrastive`` (in-batch contrastive over anchor, positive
+    and hard negative: 3 sequences); ``frozen``: the encoder runs without gradients and only the head learns (stage 1)."""
+
+    name: str
+    loss: str
+    frozen: bool = False
+
+    def __post_init__(self):
+        if self.loss not in ("regression", "contrastive") or (self.frozen and self.loss != "regression"):
+            raise ValueError(f"{self.name}: loss must be regression or contrastive; only a regression step can be frozen")
+
+    @property
+    def sequences(self) -> int:
+        """Token sequences per example: 2 for a pair, 3 for a contrastive triple."""
+        return 3 if self.loss == "contrastive" else 2
+
+
+PROFILE: dict[str, ProfileMethod] = {m.name: m for m in (
+    ProfileMethod("regression_frozen", "regression", frozen=True),  # stage 1
+    ProfileMethod("regression_full", "regression"),                # stage 2
+    ProfileMethod("contrastive", "contrastive"),                   # supervised SimCSE
+)}
+#: The profiled steps in table order: params' choices and the default of ``profile.methods``.
+PROFILE_METHODS = tuple(PROFILE)

@@ -9,8 +9,8 @@ from stsreg.infra.settings_training import LABEL_MODES, NLI_OBJECTIVES, STAGE2_L
 
 #: Rows of ``compare``: declared in :mod:`stsreg.infra.method_specs`.
 COMPARE_METHODS = method_specs.COMPARE_METHODS
-#: Methods of ``profile`` (:mod:`stsreg.experiments.profiling.measure` implements each; a test checks both agree).
-PROFILE_METHODS = ("regression_frozen", "regression_full", "contrastive")
+#: Steps of ``profile``: declared in :mod:`stsreg.infra.method_specs`.
+PROFILE_METHODS = method_specs.PROFILE_METHODS
 #: Systems of the baselines study (``stsreg baselines``): declared in :mod:`stsreg.infra.baseline_specs`.
 BASELINE_SYSTEMS = baseline_specs.BASELINE_SYSTEMS
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stsreg.experiments.profiling.costmodel import fit_cost_model
+from stsreg.infra.method_specs import PROFILE
 
 
 @dataclass(frozen=True)
@@ -26,9 +27,10 @@ class GridSpec:
     def configs(self, method: str) -> list[tuple[int, int]]:
         """(batch, length) pairs of one method, cheapest first (so the cost model exists before the big ones)."""
         pts = {(b, l) for b in self.batch_sizes for l in self.lengths}
-        if method == "contrastive":
+        loss = PROFILE[method].loss
+        if loss == "contrastive":
             pts.add(self.reference)
-        if method.startswith("regression"):
+        if loss == "regression":
             pts.add(self.headline)
         return sorted(pts, key=lambda bl: (bl[0] * bl[1] * (1 + bl[1] / 256), bl))
 

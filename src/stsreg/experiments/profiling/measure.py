@@ -24,7 +24,10 @@ import time
 
 import numpy as np
 
-from stsreg.infra.config import PROFILE_METHODS as METHODS  # params validation rejects any other name
+from stsreg.infra.method_specs import PROFILE
+
+#: The steps this module measures (declared in :data:`stsreg.infra.method_specs.PROFILE`).
+METHODS = tuple(PROFILE)
 
 
 def _rss_mb() -> float:
@@ -54,12 +57,13 @@ def measure(backbone: str, method: str, batch: int, length: int, steps: int, dev
         base = torch.cuda.memory_allocated(dev) / 2**20
     else:
         base = _rss_mb()
-    frozen = method == "regression_frozen"
+    spec = PROFILE[method]
+    frozen, contrastive = spec.frozen, spec.loss == "contrastive"
     model.encoder.requires_grad_(not frozen)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-5)
-    n_seq = 3 if method == "contrastive" else 2
-    loss_fn = InBatchContrastive() if method == "contrastive" else SmoothK2(0.2, 3.0)
+    n_seq = spec.sequences
+    loss_fn = InBatchContrastive() if contrastive else SmoothK2(0.2, 3.0)
     gen = torch.Generator().manual_seed(0)
 
     def batch_features():
@@ -74,7 +78,7 @@ def measure(backbone: str, method: str, batch: int, length: int, steps: int, dev
             with torch.no_grad():
                 u, v = model.embed(feats[0]), model.embed(feats[1])
             loss = loss_fn(model.score_embeddings(u, v), torch.rand(batch, device=dev) * 2)
-        elif method == "contrastive":
+        elif contrastive:
             loss = loss_fn(*(model.embed(f) for f in feats))
         else:
             loss = loss_fn(model(feats[0], feats[1])[2], torch.rand(batch, device=dev) * 5)
