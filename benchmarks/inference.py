@@ -127,7 +127,8 @@ def served(model_uri: str, n: int) -> dict:
     from starlette.testclient import TestClient
 
     from stsreg.infra import tracking
-    from stsreg.product.serving.serve import build_app, resolve
+    from stsreg.product.serving.model_uri import resolve
+    from stsreg.product.serving.serve import build_app
 
     uri = tracking.tracking_uri()
     source = resolve(model_uri, uri)
@@ -153,7 +154,7 @@ def champion_folder(model_uri: str, dst: Path) -> Path:
     """The registered model's folder (weights, exports, backends.json)."""
     from stsreg.infra import tracking
     from stsreg.product import registry
-    from stsreg.product.serving.serve import resolve
+    from stsreg.product.serving.model_uri import resolve
 
     uri = tracking.tracking_uri()
     run_id = resolve(model_uri, uri).split("/")[1]

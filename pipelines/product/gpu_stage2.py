@@ -131,7 +131,7 @@ def _prefect_checks(pool: str) -> None:
 def preflight(project: Path, pool: str, repo_url: str) -> dict:
     """Everything a remote stage 2 needs, checked before anything is pushed or started."""
     from stsreg.infra import tracking
-    from stsreg.product.serving.serve import answers
+    from stsreg.product.serving.model_uri import answers
 
     repo = repo_url or _git(project, "remote", "get-url", "origin")
     if not repo:

@@ -56,9 +56,10 @@ def _start_line(args, source: str, uri: str, info: dict, settings: dict) -> str:
 def cmd_serve(args: argparse.Namespace) -> int:
     from stsreg.infra import tracking
     from stsreg.product.serving import serve
+    from stsreg.product.serving.model_uri import resolve
 
     uri = tracking.tracking_uri()
-    source = serve.resolve(args.model_uri, uri)  # a missing store, server or alias stops here, in one line
+    source = resolve(args.model_uri, uri)  # a missing store, server or alias stops here, in one line
     settings = _serve_settings(args)
     workers = settings["workers"][0]
     app_args = {"artifact_uri": source, "tracking_uri": uri, "max_body_bytes": int(args.max_body_mb * 1024 * 1024),

@@ -195,7 +195,8 @@ def test_served_precision_is_a_setting_printed_at_start_and_answered_at_metadata
     import torch
 
     from stsreg.product.precision import native_bf16
-    from stsreg.product.serving.serve import build_app, resolve
+    from stsreg.product.serving.model_uri import resolve
+    from stsreg.product.serving.serve import build_app
 
     work, uri, _, _ = registry
     meta = requests.get(server + "/metadata", timeout=30).json()
@@ -217,7 +218,8 @@ def test_served_score_is_given_on_the_declared_scale(server, registry):
     import mlflow.pyfunc
     import pandas as pd
 
-    from stsreg.product.serving.serve import build_app, resolve
+    from stsreg.product.serving.model_uri import resolve
+    from stsreg.product.serving.serve import build_app
 
     work, uri, _, _ = registry
     assert requests.get(server + "/metadata", timeout=30).json()["score_scale"] == [0.0, 5.0]
@@ -298,7 +300,8 @@ def test_each_backend_serves_the_readme_requests(registry):
     from starlette.testclient import TestClient
 
     from stsreg.infra.errors import InputError
-    from stsreg.product.serving.serve import build_app, resolve
+    from stsreg.product.serving.model_uri import resolve
+    from stsreg.product.serving.serve import build_app
 
     work, uri, _, c = registry
     source = resolve(f"models:/{NAME}@champion", uri)
@@ -679,7 +682,8 @@ def test_the_served_model_follows_its_alias_under_load_and_a_pinned_version_neve
     assert "backend auto:" not in text and "Add type hints" not in text, text[-3000:]
     pinned = Follower(f"models:/{NAME}/2", uri, {}, 0.1, lambda: "2", lambda new: pytest.fail("a pinned version moved"))
     assert not pinned.check() and not pinned.start().thread.is_alive()
-    from stsreg.product.serving.serve import build_app, resolve
+    from stsreg.product.serving.model_uri import resolve
+    from stsreg.product.serving.serve import build_app
 
     app = build_app(resolve(f"models:/{NAME}/2", uri), uri, backend="torch", model_uri=f"models:/{NAME}/2")
     assert json.loads(app.metadata)["version"] == "2"  # a pinned version says which it is
@@ -690,7 +694,8 @@ def test_a_request_sent_while_the_model_loads_waits_for_it(registry):
     request that arrives meanwhile waits for the model instead of being refused."""
     from starlette.testclient import TestClient
 
-    from stsreg.product.serving.serve import build_app, resolve
+    from stsreg.product.serving.model_uri import resolve
+    from stsreg.product.serving.serve import build_app
 
     _, uri, _, _ = registry
     app = build_app(resolve(f"models:/{NAME}/2", uri), uri, backend="torch", precision="fp32", lazy=True)

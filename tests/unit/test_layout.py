@@ -141,3 +141,21 @@ def test_one_direction_nothing_below_the_command_layer_imports_the_flows():
     below = [p for layer in ("product", "experiments", "infra") for p in (REPO / "src/stsreg" / layer).rglob("*.py")]
     upward = {str(p.relative_to(REPO)): [m for m in codehash._imports(p) if m.split(".")[0] == "pipelines"] for p in below}
     assert not {k: v for k, v in upward.items() if v}
+
+
+def test_no_two_modules_import_each_other_even_lazily():
+    """No circle in the import graph of stsreg and pipelines, imports inside functions included: a circle means two
+    modules own one concept between them (serve and served shared the model URI's resolution until model_uri.py)."""
+    import graphlib
+
+    from stsreg.infra import codehash
+
+    modules = {}
+    for path in _py_files(("src/stsreg", "pipelines")):
+        parts = path.relative_to(REPO / ("src" if path.is_relative_to(REPO / "src") else "")).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {name: {m for m in codehash._imports(path) if m in modules and m != name} for name, path in modules.items()}
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as circle:
+        raise AssertionError(f"import circle: {' -> '.join(circle.args[1])}") from None

@@ -194,7 +194,7 @@ def load_model(model: str, backend: str = "auto", threads: int = 0, tracking_uri
         import mlflow.artifacts
 
         from stsreg.infra import tracking
-        from stsreg.product.serving.serve import resolve
+        from stsreg.product.serving.model_uri import resolve
 
         uri = tracking_uri or tracking.tracking_uri()
         local = Path(mlflow.artifacts.download_artifacts(artifact_uri=resolve(model, uri), tracking_uri=uri,

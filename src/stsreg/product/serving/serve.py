@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from pathlib import Path
 
 import numpy as np
 
@@ -110,78 +109,6 @@ class RequestGuard:
         return await self.app(scope, replay, send)
 
 
-def answers(uri: str, timeout: float = 5.0) -> bool:
-    """Whether the MLflow tracking server at ``uri`` (http[s]) answers its health check within ``timeout`` s."""
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as r:  # noqa: S310 (the user's URL)
-            return r.status == 200
-    except (OSError, ValueError):
-        return False
-
-
-#: A registered model named by alias (``models:/sts-regression@champion``): resolved here, followed when served.
-ALIAS_URI = re.compile(r"models:/(?P<name>[^/@]+)@(?P<alias>[^/@]+)")
-
-
-def alias_version(model_uri: str, tracking_uri: str):
-    """The registered version behind ``models:/name@alias`` in ``tracking_uri``'s registry (None for any other URI, or
-    no such alias)."""
-    from stsreg.infra import tracking
-    from stsreg.product import registry
-
-    match = ALIAS_URI.fullmatch(model_uri)
-    if not match:
-        return None
-    return registry.version_by_alias(tracking.client(tracking_uri), match["name"], match["alias"])
-
-
-#: A registered version named by number (``models:/sts-regression/3``): pinned, never followed.
-PINNED_URI = re.compile(r"models:/(?P<name>[^/@]+)/(?P<version>[0-9]+)")
-
-
-def served_version(model_uri: str, tracking_uri: str) -> str | None:
-    """The registered version number ``model_uri`` serves now: an alias's current version, a pinned number, or None
-    (a run or a folder)."""
-    pinned = PINNED_URI.fullmatch(model_uri)
-    if pinned:
-        return pinned["version"]
-    version = alias_version(model_uri, tracking_uri)
-    return str(version.version) if version else None
-
-
-def resolve(model_uri: str, tracking_uri: str) -> str:
-    """The artifact URI behind ``model_uri``, looked up in ``tracking_uri``'s registry (not MLflow's process-wide
-    default, which is ``./mlflow.db``). Raises :class:`~stsreg.infra.errors.InputError` in one line when the store does not
-    answer or no version has the alias: serving never starts on a guess."""
-    import mlflow.exceptions
-
-    from stsreg.infra.errors import InputError
-
-    if tracking_uri.startswith(("http://", "https://")) and not answers(tracking_uri):
-        raise InputError(f"the MLflow tracking server {tracking_uri} does not answer: start it (`make servers`) or "
-                         "unset MLFLOW_TRACKING_URI to use the project's embedded store")
-    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).is_file():
-        raise InputError(f"no MLflow store at {tracking_uri} (run from the project folder, after `make run`)")
-    pinned = PINNED_URI.fullmatch(model_uri)
-    if pinned:  # looked up here too: MLflow would ask its process-wide default registry, not the project's store
-        from stsreg.infra import tracking
-
-        try:
-            return f"runs:/{tracking.client(tracking_uri).get_model_version(pinned['name'], pinned['version']).run_id}/model"
-        except mlflow.exceptions.MlflowException:
-            raise InputError(f"no version {pinned['version']} of {pinned['name']} in {tracking_uri}") from None
-    match = ALIAS_URI.fullmatch(model_uri)
-    if not match:
-        return model_uri  # runs:/..., a local folder: MLflow resolves it
-    version = alias_version(model_uri, tracking_uri)
-    if version is None:
-        raise InputError(f"no version of {match['name']} has the alias {match['alias']} in {tracking_uri}: "
-                         "run `dvc repro promote`")
-    return f"runs:/{version.run_id}/model"
-
-
 def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
               max_depth: int = DEFAULT_MAX_DEPTH, precision: str = "auto", scale: tuple[float, float] | None = None,
               backend: str | None = None, threads: int = 0, batch_sentences: int = 256, batch_wait_ms: float = 2.0,
@@ -195,6 +122,7 @@ def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAUL
     503 until then; ``on_loaded(app)`` runs once loaded) instead of before returning. ``.metadata`` says what it
     serves."""
     from stsreg.product.serving.app import ServingApp
+    from stsreg.product.serving.model_uri import served_version
     from stsreg.product.serving.served import Follower, Served
 
     settings = {"precision": precision, "scale": scale, "backend": backend, "threads": threads}

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from stsreg.product.serving.serve import ALIAS_URI, alias_version
+from stsreg.product.serving.model_uri import ALIAS_URI, alias_version
 
 log = logging.getLogger(__name__)
 
