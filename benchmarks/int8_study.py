@@ -152,7 +152,7 @@ def run(folder: Path, sts_path: Path, threads: int, repeats: int, latency_n: int
 
 def format_report(results: dict) -> str:
     m, rows = results["machine"], results["rows"]
-    lines = [f"# int8 encoder study: what ONNX Runtime offers against torch fp32", "",
+    lines = ["# int8 encoder study: what ONNX Runtime offers against torch fp32", "",
              f"Machine: {m['cpu']} ({', '.join(m['cpu_flags'])}), {results['threads']} threads, torch {m['torch']}, "
              f"{m['date']}. {results['sentences']} distinct STS-B test sentences at batch 64 (median of the passes "
              f"after a warm-up); batch-1 p50 over single sentences; quality: STS-B test Spearman x100 of the cosine. "

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
-import time
 from pathlib import Path
 
 import pandas as pd

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 import yaml
 
 from tests.helpers.project import tiny_project

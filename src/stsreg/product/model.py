@@ -24,7 +24,6 @@ config); the head is ``head.safetensors``; the resolved model config is ``stsreg
 from __future__ import annotations
 
 import hashlib
-import importlib.resources
 import json
 import os
 from dataclasses import asdict, dataclass

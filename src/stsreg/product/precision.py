@@ -19,9 +19,7 @@ never picks it there.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F

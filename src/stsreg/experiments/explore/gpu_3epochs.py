@@ -11,7 +11,6 @@ import concurrent.futures as cf
 import dataclasses
 import json
 import multiprocessing as mp
-import os
 import shutil
 import tarfile
 import time
