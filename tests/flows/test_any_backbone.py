@@ -110,10 +110,10 @@ def test_the_comparison_on_another_backbone_has_its_own_folder_params_and_resume
     assert list(pd.read_csv(out / "results.csv").method) == ["base", "cosent", "ours"]
     assert set(json.loads((out / "metrics.json").read_text())) >= {"base_avg7", "ours_avg7_unseen"}
     assert not (tmp_path / "reports/compare").exists()  # the main comparison is not touched
-    markers = {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*/run.json")}
+    markers = {p: p.stat().st_mtime_ns for p in (out / "rows").glob("*/run.json")}  # the rows travel in git
     assert len(markers) == 3
     assert main(argv) == 0  # resumed: every row found finished
-    assert {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*/run.json")} == markers
+    assert {p: p.stat().st_mtime_ns for p in (out / "rows").glob("*/run.json")} == markers
     # a packaged backbone's declared settings apply; a bad --set is refused before anything runs
     from stsreg.infra.config import load_params
     mp = backbone_compare.resolved(load_params(tmp_path / "params.yaml"), "all-mpnet-base-v2", {})
