@@ -20,7 +20,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 export UV_SYSTEM_CERTS ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install docs golden run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test test-slow lock clean
+.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -122,6 +122,11 @@ test: install ## run the default test suite (no slow tests, no network, no GPU)
 
 golden: install ## each stage and experiment kind on a tiny fixed sample (fp32, 1 thread, ~30 s) vs tests/golden/hashes.json; same digests = `dvc commit`, see docs/architecture.md
 	$(BIN)/python -m tests.golden
+
+recommit: install ## after a change of shared code that keeps `make golden`: record it (dvc commit -f, the experiments' finished rows re-keyed to today's code) instead of rerunning; docs/architecture.md
+	$(BIN)/python -m tests.golden
+	dvc commit -f
+	$(BIN)/python -m stsreg.experiments.row_results reports
 
 test-slow: install ## run the slow tests only
 	$(BIN)/python -m pytest -q -m slow

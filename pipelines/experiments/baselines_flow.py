@@ -23,7 +23,7 @@ from prefect import flow, task
 from stsreg.infra import atomic, runtime, tracking
 from stsreg.experiments import row_results, run_folders
 from stsreg.experiments.baselines import experiment, baselines_table, retrieval
-from stsreg.infra.codehash import code_hash
+from stsreg.infra.codehash import RowKey, code_hash
 from stsreg.infra.config import Params, load_params
 from stsreg.infra.hashing import fingerprint, sha256_file
 from stsreg.product.precision import cache_name
@@ -33,16 +33,15 @@ EXPERIMENT = "stsreg-baselines"
 ROW_CODE = ("stsreg.experiments.baselines.experiment",)
 
 
-def system_fingerprint(params: Params, name: str, sts_sha: str, nli_sha: str) -> str:
+def system_key(params: Params, name: str, sts_sha: str, nli_sha: str) -> RowKey:
     """The settings the system reads, seed, data and code: a rerun reuses a finished system only if all are
     unchanged (a setting that only other systems read does not rerun it)."""
     parts = {"system": name, "seed": params.seed, "settings": experiment.settings(params, name),
              "precision": cache_name(params.model.precision),
-             "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha,
-             "code": code_hash(ROW_CODE)}
+             "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha}
     if experiment.SYSTEMS[name].uses_nli:
         parts["nli"] = nli_sha
-    return fingerprint(parts)
+    return RowKey(parts, ROW_CODE)
 
 
 def _read_json(path: Path) -> dict:
@@ -73,12 +72,12 @@ def baselines_system(params_path: str, name: str, sts_path: str, nli_path: str, 
                      parent: str) -> dict:
     params = load_params(params_path)
     work, rows = Path(runs_dir) / name, row_results.folder(out_dir)
-    key = system_fingerprint(params, name, sha256_file(sts_path), sha256_file(nli_path))
-    if row_results.is_done(rows, name, key):
+    key = system_key(params, name, sha256_file(sts_path), sha256_file(nli_path))
+    if row_results.is_done(rows, name, key.fingerprint):
         return row_results.metrics(rows, name) or {"unavailable": row_results.read_json(rows, name, "run.json")["unavailable"]}
-    run_folders.prepare(work, key)  # a killed system of this key resumes from its checkpoint
+    run_folders.prepare(work, key.fingerprint)  # a killed system of this key resumes from its checkpoint
     tags = {**tracking.environment_tags(runtime.device_name()), "system": name, "mlflow.parentRunId": parent,
-            "fingerprint": key}
+            "fingerprint": key.fingerprint}
     logged = {"system": name, "seed": params.seed, "baselines": experiment.settings(params, name)}
     with tracking.tracked_run(EXPERIMENT, name, logged, tags) as run:
         try:

@@ -35,14 +35,14 @@ def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_pat
     params = dataclasses.replace(load_params(params_path), seed=seed)
     row, rows = f"{method}-{seed}", row_results.folder(out_dir)
     work = Path(runs_dir) / row
-    fingerprint = compare.run_fingerprint(params, method, seed, sha256_file(sts_path), sha256_file(nli_path))
-    if row_results.is_done(rows, row, fingerprint):
+    key = compare.run_key(params, method, seed, sha256_file(sts_path), sha256_file(nli_path))
+    if row_results.is_done(rows, row, key.fingerprint):
         return row_results.metrics(rows, row)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     logged = {"method": method, "seed": seed, "spec": compare.METHODS[method], "stage2": dataclasses.asdict(params.stage2),
               "evaluate": dataclasses.asdict(params.evaluate)}
-    tags = {**tracking.environment_tags(runtime.device_name()), "method": method, "seed": str(seed), "fingerprint": fingerprint}
+    tags = {**tracking.environment_tags(runtime.device_name()), "method": method, "seed": str(seed), "fingerprint": key.fingerprint}
     with tracking.tracked_run(EXPERIMENT, f"{method}-{seed}", logged, tags) as run:
         model_dir = compare.train_method(params, method, seed, Path(sts_path), Path(nli_path), work, run)
         run.flush()
@@ -51,7 +51,7 @@ def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_pat
         for name in ("table.md", "predictions.parquet"):
             tracking.client().log_artifact(run.run_id, str(work / name), artifact_path="eval")
     # the weights are not kept: the results travel in rows/ (the marker a rerun trusts written last), the work goes
-    row_results.keep(work, rows, row, fingerprint, run.run_id)
+    row_results.keep(work, rows, row, key, run.run_id)
     shutil.rmtree(work, ignore_errors=True)
     return metrics
 

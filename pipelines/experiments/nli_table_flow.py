@@ -22,9 +22,9 @@ from prefect import flow, task
 
 from stsreg.infra import atomic, runtime, tracking
 from stsreg.experiments import nli_table, row_results, run_folders, run_tables
-from stsreg.infra.codehash import code_hash
+from stsreg.infra.codehash import RowKey
 from stsreg.infra.config import Params, load_params
-from stsreg.infra.hashing import fingerprint, sha256_file
+from stsreg.infra.hashing import sha256_file
 from stsreg.product.precision import cache_name
 from stsreg.product.runners.eval_runner import run_evaluate
 
@@ -33,15 +33,14 @@ EXPERIMENT = "stsreg-nli-table"
 ROW_CODE = ("stsreg.experiments.nli_table", "stsreg.product.runners.eval_runner")
 
 
-def row_fingerprint(params: Params, name: str, seed: int, nli_sha: str, sts_sha: str) -> str:
+def row_key(params: Params, name: str, seed: int, nli_sha: str, sts_sha: str) -> RowKey:
     """Settings, seed, data and code of one row: a rerun reuses a finished row only if all are unchanged."""
     parts = {"objective": name, "kind": nli_table.KINDS[name], "seed": seed, "model": dataclasses.asdict(params.model),
              "precision": cache_name(params.model.precision),
-             "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha,
-             "code": code_hash(ROW_CODE)}
+             "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha}
     if nli_table.KINDS[name] is not None:
         parts.update(nli_table=dataclasses.asdict(params.nli_table), nli=nli_sha)
-    return fingerprint(parts)
+    return RowKey(parts, ROW_CODE)
 
 
 @task(name="nli-table-row", task_run_name="{name}-{seed}")
@@ -50,13 +49,13 @@ def nli_table_row(params_path: str, name: str, seed: int, nli_path: str, sts_pat
     params = dataclasses.replace(load_params(params_path), seed=seed)
     row, rows = f"{name}-{seed}", row_results.folder(out_dir)
     work = Path(runs_dir) / row
-    key = row_fingerprint(params, name, seed, sha256_file(nli_path), sha256_file(sts_path))
-    if row_results.is_done(rows, row, key):
+    key = row_key(params, name, seed, sha256_file(nli_path), sha256_file(sts_path))
+    if row_results.is_done(rows, row, key.fingerprint):
         return row_results.metrics(rows, row)
-    run_folders.prepare(work, key)  # a killed row of this key resumes from its checkpoint
+    run_folders.prepare(work, key.fingerprint)  # a killed row of this key resumes from its checkpoint
     logged = {"objective": name, "seed": seed, "nli_table": dataclasses.asdict(params.nli_table),
               "model": dataclasses.asdict(params.model), "evaluate": dataclasses.asdict(params.evaluate)}
-    tags = {**tracking.environment_tags(runtime.device_name()), "objective": name, "seed": str(seed), "fingerprint": key}
+    tags = {**tracking.environment_tags(runtime.device_name()), "objective": name, "seed": str(seed), "fingerprint": key.fingerprint}
     started = time.time()
     with tracking.tracked_run(EXPERIMENT, f"{name}-{seed}", logged, tags) as run:
         model_dir = nli_table.run_row(params, name, seed, pd.read_parquet(nli_path), work, run)

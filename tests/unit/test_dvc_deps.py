@@ -70,13 +70,13 @@ def test_compare_runs_are_keyed_by_their_code(monkeypatch):
     from stsreg.experiments import compare
     from stsreg.infra.config import Params
 
-    before = compare.run_fingerprint(Params(), "ours", 42, "sts", "nli")
-    assert compare.run_fingerprint(Params(), "ours", 42, "sts", "nli") == before
-    monkeypatch.setattr(compare, "code_hash", lambda roots: "edited")
-    assert compare.run_fingerprint(Params(), "ours", 42, "sts", "nli") != before
     # config.py (defaults, validation) is in no key (codehash.KEYLESS): the resolved values are, so a new params
     # section reruns nothing
     assert codehash.code_hash(compare.RUN_CODE) == codehash.code_hash(compare.RUN_CODE, exclude=["stsreg.infra.config"])
+    before = compare.run_key(Params(), "ours", 42, "sts", "nli").fingerprint
+    assert compare.run_key(Params(), "ours", 42, "sts", "nli").fingerprint == before
+    monkeypatch.setattr(codehash, "code_hash", lambda roots: "edited")
+    assert compare.run_key(Params(), "ours", 42, "sts", "nli").fingerprint != before
 
 
 def test_code_hash_changes_with_a_module_of_the_closure(tmp_path, monkeypatch):
@@ -104,8 +104,8 @@ def test_with_an_encoder_step_every_trained_comparison_row_starts_from_stage_1()
     assert [m for m in compare.METHODS if compare.METHODS[m] and compare.starts_from_stage1(plain, m)] == list(compare.REGRESSION)
     assert all(compare.starts_from_stage1(stepped, m) for m in compare.METHODS if compare.METHODS[m])
     # the rows that then start from the stage-1 encoder are keyed by stage 1 and the NLI data too
-    assert compare.run_fingerprint(plain, "cosent", 42, "sts", "nli") == compare.run_fingerprint(plain, "cosent", 42, "sts", "other")
-    assert compare.run_fingerprint(stepped, "cosent", 42, "sts", "nli") != compare.run_fingerprint(stepped, "cosent", 42, "sts", "other")
+    assert compare.run_key(plain, "cosent", 42, "sts", "nli") == compare.run_key(plain, "cosent", 42, "sts", "other")
+    assert compare.run_key(stepped, "cosent", 42, "sts", "nli") != compare.run_key(stepped, "cosent", 42, "sts", "other")
 
 
 def test_code_keys_do_not_depend_on_where_modules_live(tmp_path):

@@ -90,7 +90,7 @@ def test_cached_runs_are_keyed_by_the_precision_auto_resolves_to(monkeypatch, tm
     def keys(mode: str) -> tuple[str, str]:
         p = Params()
         p = dataclasses.replace(p, model=dataclasses.replace(p.model, precision=mode))
-        return compare.run_fingerprint(p, "ours", 42, "sts", "nli"), compare.stage1_key(p, nli)
+        return compare.run_key(p, "ours", 42, "sts", "nli").fingerprint, compare.stage1_key(p, nli)
 
     monkeypatch.setattr(prec, "native_bf16", lambda device: True)
     assert prec.cache_name("auto") == "bf16"

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from stsreg.infra.codehash import code_hash
+from stsreg.infra.codehash import RowKey
 from stsreg.infra.hashing import fingerprint, sha256_file
 from stsreg.infra.config import Params
 from stsreg.infra.method_specs import COMPARE
@@ -79,15 +79,15 @@ def stage1_key(params: Params, nli_path: Path) -> str:
                         cache_name(params.model.precision)], length=12)
 
 
-def run_fingerprint(params: Params, method: str, seed: int, sts_sha: str, nli_sha: str) -> str:
+def run_key(params: Params, method: str, seed: int, sts_sha: str, nli_sha: str) -> RowKey:
     """Settings, seed, data and code of one run: a rerun reuses a finished run only if all four are unchanged."""
     parts = {"method": method, "spec": METHODS[method], "seed": seed, "model": dataclasses.asdict(params.model),
-             "precision": cache_name(params.model.precision), "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha, "code": code_hash(RUN_CODE)}
+             "precision": cache_name(params.model.precision), "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha}
     if METHODS[method] is not None:
         parts["stage2"] = dataclasses.asdict(stage2_for(params, method))
         if starts_from_stage1(params, method):
             parts.update(stage1=dataclasses.asdict(params.stage1), nli=nli_sha)
-    return fingerprint(parts)
+    return RowKey(parts, RUN_CODE)
 
 
 def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_path: Path, work: Path, log_metric,

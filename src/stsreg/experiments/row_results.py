@@ -11,9 +11,11 @@ travels with the repository::
                                              seen_in_train), written once for every row scored on the same pairs
     rows/<row>-<seed>/run.json               written last: the fingerprint a rerun matches, the MLflow run, the pairs
 
-A rerun reuses a row whose ``run.json`` still names its fingerprint (settings, seed, data, code), with or without
-its work folder: a fresh clone rebuilds every table from these files without training, and a row added to the
-settings is the only one that trains.
+A rerun reuses a row whose ``run.json`` still names its fingerprint (:class:`stsreg.infra.codehash.RowKey`: settings, seed, data, code),
+with or without its work folder: a fresh clone rebuilds every table from these files without training, and a row added
+to the settings is the only one that trains. ``run.json`` also keeps the key's parts and the code's entry modules, so
+that a change of shared code that ``make golden`` proves equal re-keys the finished rows (:func:`recommit`, ``make
+recommit``) instead of retraining them: the rows' counterpart of ``dvc commit``.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 from stsreg.experiments import run_folders
 from stsreg.infra import atomic
+from stsreg.infra.codehash import RowKey
 
 #: The per-pair columns a row adds to the shared pairs (the rest of ``predictions.parquet``).
 SCORES = ["cosine", "prediction"]
@@ -56,10 +60,10 @@ def _pairs_key(pairs: pd.DataFrame) -> str:
     return h.hexdigest()[:16]
 
 
-def keep(work: Path, rows: Path, name: str, fingerprint: str, mlflow_run_id: str, **extra) -> None:
+def keep(work: Path, rows: Path, name: str, key: RowKey, mlflow_run_id: str, **extra) -> None:
     """Copy the finished run in ``work`` (its ``predictions.parquet`` when it scored pairs, and the :data:`KEPT`
-    files present) to ``rows/<name>``: the pairs once per content, the scores per row, ``run.json`` (with ``extra``)
-    last, so that a killed copy is never taken as done."""
+    files present) to ``rows/<name>``: the pairs once per content, the scores per row, ``run.json`` (the key, its
+    parts and code, ``extra``) last, so that a killed copy is never taken as done."""
     dest = rows / name
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
@@ -75,7 +79,7 @@ def keep(work: Path, rows: Path, name: str, fingerprint: str, mlflow_run_id: str
     for fname in KEPT:
         if (work / fname).exists():
             shutil.copyfile(work / fname, dest / fname)
-    run_folders.mark_done(dest, fingerprint, mlflow_run_id, **extra)
+    run_folders.mark_done(dest, key.fingerprint, mlflow_run_id, parts=key.parts, code=list(key.code), **extra)
 
 
 def read_json(rows: Path, name: str, fname: str) -> dict:
@@ -102,3 +106,24 @@ def prune(rows: Path) -> list[str]:
     for fname in gone:
         (rows / fname).unlink()
     return gone
+
+
+def recommit(root: Path) -> list[str]:
+    """Re-key every finished row under ``root`` (``<root>/**/rows/<row>/run.json``) to today's code: its parts as
+    recorded, the code's hash as it is now. Run it only when ``make golden`` holds (``make recommit`` checks first):
+    the code then computes what it computed for these rows. Returns the re-keyed rows (``run.json`` paths)."""
+    moved = []
+    for meta_path in sorted(Path(root).glob("**/rows/*/run.json")):
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if "parts" not in meta:
+            continue  # a row kept before its parts were: retrained when its settings next run
+        new = RowKey(meta["parts"], tuple(meta["code"])).fingerprint
+        if new != meta["fingerprint"]:
+            atomic.write_json(meta_path, {**meta, "fingerprint": new})
+            moved.append(str(meta_path))
+    return moved
+
+
+if __name__ == "__main__":  # python -m stsreg.experiments.row_results reports   (make recommit)
+    for path in recommit(Path(sys.argv[1] if len(sys.argv) > 1 else "reports")):
+        print(f"re-keyed to today's code: {path}")

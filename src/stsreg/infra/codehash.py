@@ -15,9 +15,12 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
+
+from stsreg.infra.hashing import fingerprint
 
 #: Top-level packages whose modules count as the project's code.
 PACKAGES = ("stsreg", "pipelines")
@@ -126,3 +129,18 @@ def code_hash(roots: Iterable[str], exclude: Iterable[str] = ()) -> str:
     skipped = {_origin(m) for m in (*exclude, *KEYLESS)}
     keys = sorted(source_key(path) for path in import_closure(roots) if path not in skipped)
     return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class RowKey:
+    """What a resumable run's results depend on (a comparison row, an NLI-table row, a baseline system): ``parts`` (its
+    settings, seed and data digests; JSON-able) and the code it runs (``code``: entry modules, hashed with their import
+    closure by :func:`code_hash`). Kept here, in no key itself, so that where rows are stored is not part of them."""
+
+    parts: dict
+    code: tuple[str, ...]
+
+    @property
+    def fingerprint(self) -> str:
+        """What a rerun matches: sha256 (16 hex) of the parts with the code's hash as part ``code``."""
+        return fingerprint({**self.parts, "code": code_hash(self.code)})
