@@ -1,9 +1,9 @@
-"""Folders of resumable experiment runs (NLI-table rows, baseline systems): one folder per run, keyed by the
-fingerprint of its settings, data and code.
+"""Folders of resumable experiment runs and their finished marker.
 
-``<work>/key.json`` names the configuration the folder holds, so its checkpoint may be resumed; ``<work>/run.json``
-marks a finished run. :func:`mark_done` writes it last, and :func:`is_done` trusts it (the comparison's runs use the
-same marker).
+A work folder (NLI-table rows, baseline systems) holds one run while it trains: ``<work>/key.json`` names the
+configuration it holds, so its checkpoint may be resumed (:func:`prepare`). A finished run's marker ``run.json``
+(:func:`mark_done`, written last; :func:`is_done` trusts it) is written into the row's results folder
+(:mod:`stsreg.experiments.row_results`), not the work folder, which goes or stays heavy-only.
 """
 
 from __future__ import annotations
@@ -21,18 +21,15 @@ def is_done(run_dir: Path, expected: str) -> bool:
     return meta.exists() and json.loads(meta.read_text()).get("fingerprint") == expected
 
 
-def prepare(work: Path, key: str) -> bool:
-    """True when ``work`` holds a finished run of ``key`` (reuse it, run nothing). Otherwise ready ``work`` for
-    ``key``: a folder left by another configuration is removed first (its checkpoint must not be resumed), a folder
-    of the same key keeps its checkpoint, and ``key.json`` records the key."""
-    if is_done(work, key):
-        return True
+def prepare(work: Path, key: str) -> None:
+    """Ready the work folder ``work`` for ``key``: a folder left by another configuration is removed first (its
+    checkpoint must not be resumed), a folder of the same key keeps its checkpoint, and ``key.json`` records the key.
+    Whether the run is finished is asked of its results (:func:`stsreg.experiments.row_results.is_done`), not here."""
     held = work / "key.json"
     if work.exists() and (not held.exists() or json.loads(held.read_text()).get("key") != key):
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
     atomic.write_json(held, {"key": key})
-    return False
 
 
 def mark_done(work: Path, key: str, mlflow_run_id: str, **extra) -> None:

@@ -16,7 +16,7 @@ import ast
 import hashlib
 import importlib.util
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Iterable
 
@@ -140,7 +140,7 @@ class RowKey:
     parts: dict
     code: tuple[str, ...]
 
-    @property
+    @cached_property  # asked up to four times a row (done?, MLflow tag, key folder, marker): the closure hashed once
     def fingerprint(self) -> str:
         """What a rerun matches: sha256 (16 hex) of the parts with the code's hash as part ``code``."""
         return fingerprint({**self.parts, "code": code_hash(self.code)})
