@@ -23,14 +23,16 @@ from prefect import flow, task
 from stsreg.infra import atomic, runtime, tracking
 from stsreg.experiments import row_results, run_folders
 from stsreg.experiments.baselines import experiment, baselines_table, retrieval
-from stsreg.infra.codehash import RowKey, code_hash
+from stsreg.infra.codehash import RowKey
 from stsreg.infra.config import Params, load_params
-from stsreg.infra.hashing import fingerprint, sha256_file
+from stsreg.infra.hashing import sha256_file
 from stsreg.product.precision import cache_name
 
 EXPERIMENT = "stsreg-baselines"
 #: The code one system's run executes (the settings modules are in no key: the resolved values are, codehash.KEYLESS).
 ROW_CODE = ("stsreg.experiments.baselines.experiment",)
+#: What the retrieval cost measures with (its key: re-keyed by ``make recommit`` like the rows beside it).
+RETRIEVAL_CODE = ("stsreg.experiments.baselines.retrieval",)
 
 
 def system_key(params: Params, name: str, sts_sha: str, nli_sha: str) -> RowKey:
@@ -44,15 +46,11 @@ def system_key(params: Params, name: str, sts_sha: str, nli_sha: str) -> RowKey:
     return RowKey(parts, ROW_CODE)
 
 
-def _read_json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
 @task(name="baselines-parent")
 def baselines_parent(params_path: str, runs_dir: str) -> str:
     """The parent MLflow run of this runs folder (created once, reused by a rerun so every system stays under it)."""
     marker = Path(runs_dir) / "_parent.json"
-    run_id = _read_json(marker).get("mlflow_run_id")
+    run_id = atomic.read_json(marker).get("mlflow_run_id")
     if run_id:
         try:
             tracking.client().get_run(run_id)
@@ -101,11 +99,11 @@ def baselines_retrieval(params_path: str, sts_path: str, out_dir: str) -> dict:
     params = load_params(params_path)
     p = params.baselines
     out = row_results.folder(out_dir) / "retrieval.json"  # a result: it travels with the rows
-    key = fingerprint({"backbone": p.backbone, "n": p.retrieval_candidates, "max_length": p.max_length,
-                       "precision": params.model.precision, "seed": params.seed, "sts": sha256_file(sts_path),
-                       "code": code_hash(ROW_CODE)})
-    cached = _read_json(out)
-    if cached.get("key") == key:
+    key = RowKey({"backbone": p.backbone, "n": p.retrieval_candidates, "max_length": p.max_length,
+                  "precision": cache_name(params.model.precision), "seed": params.seed, "sts": sha256_file(sts_path)},
+                 RETRIEVAL_CODE)
+    cached = atomic.read_json(out)
+    if cached.get("fingerprint") == key.fingerprint:
         return cached
     sts = pd.read_parquet(sts_path)
     sentences = sorted(set(sts.sentence1) | set(sts.sentence2))
@@ -114,7 +112,7 @@ def baselines_retrieval(params_path: str, sts_path: str, out_dir: str) -> dict:
     query = sts[(sts.dataset == "stsb") & (sts.split == "test")].sentence1.iloc[0]
     result = {**retrieval.retrieval_cost(p.backbone, [sentences[i] for i in pick], query, p.max_length,
                                           precision=params.model.precision),
-              "query": query, "key": key}
+              "query": query, "fingerprint": key.fingerprint, "parts": key.parts, "code": list(key.code)}
     atomic.write_json(out, result)
     return result
 
@@ -135,7 +133,7 @@ def baselines_report(params_path: str, out_dir: str, metrics_path: str, compare_
     out = Path(out_dir)
     atomic.to_csv(table, out / "results.csv")
     ref = pd.read_csv(compare_results) if Path(compare_results).exists() else None
-    retrieval = _read_json(rows / "retrieval.json") or None
+    retrieval = atomic.read_json(rows / "retrieval.json") or None
     md = baselines_table.format_table(table, unavailable, ref, retrieval, params.baselines.backbone, params.seed)
     atomic.write_text(out / "results.md", md + "\n")
     if not table.empty:

@@ -55,6 +55,8 @@ def test_baselines_flow_writes_table_runs_and_resumes(harness, tiny_backbone, tm
     assert "pairs/s" in md and (tmp_path / "out/stsb.png").stat().st_size > 0
     cost = json.loads((tmp_path / "out/rows/retrieval.json").read_text())
     assert cost["candidates"] == 20 and cost["cross_pairs_per_s"] > 0 and cost["bi_pairs_per_s"] > 0
+    # keyed on the code it measures with and the precision "auto" resolved to, so make recommit can re-key it
+    assert cost["code"] == list(flow.RETRIEVAL_CODE) and cost["parts"]["precision"] in ("fp32", "bf16")
 
     c = tracking.client()
     runs = c.search_runs([c.get_experiment_by_name(flow.EXPERIMENT).experiment_id])

@@ -75,3 +75,17 @@ def test_recommit_rekeys_rows_to_todays_code_and_nothing_else(tmp_path):
     assert row_results.is_done(rows, "ours-1", KEY.fingerprint) and row_results.recommit(tmp_path / "reports") == []
     other = RowKey({**KEY.parts, "seed": 2}, KEY.code)  # a setting changed: not a code change, retrained
     assert not row_results.is_done(rows, "ours-1", other.fingerprint)
+
+
+def test_recommit_rekeys_a_measurement_kept_beside_the_rows(tmp_path):
+    """A result kept in ``rows/`` with its key's parts and code (the baselines' retrieval cost) is re-keyed with the
+    rows; a JSON file without them (a table's summary) is left as it is."""
+    rows = row_results.folder(tmp_path / "reports/baselines")
+    rows.mkdir(parents=True)
+    cost = {"bi_pairs_per_s": 10.0, "fingerprint": "made-by-older-code", "parts": KEY.parts, "code": list(KEY.code)}
+    (rows / "retrieval.json").write_text(json.dumps(cost))
+    (rows / "other.json").write_text(json.dumps({"fingerprint": "x"}))
+    assert row_results.recommit(tmp_path / "reports") == [str(rows / "retrieval.json")]
+    kept = json.loads((rows / "retrieval.json").read_text())
+    assert kept == {**cost, "fingerprint": KEY.fingerprint}
+    assert json.loads((rows / "other.json").read_text()) == {"fingerprint": "x"}

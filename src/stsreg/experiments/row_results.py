@@ -84,8 +84,7 @@ def keep(work: Path, rows: Path, name: str, key: RowKey, mlflow_run_id: str, **e
 
 def read_json(rows: Path, name: str, fname: str) -> dict:
     """A JSON file of the row ``name`` ({} when it has none: an unavailable system has no metrics)."""
-    path = rows / name / fname
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    return atomic.read_json(rows / name / fname)
 
 
 def predictions(rows: Path, name: str) -> pd.DataFrame:
@@ -109,13 +108,14 @@ def prune(rows: Path) -> list[str]:
 
 
 def recommit(root: Path) -> list[str]:
-    """Re-key every finished row under ``root`` (``<root>/**/rows/<row>/run.json``) to today's code: its parts as
-    recorded, the code's hash as it is now. Run it only when ``make golden`` holds (``make recommit`` checks first):
-    the code then computes what it computed for these rows. Returns the re-keyed rows (``run.json`` paths)."""
+    """Re-key every finished row under ``root`` (``<root>/**/rows/<row>/run.json``, and a measurement kept beside the
+    rows with its key's parts, such as the baselines' ``rows/retrieval.json``) to today's code: its parts as recorded,
+    the code's hash as it is now. Run it only when ``make golden`` holds (``make recommit`` checks first): the code
+    then computes what it computed for these rows. Returns the re-keyed files."""
     moved = []
-    for meta_path in sorted(Path(root).glob("**/rows/*/run.json")):
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if "parts" not in meta:
+    for meta_path in sorted([*Path(root).glob("**/rows/*/run.json"), *Path(root).glob("**/rows/*.json")]):
+        meta = atomic.read_json(meta_path)
+        if "parts" not in meta or "code" not in meta:
             continue  # a row kept before its parts were: retrained when its settings next run
         new = RowKey(meta["parts"], tuple(meta["code"])).fingerprint
         if new != meta["fingerprint"]:

@@ -48,6 +48,12 @@ def write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2, **kwar
     write_text(path, json.dumps(obj, indent=indent, **kwargs) + "\n")
 
 
+def read_json(path: str | os.PathLike) -> dict:
+    """The JSON object a :func:`write_json` left at ``path``; {} when there is none (never half a file)."""
+    path = Path(path)
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
 def to_parquet(frame, path: str | os.PathLike) -> None:
     with replace_file(path) as tmp:
         frame.to_parquet(tmp, index=False)
