@@ -141,12 +141,8 @@ def baselines_report(params_path: str, out_dir: str, metrics_path: str, compare_
     # the headline: STS-B test Spearman per system (avg7 and the intervals are in results.csv)
     summary = {f"{r.system}_stsb_spearman": float(r.stsb_spearman) for r in table.itertuples()}
     atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
-    tracking.log_metrics(parent, summary)
-    if retrieval:
-        tracking.log_metrics(parent, {k: v for k, v in retrieval.items() if k.endswith(("per_s", "seconds"))})
-    for name in ("results.md", "results.csv", "stsb.png"):
-        if (out / name).exists():
-            tracking.client().log_artifact(parent, str(out / name), artifact_path="baselines")
+    cost = {k: v for k, v in (retrieval or {}).items() if k.endswith(("per_s", "seconds"))}
+    tracking.log_report(parent, {**summary, **cost}, out, ("results.md", "results.csv", "stsb.png"), "baselines")
     tracking.end_run(parent)
     print(md)
     return summary

@@ -82,10 +82,8 @@ def compare_report(params_path: str, out_dir: str, metrics_path: str) -> dict:
     atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
     logged = {"compare": dataclasses.asdict(c), "stage2": dataclasses.asdict(params.stage2)}
     with tracking.tracked_run(EXPERIMENT, "compare", logged, tracking.environment_tags(runtime.device_name())) as run:
-        tracking.log_metrics(run.run_id, summary)
-        for name in ("results.md", "results.csv", "runs.csv", "paired.csv", "avg7.png"):
-            if (out / name).exists():
-                tracking.client().log_artifact(run.run_id, str(out / name), artifact_path="compare")
+        tracking.log_report(run.run_id, summary, out, ("results.md", "results.csv", "runs.csv", "paired.csv", "avg7.png"),
+                            "compare")
     print(md)
     return summary
 

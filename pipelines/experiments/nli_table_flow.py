@@ -99,10 +99,8 @@ def nli_table_report(params_path: str, out_dir: str, metrics_path: str) -> dict:
     atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
     logged = {"nli_table": dataclasses.asdict(p), "model": dataclasses.asdict(params.model)}
     with tracking.tracked_run(EXPERIMENT, "nli-table", logged, tracking.environment_tags(runtime.device_name())) as run:
-        tracking.log_metrics(run.run_id, summary)
-        for name in ("results.md", "results.csv", "runs.csv", "paired.csv", "avg7.png"):
-            if (out / name).exists():
-                tracking.client().log_artifact(run.run_id, str(out / name), artifact_path="nli_table")
+        tracking.log_report(run.run_id, summary, out, ("results.md", "results.csv", "runs.csv", "paired.csv", "avg7.png"),
+                            "nli_table")
     print(md)
     return summary
 

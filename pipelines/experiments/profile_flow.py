@@ -88,9 +88,7 @@ def profile_flow(params_path: str = "params.yaml", out_dir: str = "reports/profi
         plot(df, spec, out / "memory_vs_length.png")
         summary["device"] = device_label
         atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
-        tracking.log_metrics(run.run_id, summary)
-        for name in ("table.md", "profile.csv", "memory_vs_length.png"):
-            tracking.client().log_artifact(run.run_id, str(out / name), artifact_path="profile")
+        tracking.log_report(run.run_id, summary, out, ("table.md", "profile.csv", "memory_vs_length.png"), "profile")
     print((out / "table.md").read_text())
     print(f"memory_ratio = {summary['memory_ratio']:.3f} (regression_full b{p.headline_batch}/len{p.headline_length} "
           f"{summary['regression_full_headline_mb']:.0f} MB{' predicted' if summary['headline_predicted'] else ''} / "

@@ -175,13 +175,10 @@ def search_report(db_path: str, study: str, out_dir: str, metrics_path: str) -> 
                "start_dev_spearman": start_dev, "best_dev_spearman": best["dev_spearman"] if best else None,
                "minutes": float(table.minutes.fillna(0).sum())}
     atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
-    c = tracking.client()
     parent = st.user_attrs.get("mlflow_parent_run")
     if parent:
-        tracking.log_metrics(parent, {k: v for k, v in summary.items() if v is not None})
-        for name in ("results.md", "trials.csv", "best.json", "dev_by_trial.png"):
-            c.log_artifact(parent, str(out / name), artifact_path="search")
-        c.set_terminated(parent)
+        tracking.log_report(parent, summary, out, ("results.md", "trials.csv", "best.json", "dev_by_trial.png"), "search")
+        tracking.client().set_terminated(parent)
     print(md)
     return summary
 

@@ -153,6 +153,16 @@ def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0, uri: str 
     buffer.flush()
 
 
+def log_report(run_id: str, metrics: dict, folder: str | os.PathLike, files, artifact_path: str) -> None:
+    """A report's last step: its headline ``metrics`` (numbers only) and those of ``files`` in ``folder`` that exist
+    (a table with no paired test has no paired.csv), logged to ``run_id`` under ``artifact_path``."""
+    log_metrics(run_id, metrics)
+    c = client()
+    for name in files:
+        if (Path(folder) / name).exists():
+            c.log_artifact(run_id, str(Path(folder) / name), artifact_path=artifact_path)
+
+
 @contextmanager
 def tracked_run(experiment: str, run_name: str, params: dict, tags: dict[str, str], uri: str | None = None):
     """One MLflow run (in the store ``uri``, default :func:`tracking_uri`) around a block: yields a
