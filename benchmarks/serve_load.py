@@ -92,27 +92,11 @@ def drive(url: str, body, sets: dict, seconds: float) -> dict:
     return out
 
 
-def wait_up(url: str, proc: subprocess.Popen, log: Path, timeout: float = 300) -> None:
-    import urllib.request
-
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        if proc.poll() is not None:
-            raise RuntimeError(f"{url}: the server exited:\n{log.read_text()[-2000:]}")
-        time.sleep(1)
-    raise RuntimeError(f"{url}: no answer in {timeout} s")
-
-
 def server_row(name: str, cmd: list[str], ready: str, path: str, body, sets, seconds, threads, out_dir: Path) -> dict:
     port = free_port()
     cmd = [c.replace("{port}", str(port)) for c in cmd]
     log = out_dir / f"serve-{name.replace(' ', '_')}.log"
+    from stsreg.infra.local_servers import wait_healthy
     from stsreg.infra.tracking import tracking_uri
 
     # every server reads the project's own store (mlflow's CLI would otherwise open ./mlflow.db, an empty one)
@@ -121,7 +105,7 @@ def server_row(name: str, cmd: list[str], ready: str, path: str, body, sets, sec
     proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        wait_up(url + ready, proc, log)
+        wait_healthy(url + ready, lambda: proc.poll() is None, name, log, timeout=300)
         meta = {}
         try:
             import urllib.request

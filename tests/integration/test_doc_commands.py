@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from stsreg.infra.local_servers import wait_healthy
 from tests.conftest import REPO
 from tests.helpers.doc_commands import (ADD_BACKBONE_ROW, BACKBONE_INSTALL, BACKBONE_LIST, COMPARE_BACKBONES, ENCODE,
                                         EXAMPLE_ADD, EXAMPLE_BUILD, EXAMPLE_CHECK, SEARCH_BACKBONE, SEARCH_COS_5,
@@ -231,19 +232,10 @@ class Shell:
 
 
 def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        assert proc.poll() is None, f"{url}: the server exited:\n{log.read_text()[-3000:]}"
-        time.sleep(1)
-    pytest.fail(f"{url} did not answer in {timeout} s:\n{log.read_text()[-3000:]}")
+    try:
+        wait_healthy(url, lambda: proc.poll() is None, url, log, timeout)
+    except RuntimeError as e:
+        pytest.fail(str(e))
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,15 +111,21 @@ def _spawn(layout: Layout, name: str, cmd: list[str], env: dict[str, str]) -> in
     return proc.pid
 
 
-def _wait(url: str, pid: int, name: str, log: Path, timeout: float) -> None:
+def wait_healthy(url: str, alive: Callable[[], bool], name: str, log: Path, timeout: float) -> None:
+    """Return once ``url`` answers 200. RuntimeError with the tail of ``log`` when the server exits first (``alive()``
+    turns false) or ``timeout`` seconds pass: the servers here, a benchmark's, a test's."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if healthy(url):
             return
-        if not _alive(pid):
-            raise RuntimeError(f"{name} exited during start-up; see {log}:\n" + log.read_text(errors="replace")[-2000:])
+        if not alive():
+            raise RuntimeError(f"{name} exited during start-up; see {log}:\n{_tail(log)}")
         time.sleep(0.5)
-    raise RuntimeError(f"{name} did not answer {url} within {timeout:.0f} s; see {log}")
+    raise RuntimeError(f"{name} did not answer {url} within {timeout:.0f} s; see {log}:\n{_tail(log)}")
+
+
+def _tail(log: Path, chars: int = 2000) -> str:
+    return log.read_text(errors="replace")[-chars:] if log.exists() else ""
 
 
 def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, worker: bool = True,
@@ -152,8 +159,10 @@ def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, work
                                                "--workers", "1"], env)
         prefect_pid = _spawn(layout, "prefect", [_bin("prefect"), "server", "start", "--host", host, "--port",
                                                  str(prefect_port), "--analytics-off"], env)
-        _wait(urls["prefect_api"] + "/health", prefect_pid, "prefect server", layout.log_file("prefect"), timeout)
-        _wait(urls["mlflow"] + "/health", mlflow_pid, "mlflow server", layout.log_file("mlflow"), timeout)
+        wait_healthy(urls["prefect_api"] + "/health", lambda: _alive(prefect_pid), "prefect server",
+                     layout.log_file("prefect"), timeout)
+        wait_healthy(urls["mlflow"] + "/health", lambda: _alive(mlflow_pid), "mlflow server", layout.log_file("mlflow"),
+                     timeout)
         label_experiments(urls["mlflow"])
         if worker:
             wenv = {**env, "PREFECT_API_URL": urls["prefect_api"], "MLFLOW_TRACKING_URI": urls["mlflow"]}
