@@ -45,7 +45,7 @@ repro: install ## run `dvc repro promote` (only stale stages run)
 compare: install ## the method comparison (base, +Contrast, CoSENT, cosine MSE, +Ours, TReLU, MSE, +Ours on cosine, joint); ~60 min per seed on 2 cores
 	dvc repro compare
 
-compare-backbones: install ## the comparison on the other backbones (stsreg backbone install NAME first) -> reports/compare_backbones/; ~50 min per row on 2 fp32 cores
+compare-backbones: install ## the comparison on the other backbones (stsreg backbone install NAME first) -> reports/compare_backbones/; 8-24 min per trained row on 2 bf16 cores, nothing for the rows kept in rows/
 	dvc repro compare_backbone
 
 nli-table: install ## the NLI-only objective table (paper Table 1 analogue) -> reports/nli_table/; ~30 min per seed on 2 cores

