@@ -118,5 +118,5 @@ def test_the_comparison_on_another_backbone_has_its_own_folder_params_and_resume
     from stsreg.infra.config import load_params
     mp = backbone_compare.resolved(load_params(tmp_path / "params.yaml"), "all-mpnet-base-v2", {})
     assert mp.stage1.encoder.objective == "none" and list(mp.compare.methods) == [
-        "base", "contrast", "cosent", "cosine_mse", "ours", "ours_cos", "translated_relu"]
+        "base", "contrast", "cosent", "cosine_mse", "ours", "translated_relu", "mse", "ours_cos"]
     assert main(["compare", "--backbone", backbone, "--set", "compare.seeds"]) == 2
