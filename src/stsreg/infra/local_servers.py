@@ -115,17 +115,12 @@ def wait_healthy(url: str, alive: Callable[[], bool], name: str, log: Path, time
     """Return once ``url`` answers 200. RuntimeError with the tail of ``log`` when the server exits first (``alive()``
     turns false) or ``timeout`` seconds pass: the servers here, a benchmark's, a test's."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and alive():
         if healthy(url):
             return
-        if not alive():
-            raise RuntimeError(f"{name} exited during start-up; see {log}:\n{_tail(log)}")
         time.sleep(0.5)
-    raise RuntimeError(f"{name} did not answer {url} within {timeout:.0f} s; see {log}:\n{_tail(log)}")
-
-
-def _tail(log: Path, chars: int = 2000) -> str:
-    return log.read_text(errors="replace")[-chars:] if log.exists() else ""
+    why = f"did not answer {url} within {timeout:.0f} s" if alive() else "exited during start-up"
+    raise RuntimeError(f"{name} {why}; see {log}:\n" + (log.read_text(errors="replace")[-2000:] if log.exists() else ""))
 
 
 def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, worker: bool = True,
