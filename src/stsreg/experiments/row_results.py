@@ -100,7 +100,7 @@ def predictions(rows: Path, name: str) -> pd.DataFrame:
 def prune(rows: Path) -> list[str]:
     """Remove the pairs files no row folder in ``rows`` refers to (left when every row scored on them was rescored
     on changed data); returns the removed file names."""
-    used = {json.loads(m.read_text(encoding="utf-8")).get("pairs") for m in rows.glob("*/run.json")}
+    used = {atomic.read_json(m).get("pairs") for m in rows.glob("*/run.json")}
     gone = sorted(p.name for p in rows.glob("pairs-*.parquet") if p.name not in used)
     for fname in gone:
         (rows / fname).unlink()

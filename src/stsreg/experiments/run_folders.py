@@ -8,7 +8,6 @@ configuration it holds, so its checkpoint may be resumed (:func:`prepare`). A fi
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -17,8 +16,7 @@ from stsreg.infra import atomic
 
 def is_done(run_dir: Path, expected: str) -> bool:
     """True when ``run_dir/run.json`` names the fingerprint ``expected``: a finished run of that configuration."""
-    meta = run_dir / "run.json"
-    return meta.exists() and json.loads(meta.read_text()).get("fingerprint") == expected
+    return atomic.read_json(run_dir / "run.json").get("fingerprint") == expected
 
 
 def prepare(work: Path, key: str) -> None:
@@ -26,7 +24,7 @@ def prepare(work: Path, key: str) -> None:
     checkpoint must not be resumed), a folder of the same key keeps its checkpoint, and ``key.json`` records the key.
     Whether the run is finished is asked of its results (:func:`stsreg.experiments.row_results.is_done`), not here."""
     held = work / "key.json"
-    if work.exists() and (not held.exists() or json.loads(held.read_text()).get("key") != key):
+    if work.exists() and atomic.read_json(held).get("key") != key:
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
     atomic.write_json(held, {"key": key})
