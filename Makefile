@@ -42,7 +42,7 @@ run: install ## the main job: install, fetch -> prepare -> train -> evaluate -> 
 repro: install ## run `dvc repro promote` (only stale stages run)
 	dvc repro promote
 
-compare: install ## the method comparison (base, +Contrast, CoSENT, cosine MSE, +Ours, TReLU, MSE, +Ours on cosine, joint); ~60 min per seed on 2 cores
+compare: install ## the method comparison (base, +Contrast, CoSENT, cosine MSE, +Ours, TReLU, MSE, +Ours on cosine, joint); ~36 min per seed on 2 bf16 cores (~55 fp32), nothing for the rows kept in rows/
 	dvc repro compare
 
 compare-backbones: install ## the comparison on the other backbones (stsreg backbone install NAME first) -> reports/compare_backbones/; 8-24 min per trained row on 2 bf16 cores, nothing for the rows kept in rows/
