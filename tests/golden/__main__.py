@@ -5,8 +5,10 @@ A change that keeps every digest computes what the code computed before: record 
 reruns). A change that moves one is a behaviour change: rerun the stages it touches, and write the new digests with
 ``--update`` in the same commit, which says what moved and why (docs/architecture.md, "How to change shared code").
 
-Runs in fp32 on one thread with the CPU kernels pinned (``ATEN_CPU_CAPABILITY=default``, ``MKL_CBWR=COMPATIBLE``),
-so that a digest depends on the code and the pinned libraries, not on the CPU's instruction set."""
+Runs in fp32 on one thread with the CPU kernels pinned where the libraries allow it (``ATEN_CPU_CAPABILITY=default``,
+``MKL_CBWR=COMPATIBLE``, ``ONEDNN_MAX_CPU_ISA=SSE41``). Data outputs compare exactly; trained ones by their numbers
+within a relative tolerance that no instruction set reaches and a real change exceeds (:mod:`tests.golden.digest`),
+so that the verdict depends on the code and the pinned libraries, not on the CPU."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import os
 
 # before torch is imported: one thread, portable kernels, no bf16 autocast, nothing from a model hub
 for _key, _value in {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "ATEN_CPU_CAPABILITY": "default",
-                     "MKL_CBWR": "COMPATIBLE", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                     "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                      "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "CUDA_VISIBLE_DEVICES": "",
                      "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
                      "TRANSFORMERS_VERBOSITY": "error", "TQDM_DISABLE": "1"}.items():
@@ -51,15 +53,31 @@ def run(names: list[str], root: Path) -> dict[str, dict[str, str]]:
 
 
 def differences(expected: dict, got: dict) -> list[str]:
-    """One line per output that moved, appeared or went missing."""
+    """One line per output that moved, appeared or went missing (a numeric one names the values that moved)."""
+    from tests.golden.digest import Print, drift, load
+
     lines = []
     for case, outputs in got.items():
-        want = expected.get(case, {})
+        want = {k: load(v) for k, v in expected.get(case, {}).items()}
         for name in sorted(set(want) | set(outputs)):
             if want.get(name) != outputs.get(name):
                 state = "new" if name not in want else "gone" if name not in outputs else "moved"
+                a, b = want.get(name), outputs.get(name)
+                if isinstance(a, Print) and isinstance(b, Print):
+                    what = drift(a.values, b.values)
+                    state += " (" + ("structure" if a.sha != b.sha else f"{len(what)} values: {', '.join(what[:3])}") + ")"
                 lines.append(f"{case}: {name}: {state}")
     return lines
+
+
+def write(digests: dict) -> None:
+    """``hashes.json``: one line per output, so that a diff shows which outputs changed."""
+    from tests.golden.digest import dump
+
+    cases = [f" {json.dumps(case)}: {{\n" + ",\n".join(f"  {json.dumps(name)}: {json.dumps(dump(d), sort_keys=True)}"
+                                                     for name, d in sorted(outputs.items())) + "\n }"
+             for case, outputs in sorted(digests.items())]
+    HASHES.write_text("{\n" + ",\n".join(cases) + "\n}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         got = run(names, root.resolve())
     expected = json.loads(HASHES.read_text()) if HASHES.exists() else {}
     if args.update:
-        HASHES.write_text(json.dumps({**expected, **got}, indent=1, sort_keys=True) + "\n")
+        from tests.golden.digest import load
+
+        write({**{c: {k: load(v) for k, v in o.items()} for c, o in expected.items()}, **got})
         print(f"golden: wrote {sum(map(len, got.values()))} digests of {len(got)} cases to {HASHES}")
         return 0
     moved = differences(expected, got)
