@@ -123,10 +123,8 @@ test: install ## run the default test suite (no slow tests, no network, no GPU)
 golden: install ## each stage and experiment kind on a tiny fixed sample (fp32, 1 thread, ~30 s) vs tests/golden/hashes.json; same digests = `dvc commit`, see docs/architecture.md
 	$(BIN)/python -m tests.golden
 
-recommit: install ## after a change of shared code that keeps `make golden`: record it (dvc commit -f, the experiments' finished rows re-keyed to today's code) instead of rerunning; docs/architecture.md
-	$(BIN)/python -m tests.golden
-	dvc commit -f
-	$(BIN)/python -m stsreg.experiments.row_results reports
+recommit: install ## after a change of shared code: record the stages golden proves (code its cases run, digests held: dvc commit, rows re-keyed), refuse the rest naming the `dvc repro` to run; docs/architecture.md
+	$(BIN)/python -m tests.golden.recommit
 
 test-slow: install ## run the slow tests only
 	$(BIN)/python -m pytest -q -m slow

@@ -32,22 +32,48 @@ from pathlib import Path  # noqa: E402
 HASHES = Path(__file__).with_name("hashes.json")
 
 
-def run(names: list[str], root: Path) -> dict[str, dict[str, str]]:
+def run(names: list[str], root: Path, calls: dict[str, set[tuple[str, str]]] | None = None) -> dict[str, dict]:
     """Each case in ``names`` (all of :data:`~tests.golden.cases.CASES` in order up to the last named, since a case
-    reads what earlier ones wrote) -> ``{case: {output: digest}}``."""
+    reads what earlier ones wrote) -> ``{case: {output: digest}}``. With ``calls``, also what each case ran:
+    ``{case: {(file, code object's qualified name)}}`` for every function called (``<module>``: a module's own code,
+    counted for the case that imported it and every case after)."""
+    import threading
+
     import torch
 
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     from tests.golden import cases
 
+    seen: set[tuple[str, str]] = set()
+    modules: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            seen.add((frame.f_code.co_filename, frame.f_code.co_qualname))
+
+    def traced(step, *args):
+        if calls is None:
+            return step(*args)
+        seen.clear()
+        sys.setprofile(profile)
+        threading.setprofile(profile)
+        try:
+            return step(*args)
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)
+            modules.update(f for f, q in seen if q == "<module>")
+
     os.environ["STSREG_CACHE"] = str(root / "cache")
-    g = cases.setup(root)
+    g = traced(cases.setup, root)
     last = max(list(cases.CASES).index(n) for n in names)
     got = {}
     for name in list(cases.CASES)[: last + 1]:
         started = time.monotonic()
-        got[name] = cases.CASES[name](g)
+        got[name] = traced(cases.CASES[name], g)
+        if calls is not None:
+            calls[name] = {c for c in seen if c[1] != "<module>"} | {(f, "<module>") for f in modules}
         print(f"golden: {name}: {len(got[name])} outputs in {time.monotonic() - started:.0f} s", flush=True)
     return {n: got[n] for n in names}
 

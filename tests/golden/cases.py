@@ -202,3 +202,13 @@ def baselines(g: Golden) -> dict:
 
 #: name -> case, in the order they run.
 CASES = {f.__name__: f for f in (prepare, stage1, stage2, evaluate, export, compare, nli_table, baselines)}
+
+#: Each DVC stage -> the golden cases that run its code (``make recommit`` records a code change of a stage only when
+#: one of these calls the changed code and golden holds; a stage with none reruns on any change of its code). The
+#: search trials and the backbone comparison train through the same runners as stage 2 and the comparison.
+STAGES: dict[str, tuple[str, ...]] = {
+    "fetch": (), "prepare": ("prepare",), "stage1": ("stage1",), "stage2": ("stage2",), "evaluate": ("evaluate",),
+    "register": ("export",), "promote": (), "compare": ("compare",), "compare_backbone": ("compare",),
+    "search_backbone": ("stage2",), "search": ("stage2",), "profile": (), "nli_table": ("nli_table",),
+    "baselines": ("baselines",), "claims": (),
+}

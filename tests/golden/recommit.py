@@ -1,0 +1,193 @@
+"""``python -m tests.golden.recommit`` (``make recommit``): record with ``dvc commit`` only what the golden run proves.
+
+A stage whose dependencies changed is recorded without rerunning it only when every change is **code that a golden
+case of that stage runs** (:data:`tests.golden.cases.STAGES`) and the golden run holds: then the stage's outputs are
+what the new code would compute. Anything else is refused, per stage, with the ``dvc repro`` to run instead:
+
+- a changed parameter (``params.yaml``) or data file: the stage never saw it;
+- a changed output (missing, or not the one recorded): nothing to vouch for;
+- changed code that no golden case of the stage calls (a function, or a module's own statements), or a stage with no
+  golden case: golden proves nothing about it.
+
+What "changed code" means: the recorded version of a file is the one in git at the last commit of ``dvc.lock`` (its
+MD5 checked against the lock); both versions are parsed, and a function (by its qualified name, as Python's code
+objects name it) changed when its syntax tree did; the module's own statements (imports, constants, class bodies,
+signatures) changed when the module's tree without function bodies did. Comments and formatting change no tree, so
+they need no proof. Refusing writes nothing: no ``dvc.lock``, no row re-keyed. Exit 0 recorded (or nothing to
+record), 1 refused."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from tests.golden import __main__ as golden  # first: it pins the kernels before anything imports torch
+from tests.golden import cases as golden_cases
+
+#: Files whose changes are code (and so can be proven by golden); every other dependency is data.
+CODE_SUFFIXES = (".py",)
+
+
+@dataclass
+class Verdict:
+    """Per stage: ``refusals`` (why it cannot be recorded, each with the command to run), ``units`` (the changed
+    code: ``(file, qualified name)`` that golden must have run)."""
+    stage: str
+    refusals: list[str] = field(default_factory=list)
+    units: set[tuple[str, str]] = field(default_factory=set)
+
+
+def _strip(tree: ast.AST) -> str:
+    """The module's own statements: its tree with every function body emptied."""
+    class Strip(ast.NodeTransformer):
+        def visit_FunctionDef(self, node):
+            return ast.copy_location(type(node)(**{**{f: getattr(node, f) for f in node._fields},
+                                                   "body": [ast.Pass()]}), node)
+        visit_AsyncFunctionDef = visit_FunctionDef
+
+    return ast.dump(Strip().visit(tree))
+
+
+def functions(source: str) -> dict[str, str]:
+    """``{qualified name: dump of its tree}`` of every function (methods ``Class.f``, nested ``f.<locals>.g``), and
+    ``<module>``: the module's own statements."""
+    tree = ast.parse(source)
+    out = {}
+
+    def visit(node, prefix: str):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out[prefix + child.name] = ast.dump(child)
+                visit(child, f"{prefix}{child.name}.<locals>.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    out["<module>"] = _strip(ast.parse(source))
+    return out
+
+
+def changed_units(old: str, new: str) -> set[str]:
+    """The functions (and ``<module>``) whose trees differ between two versions of a file; removed functions count
+    as a change of the module."""
+    a, b = functions(old) if old else {}, functions(new)
+    moved = {name for name, tree in b.items() if a.get(name) != tree}
+    return moved | ({"<module>"} if set(a) - set(b) else set())
+
+
+def _git(project: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=project, capture_output=True, text=True)
+
+
+def recorded_source(project: Path, path: str, md5: str | None) -> str | None:
+    """The file as ``dvc.lock`` recorded it: its version at the lock's last commit, if the MD5 agrees."""
+    rev = _git(project, "log", "-1", "--format=%H", "--", "dvc.lock").stdout.strip()
+    shown = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=project, capture_output=True) if rev else None
+    if shown is None or shown.returncode != 0 or (md5 and hashlib.md5(shown.stdout).hexdigest() != md5):
+        return None
+    return shown.stdout.decode("utf-8")
+
+
+def judge(project: Path, stages_cases: dict[str, tuple[str, ...]]) -> list[Verdict]:
+    """What ``dvc status`` says changed, sorted into refusals and code units to prove, per changed stage."""
+    from dvc.repo import Repo
+
+    with Repo(str(project)) as repo:
+        status = repo.status()
+    lock = yaml.safe_load((project / "dvc.lock").read_text()) if (project / "dvc.lock").exists() else {}
+    verdicts = []
+    for stage, entries in status.items():
+        v = Verdict(stage)
+        repro = f"dvc repro {stage}"
+        recorded = {d["path"]: d.get("md5") for d in lock.get("stages", {}).get(stage, {}).get("deps", [])}
+        for entry in entries:
+            if not isinstance(entry, dict):  # "always changed", "changed command", ...
+                v.refusals.append(f"{entry} -> {repro}")
+                continue
+            for path, state in entry.get("changed outs", {}).items():
+                v.refusals.append(f"output {path} {state}: nothing recorded to vouch for -> {repro} (or dvc pull)")
+            for path, state in entry.get("changed deps", {}).items():
+                if isinstance(state, dict):  # a params file: {key: modified/new/deleted}
+                    v.refusals += [f"param {key} {how}: the stage never ran with it -> {repro}"
+                                   for key, how in sorted(state.items())]
+                elif not path.endswith(CODE_SUFFIXES):
+                    v.refusals.append(f"data {path} {state}: not what the stage ran on -> {repro}")
+                elif state == "deleted" and not (project / path).exists():
+                    continue  # code the stage no longer runs: golden proves what runs instead
+                else:
+                    old = "" if state == "new" else recorded_source(project, path, recorded.get(path))
+                    if old is None:
+                        v.refusals.append(f"code {path}: its recorded version is not in git at dvc.lock's last "
+                                          f"commit -> {repro}")
+                        continue
+                    v.units |= {(path, unit) for unit in changed_units(old, (project / path).read_text())}
+        if v.units and not cases_of(stages_cases, stage):
+            v.refusals.append(f"code {sorted({p for p, _ in v.units})} changed and no golden case runs this "
+                              f"stage -> {repro}")
+        verdicts.append(v)
+    return verdicts
+
+
+def cases_of(stages_cases: dict[str, tuple[str, ...]], stage: str) -> tuple[str, ...]:
+    """The golden cases of a stage (a ``foreach`` stage ``name@item`` is its ``name``'s)."""
+    return tuple(stages_cases.get(stage.split("@")[0], ()))
+
+
+def unproven(verdict: Verdict, cases: tuple[str, ...], calls: dict[str, set[tuple[str, str]]],
+             project: Path) -> list[str]:
+    """The changed units of ``verdict`` that no golden case of its stage called."""
+    ran = {(str(Path(f).resolve().relative_to(project.resolve())) if Path(f).resolve().is_relative_to(project.resolve())
+            else f, q) for case in cases for f, q in calls.get(case, ())}
+    return sorted(f"{path}: {unit}" for path, unit in verdict.units if (path, unit) not in ran)
+
+
+def main(project: Path = Path("."), stages_cases: dict | None = None, commit: bool = True) -> int:
+    stages_cases = golden_cases.STAGES if stages_cases is None else stages_cases
+    verdicts = [v for v in judge(project, stages_cases) if v.refusals or v.units]
+    if not verdicts:
+        print("recommit: dvc status is clean: nothing to record")
+        return 0
+    proving = sorted({c for v in verdicts if not v.refusals for c in cases_of(stages_cases, v.stage)},
+                     key=list(golden_cases.CASES).index)
+    calls: dict[str, set[tuple[str, str]]] = {}
+    if proving:
+        with tempfile.TemporaryDirectory(prefix="golden-") as tmp:
+            got = golden.run(proving, Path(tmp).resolve(), calls)
+        expected = json.loads(golden.HASHES.read_text())
+        moved = golden.differences(expected, got)
+        if moved:
+            for v in verdicts:
+                v.refusals += [f"golden moved {line}: a behaviour change -> dvc repro {v.stage}" for line in moved]
+    for v in verdicts:
+        if not v.refusals:
+            cases = cases_of(stages_cases, v.stage)
+            v.refusals += [f"code {u} runs in no golden case of the stage {list(cases)} -> dvc repro {v.stage}"
+                           for u in unproven(v, cases, calls, project)]
+    refused = [v for v in verdicts if v.refusals]
+    if refused:
+        print("recommit: REFUSED, nothing recorded (dvc.lock and the rows are as they were):")
+        for v in refused:
+            print(f"  {v.stage}:")
+            for line in v.refusals:
+                print(f"    {line}")
+        return 1
+    names = [v.stage for v in verdicts]
+    print(f"recommit: golden proves {', '.join(names)}: recording with dvc commit")
+    if commit:
+        subprocess.run([sys.executable, "-m", "dvc", "commit", "-f", *names], cwd=project, check=True)
+        subprocess.run([sys.executable, "-m", "stsreg.experiments.row_results", "reports"], cwd=project, check=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""``make recommit`` records only what golden proves. In a clone of the project with a small pipeline of its own (one
+stage that depends on a param, a data file and two real modules of the training code), each change a user can make
+is tried: a param, a data file and code that no golden case of the stage runs are refused (exit 1, ``dvc.lock``
+untouched, the command to run named); a change of code the stage's golden case runs, that keeps every digest, is
+recorded (``dvc.lock`` rewritten, ``dvc status`` clean)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+STAGE = """stages:
+  stage2:
+    cmd: python -c "open('trained.txt', 'w').write('x')"
+    deps:
+      - data/extra.csv
+      - src/stsreg/product/losses.py
+      - src/stsreg/product/objective.py
+    params:
+      - stage2.lr
+    outs:
+      - trained.txt
+"""
+
+
+def _run(cwd: Path, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "PREFECT_", "STSREG_"))}
+    env["PYTHONPATH"] = f"{cwd / 'src'}{os.pathsep}{cwd}"  # the clone's code, not the checkout's
+    run = subprocess.run(list(cmd), cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert not check or run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return run
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory) -> Path:
+    """A clone of the checkout's HEAD and working tree, its pipeline replaced by :data:`STAGE`, run and committed."""
+    clone = tmp_path_factory.mktemp("recommit") / "project"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(clone)], check=True)
+    for rel in ("tests", "src"):  # the working tree's versions (the change under test)
+        subprocess.run(["cp", "-r", str(REPO / rel) + "/.", str(clone / rel)], check=True)
+    (clone / "dvc.yaml").write_text(STAGE)
+    (clone / "dvc.lock").unlink()
+    (clone / "data").mkdir(exist_ok=True)
+    (clone / "data/extra.csv").write_text("sentence1,sentence2,score\na,b,1\n")
+    _run(clone, sys.executable, "-m", "dvc", "repro", "stage2")
+    _run(clone, "git", "add", "-A", "-f", "dvc.yaml", "dvc.lock", "data/extra.csv", "tests/golden", "src")
+    _run(clone, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "pipeline")
+    return clone
+
+
+@pytest.fixture
+def project(pipeline) -> Path:
+    """The pipeline as committed: every test's edits undone."""
+    _run(pipeline, "git", "checkout", "-q", "--", ".")
+    return pipeline
+
+
+def _recommit(project: Path) -> subprocess.CompletedProcess:
+    lock = (project / "dvc.lock").read_bytes()
+    run = _run(project, sys.executable, "-m", "tests.golden.recommit", check=False)
+    if run.returncode != 0:
+        assert (project / "dvc.lock").read_bytes() == lock, "a refusal wrote dvc.lock"
+    return run
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_recommit_refuses_a_params_change(project):
+    _edit(project / "params.yaml", "\n  lr: 2.0e-5 ", "\n  lr: 3.0e-5 ")
+    run = _recommit(project)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "param stage2.lr modified" in run.stdout and "dvc repro stage2" in run.stdout
+
+
+def test_recommit_refuses_a_data_change(project):
+    with open(project / "data/extra.csv", "a") as f:
+        f.write("c,d,2\n")
+    run = _recommit(project)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "data data/extra.csv modified" in run.stdout and "dvc repro stage2" in run.stdout
+
+
+def test_recommit_refuses_code_no_golden_case_of_the_stage_runs(project):
+    # L1 is a loss the stage-2 golden case does not train with: golden would hold, and prove nothing about it
+    _edit(project / "src/stsreg/product/losses.py", "return F.l1_loss(pred, labels.to(pred.dtype))",
+          "return F.l1_loss(pred, labels.to(pred.dtype)) * 2")
+    run = _recommit(project)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "code src/stsreg/product/losses.py: L1.forward runs in no golden case of the stage" in run.stdout
+
+
+def test_recommit_records_a_behaviour_neutral_change_of_code_golden_runs(project):
+    # a renamed local in the loss stage 2 trains with: a new syntax tree, the same numbers
+    _edit(project / "src/stsreg/product/losses.py", "return (self.k * (x - self.x0).pow(2) * active).mean()",
+          "outside = (x - self.x0).pow(2) * active\n        return (self.k * outside).mean()")
+    run = _recommit(project)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "golden proves stage2" in run.stdout
+    status = _run(project, sys.executable, "-m", "dvc", "status", "stage2")
+    assert "up to date" in status.stdout or not status.stdout.strip(), status.stdout
