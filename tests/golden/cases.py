@@ -13,6 +13,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from stsreg.infra.method_specs import COMPARE, NLI
+from stsreg.product.serving.export import BACKENDS
 from tests.golden import digest
 
 #: What the tiny runs change in the project's params.yaml: small model inputs, few steps, fp32 (bf16 depends on the
@@ -29,10 +31,12 @@ TINY = {
                   "rnn_epochs": 1, "rnn_batch_size": 8, "rnn_dim": 16, "rnn_hidden": 16, "word_dim": 16,
                   "word_epochs": 1, "word_min_count": 1},
 }
-#: The comparison rows trained (every stage-2 loss the product and the experiments offer).
-COMPARE_METHODS = ("contrast", "cosent", "cosine_mse", "ours", "translated_relu", "mse", "ours_cos", "ours_joint")
-#: The NLI-only objectives trained (every kind of the NLI table).
-NLI_OBJECTIVES = ("softmax", "mse", "l1", "translated_relu", "smooth_k2", "triplet", "simcse_sup", "simcse_unsup")
+#: Pairs each loss of the ``losses`` case trains on (3 steps of 8).
+LOSS_PAIRS = 24
+#: The comparison rows trained: every declared row that trains (tests/unit/test_golden_coverage.py).
+COMPARE_METHODS = tuple(m.name for m in COMPARE.values() if m.loss)
+#: The NLI-only objectives trained: every declared objective that trains.
+NLI_OBJECTIVES = tuple(o.name for o in NLI.values() if o.kind)
 #: Objectives that see only differences of embeddings: the last LayerNorm bias is free (:data:`digest.FREE_SHIFT`).
 SHIFT_FREE_OBJECTIVES = ("triplet",)
 #: Baseline systems, one per family that trains: self-trained word vectors, a recurrent encoder, a cross-encoder,
@@ -149,12 +153,29 @@ def export(g: Golden) -> dict:
     package(g.params, g.path("models/stage2"), folder, g.path("sts.parquet"),
             json.loads(g.path("eval/metrics.json").read_text()))
     out = {k: v for k, v in digest.of_tree(folder, g.root).items() if not k.endswith(".onnx")}
-    for backend in ("torch", "onnx", "onnx-int8"):
+    for backend in BACKENDS:
         model = ex.use_backend(SiameseRegressor.load(folder, precision="fp32"), backend, folder, threads=1)
         with torch.no_grad():
             u = model.encode(SENTENCES, 4, show_progress=False).float()
             score = model.predict(u[:6], u[6:]).float()
         out[backend] = digest.print_arrays({"embeddings": u.numpy(), "scores": score.numpy()})
+    return out
+
+
+def losses(g: Golden) -> dict:
+    """Stage 2 from stage 1's folder with every declared stage-2 loss (:data:`stsreg.infra.loss_specs.LOSSES`), a few
+    steps each: the kept weights and the training summary."""
+    from stsreg.infra.config import with_overrides
+    from stsreg.infra.loss_specs import LOSSES
+    from stsreg.product.runners.stage2_runner import run_stage2
+
+    out = {}
+    for name in LOSSES:
+        params = with_overrides(g.params, {"stage2.loss": name, "stage2.max_train_pairs": LOSS_PAIRS})
+        model = g.path("losses", name)
+        run_stage2(params, g.path("sts.parquet"), g.path("models/stage1"), model, g.path("checkpoints/losses", name))
+        out.update({f"{name}/{k}": v for k, v in digest.of_tree(model, g.root).items()
+                    if k.endswith((".safetensors", "training_summary.json"))})
     return out
 
 
@@ -201,14 +222,14 @@ def baselines(g: Golden) -> dict:
 
 
 #: name -> case, in the order they run.
-CASES = {f.__name__: f for f in (prepare, stage1, stage2, evaluate, export, compare, nli_table, baselines)}
+CASES = {f.__name__: f for f in (prepare, stage1, stage2, evaluate, export, losses, compare, nli_table, baselines)}
 
 #: Each DVC stage -> the golden cases that run its code (``make recommit`` records a code change of a stage only when
 #: one of these calls the changed code and golden holds; a stage with none reruns on any change of its code). The
 #: search trials and the backbone comparison train through the same runners as stage 2 and the comparison.
 STAGES: dict[str, tuple[str, ...]] = {
-    "fetch": (), "prepare": ("prepare",), "stage1": ("stage1",), "stage2": ("stage2",), "evaluate": ("evaluate",),
-    "register": ("export",), "promote": (), "compare": ("compare",), "compare_backbone": ("compare",),
-    "search_backbone": ("stage2",), "search": ("stage2",), "profile": (), "nli_table": ("nli_table",),
+    "fetch": (), "prepare": ("prepare",), "stage1": ("stage1",), "stage2": ("stage2", "losses"),
+    "evaluate": ("evaluate",), "register": ("export",), "promote": (), "compare": ("compare", "losses"),
+    "compare_backbone": ("compare", "losses"), "search_backbone": ("stage2", "losses"), "search": ("stage2", "losses"), "profile": (), "nli_table": ("nli_table",),
     "baselines": ("baselines",), "claims": (),
 }
