@@ -120,7 +120,7 @@ docs: install ## build the documentation site into site/ (strict: a broken link 
 test: install ## run the default test suite (no slow tests, no network, no GPU)
 	$(BIN)/python -m pytest -q
 
-golden: install ## each stage and experiment kind on a tiny fixed sample (fp32, 1 thread, ~30 s) vs tests/golden/hashes.json; same digests = `dvc commit`, see docs/architecture.md
+golden: install ## each stage and experiment kind on a tiny fixed sample (fp32, 1 thread, ~40 s) vs tests/golden/hashes.json: data exactly, trained outputs within 1e-4 (the same on every CPU); docs/architecture.md
 	$(BIN)/python -m tests.golden
 
 recommit: install ## after a change of shared code: record the stages golden proves (code its cases run, digests held: dvc commit, rows re-keyed), refuse the rest naming the `dvc repro` to run; docs/architecture.md
