@@ -16,7 +16,8 @@ import os
 
 # before torch is imported: one thread, portable kernels, no bf16 autocast, nothing from a model hub
 for _key, _value in {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "ATEN_CPU_CAPABILITY": "default",
-                     "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                     "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41", "HF_HUB_OFFLINE": "1",
+                     "TRANSFORMERS_OFFLINE": "1",
                      "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "CUDA_VISIBLE_DEVICES": "",
                      "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
                      "TRANSFORMERS_VERBOSITY": "error", "TQDM_DISABLE": "1"}.items():
@@ -91,7 +92,8 @@ def differences(expected: dict, got: dict) -> list[str]:
                 a, b = want.get(name), outputs.get(name)
                 if isinstance(a, Print) and isinstance(b, Print):
                     what = drift(a.values, b.values)
-                    state += " (" + ("structure" if a.sha != b.sha else f"{len(what)} values: {', '.join(what[:3])}") + ")"
+                    named = f"{len(what)} values: {', '.join(what[:3])}"
+                    state += f" ({'structure' if a.sha != b.sha else named})"
                 lines.append(f"{case}: {name}: {state}")
     return lines
 
@@ -111,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m tests.golden", description=__doc__.split("\n\n")[0])
     ap.add_argument("cases", nargs="*", choices=[[], *CASES], help="cases to run (default: all)", default=[])
-    ap.add_argument("--update", action="store_true", help="write the digests as the new golden ones (a behaviour change)")
+    ap.add_argument("--update", action="store_true",
+                    help="write the digests as the new golden ones (a behaviour change)")
     ap.add_argument("--keep", type=Path, help="run in this folder and keep it (default: a temporary one)")
     args = ap.parse_args(argv)
     names = args.cases or list(CASES)

@@ -21,7 +21,8 @@ from tests.golden import digest
 #: CPU), every check that a tiny fixture cannot pass turned off.
 TINY = {
     "model": {"max_length": 16, "precision": "fp32"},
-    "prepare": {"max_rejected_fraction": 1.0, "nli_train": ["snli/dev", "snli/test", "snli_cad/train", "mnli/dev_matched"]},
+    "prepare": {"max_rejected_fraction": 1.0,
+                "nli_train": ["snli/dev", "snli/test", "snli_cad/train", "mnli/dev_matched"]},
     "stage1": {"epochs": 1},
     "stage2": {"batch_size": 8, "eval_every": 4, "checkpoint_every": 100, "lr": 1e-3, "contrastive_min_label": 4.0},
     "evaluate": {"max_length": 24, "n_resamples": 50},  # unlike model.max_length: the served folder records this one
@@ -44,15 +45,14 @@ SHIFT_FREE_OBJECTIVES = ("triplet",)
 BASELINE_SYSTEMS = ("word2vec_skipgram", "gru", "cross_linear", "sbert")
 
 
+USER_SUBJECTS = ("man", "woman", "child", "dog", "cat", "sad", "happy", "red", "blue", "fast", "slow", "music")
+USER_OBJECTS = ("guitar", "music", "ball", "car", "food", "park", "sofa", "dog", "cat", "woman")
 #: A table of the user's as a spreadsheet exports it: UTF-8 BOM, CRLF, RFC 4180 quoting (a quoted tab-free comma, a
 #: doubled quote, a line break inside a field), a 0-100 scale, splits by hash; one row with no score (rejected).
 USER_TABLE = {"name": "support", "file": "data/tables/support.csv", "scale": [0, 100], "d": 10}
 USER_FILE = ("\ufeffsentence1,sentence2,score\r\n"
              + "".join(f'"a {a} plays, the {b}","the {b} is ""played"" by {a}",{(i * 10) % 110}\r\n'
-                       for i, (a, b) in enumerate((a, b) for a in ("man", "woman", "child", "dog", "cat", "sad", "happy",
-                                                                   "red", "blue", "fast", "slow", "music")
-                                                  for b in ("guitar", "music", "ball", "car", "food", "park", "sofa",
-                                                            "dog", "cat", "woman")))
+                       for i, (a, b) in enumerate((a, b) for a in USER_SUBJECTS for b in USER_OBJECTS))
              + '"a child\r\neats food",the child eats,70\r\nno score here,none,\r\n').encode("utf-8")
 
 
@@ -230,6 +230,7 @@ CASES = {f.__name__: f for f in (prepare, stage1, stage2, evaluate, export, loss
 STAGES: dict[str, tuple[str, ...]] = {
     "fetch": (), "prepare": ("prepare",), "stage1": ("stage1",), "stage2": ("stage2", "losses"),
     "evaluate": ("evaluate",), "register": ("export",), "promote": (), "compare": ("compare", "losses"),
-    "compare_backbone": ("compare", "losses"), "search_backbone": ("stage2", "losses"), "search": ("stage2", "losses"), "profile": (), "nli_table": ("nli_table",),
-    "baselines": ("baselines",), "claims": (),
+    "compare_backbone": ("compare", "losses"), "search_backbone": ("stage2", "losses"),
+    "search": ("stage2", "losses"), "profile": (), "nli_table": ("nli_table",), "baselines": ("baselines",),
+    "claims": (),
 }
