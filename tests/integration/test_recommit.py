@@ -1,8 +1,8 @@
 """``make recommit`` records only what golden proves. In a clone of the project with a small pipeline of its own (one
 stage that depends on a param, a data file and two real modules of the training code), each change a user can make
-is tried: a param, a data file and code that no golden case of the stage runs are refused (exit 1, ``dvc.lock``
-untouched, the command to run named); a change of code the stage's golden case runs, that keeps every digest, is
-recorded (``dvc.lock`` rewritten, ``dvc status`` clean)."""
+is tried: a param, a data file, code that no golden case of the stage runs and code whose change golden sees are
+refused (exit 1, ``dvc.lock`` untouched, the command to run named); a change of code the stage's golden case runs,
+that keeps every digest, is recorded (``dvc.lock`` rewritten, ``dvc status`` clean)."""
 
 import os
 import subprocess
@@ -89,12 +89,22 @@ def test_recommit_refuses_a_data_change(project):
 
 
 def test_recommit_refuses_code_no_golden_case_of_the_stage_runs(project):
-    # L1 is a loss the stage-2 golden case does not train with: golden would hold, and prove nothing about it
+    # SBERT's softmax objective trains only NLI-table rows: stage 2's golden cases hold, and prove nothing about it
+    _edit(project / "src/stsreg/product/losses.py", "return F.cross_entropy(self.classifier(features), labels.long())",
+          "return 2 * F.cross_entropy(self.classifier(features), labels.long())")
+    run = _recommit(project)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "golden moved" not in run.stdout
+    assert "code src/stsreg/product/losses.py: SoftmaxCE.forward runs in no golden case of the stage" in run.stdout
+
+
+def test_recommit_refuses_a_change_golden_sees(project):
+    # L1 trains in the losses case of stage 2: doubling it moves that case's outputs, a behaviour change
     _edit(project / "src/stsreg/product/losses.py", "return F.l1_loss(pred, labels.to(pred.dtype))",
           "return F.l1_loss(pred, labels.to(pred.dtype)) * 2")
     run = _recommit(project)
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "code src/stsreg/product/losses.py: L1.forward runs in no golden case of the stage" in run.stdout
+    assert "golden moved losses: l1/" in run.stdout and "dvc repro stage2" in run.stdout
 
 
 def test_recommit_records_a_behaviour_neutral_change_of_code_golden_runs(project):
