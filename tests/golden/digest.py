@@ -68,8 +68,7 @@ def _signs(n: int) -> np.ndarray:
 def sketch(values: np.ndarray) -> list[float]:
     """``SKETCH`` numbers whose distances estimate the array's (module docstring), to 10 significant digits."""
     x = np.asarray(values, dtype=np.float64).ravel()
-    x = np.where(np.isfinite(x), x, 0.0) if x.size else x
-    return [float(f"{v:.10g}") for v in (_signs(x.size) @ x if x.size else np.zeros(SKETCH))]
+    return [float(f"{v:.10g}") for v in _signs(x.size) @ np.where(np.isfinite(x), x, 0.0)]
 
 
 class Print:
@@ -95,8 +94,9 @@ def drift(want: dict[str, list[float]], got: dict[str, list[float]]) -> list[str
     moved = [n for n in sorted(set(want) | set(got)) if not n.startswith(".")
              and too_far(np.asarray(want.get(n, []), float), np.asarray(got.get(n, []), float))]
     scalars = sorted(n for n in set(want) | set(got) if n.startswith("."))
-    if set(scalars) - set(want) or set(scalars) - set(got):
-        return moved + sorted(set(scalars) ^ (set(want) & set(got) & set(scalars)))
+    one_sided = sorted(set(scalars) - (set(want) & set(got)))
+    if one_sided:
+        return moved + one_sided
     a, b = (np.array([d[n][0] for n in scalars], float) for d in (want, got))
     if scalars and too_far(a, b):
         moved += [scalars[i] for i in np.argsort(-abs(a - b), kind="stable")[:3] if a[i] != b[i]]
@@ -162,21 +162,21 @@ def print_arrays(arrays: dict[str, np.ndarray], free: re.Pattern = FREE) -> Prin
 
 
 def print_value(value, root: str) -> Print:
-    """A JSON-like value: floats by themselves (named by their path, from ``.``; compared as one vector by
-    :func:`drift`), the rest exactly (clock keys dropped)."""
+    """A JSON-like value as :func:`of_json` sees it (clock keys dropped, the run's folder as ``<root>``), its floats
+    by themselves (named by their path, from ``.``; compared as one vector by :func:`drift`), the rest exactly."""
     values: dict[str, list[float]] = {}
 
     def walk(v, path: str):
         if isinstance(v, dict):
-            return {k: walk(x, f"{path}.{k}") for k, x in v.items() if k not in VOLATILE}
+            return {k: walk(x, f"{path}.{k}") for k, x in v.items()}
         if isinstance(v, list):
             return [walk(x, f"{path}[{i}]") for i, x in enumerate(v)]
         if isinstance(v, float):
             values[path] = [v if math.isfinite(v) else 0.0]
             return "<float>" if math.isfinite(v) else repr(v)
-        return v.replace(root, "<root>") if isinstance(v, str) else v
+        return v
 
-    shape = walk(value, "")
+    shape = walk(_scrub(value, root), "")
     return Print(_sha(json.dumps(shape, sort_keys=True).encode()), values)
 
 

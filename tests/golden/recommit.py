@@ -73,7 +73,7 @@ def functions(source: str) -> dict[str, str]:
                 visit(child, prefix)
 
     visit(tree, "")
-    out["<module>"] = _strip(ast.parse(source))
+    out["<module>"] = _strip(tree)  # after the functions' dumps: stripping rewrites the tree in place
     return out
 
 
@@ -85,26 +85,28 @@ def changed_units(old: str, new: str) -> set[str]:
     return moved | ({"<module>"} if set(a) - set(b) else set())
 
 
-def _git(project: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=project, capture_output=True, text=True)
+def lock_commit(project: Path) -> str:
+    """The last commit of ``dvc.lock`` (empty when it was never committed)."""
+    return subprocess.run(["git", "log", "-1", "--format=%H", "--", "dvc.lock"], cwd=project, capture_output=True,
+                          text=True).stdout.strip()
 
 
-def recorded_source(project: Path, path: str, md5: str | None) -> str | None:
-    """The file as ``dvc.lock`` recorded it: its version at the lock's last commit, if the MD5 agrees."""
-    rev = _git(project, "log", "-1", "--format=%H", "--", "dvc.lock").stdout.strip()
+def recorded_source(project: Path, rev: str, path: str, md5: str | None) -> str | None:
+    """The file as ``dvc.lock`` recorded it: its version at the lock's last commit ``rev``, if the MD5 agrees."""
     shown = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=project, capture_output=True) if rev else None
     if shown is None or shown.returncode != 0 or (md5 and hashlib.md5(shown.stdout).hexdigest() != md5):
         return None
     return shown.stdout.decode("utf-8")
 
 
-def judge(project: Path, stages_cases: dict[str, tuple[str, ...]]) -> list[Verdict]:
+def judge(project: Path) -> list[Verdict]:
     """What ``dvc status`` says changed, sorted into refusals and code units to prove, per changed stage."""
     from dvc.repo import Repo
 
     with Repo(str(project)) as repo:
         status = repo.status()
     lock = yaml.safe_load((project / "dvc.lock").read_text()) if (project / "dvc.lock").exists() else {}
+    rev = lock_commit(project)
     verdicts = []
     for stage, entries in status.items():
         v = Verdict(stage)
@@ -125,54 +127,57 @@ def judge(project: Path, stages_cases: dict[str, tuple[str, ...]]) -> list[Verdi
                 elif state == "deleted" and not (project / path).exists():
                     continue  # code the stage no longer runs: golden proves what runs instead
                 else:
-                    old = "" if state == "new" else recorded_source(project, path, recorded.get(path))
+                    old = "" if state == "new" else recorded_source(project, rev, path, recorded.get(path))
                     if old is None:
                         v.refusals.append(f"code {path}: its recorded version is not in git at dvc.lock's last "
                                           f"commit -> {repro}")
                         continue
                     v.units |= {(path, unit) for unit in changed_units(old, (project / path).read_text())}
-        if v.units and not cases_of(stages_cases, stage):
+        if v.units and not cases_of(stage):
             v.refusals.append(f"code {sorted({p for p, _ in v.units})} changed and no golden case runs this "
                               f"stage -> {repro}")
         verdicts.append(v)
     return verdicts
 
 
-def cases_of(stages_cases: dict[str, tuple[str, ...]], stage: str) -> tuple[str, ...]:
+def cases_of(stage: str) -> tuple[str, ...]:
     """The golden cases of a stage (a ``foreach`` stage ``name@item`` is its ``name``'s)."""
-    return tuple(stages_cases.get(stage.split("@")[0], ()))
+    return tuple(golden_cases.STAGES.get(stage.split("@")[0], ()))
 
 
 def unproven(verdict: Verdict, cases: tuple[str, ...], calls: dict[str, set[tuple[str, str]]],
              project: Path) -> list[str]:
-    """The changed units of ``verdict`` that no golden case of its stage called."""
-    ran = {(str(Path(f).resolve().relative_to(project.resolve())) if Path(f).resolve().is_relative_to(project.resolve())
-            else f, q) for case in cases for f, q in calls.get(case, ())}
+    """The changed units of ``verdict`` that no golden case of its stage called (files named from ``project``)."""
+    root = project.resolve()
+
+    def relative(f: str) -> str:
+        resolved = Path(f).resolve()
+        return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else f
+
+    ran = {(relative(f), q) for case in cases for f, q in calls.get(case, ())}
     return sorted(f"{path}: {unit}" for path, unit in verdict.units if (path, unit) not in ran)
 
 
-def main(project: Path = Path("."), stages_cases: dict | None = None, commit: bool = True) -> int:
-    stages_cases = golden_cases.STAGES if stages_cases is None else stages_cases
-    verdicts = [v for v in judge(project, stages_cases) if v.refusals or v.units]
+def main(project: Path = Path(".")) -> int:
+    verdicts = [v for v in judge(project) if v.refusals or v.units]
     if not verdicts:
         print("recommit: dvc status is clean: nothing to record")
         return 0
-    proving = sorted({c for v in verdicts if not v.refusals for c in cases_of(stages_cases, v.stage)},
-                     key=list(golden_cases.CASES).index)
+    proving = [v for v in verdicts if not v.refusals]
+    cases = sorted({c for v in proving for c in cases_of(v.stage)}, key=list(golden_cases.CASES).index)
     calls: dict[str, set[tuple[str, str]]] = {}
-    if proving:
+    moved: list[str] = []
+    if cases:
         with tempfile.TemporaryDirectory(prefix="golden-") as tmp:
-            got = golden.run(proving, Path(tmp).resolve(), calls)
-        expected = json.loads(golden.HASHES.read_text())
-        moved = golden.differences(expected, got)
-        if moved:
-            for v in verdicts:
-                v.refusals += [f"golden moved {line}: a behaviour change -> dvc repro {v.stage}" for line in moved]
-    for v in verdicts:
-        if not v.refusals:
-            cases = cases_of(stages_cases, v.stage)
-            v.refusals += [f"code {u} runs in no golden case of the stage {list(cases)} -> dvc repro {v.stage}"
-                           for u in unproven(v, cases, calls, project)]
+            got = golden.run(cases, Path(tmp).resolve(), calls)
+        moved = golden.differences(json.loads(golden.HASHES.read_text()), got)
+    for v in proving:
+        # a moved output refuses the stages whose cases it belongs to ("case: output: moved ...")
+        seen = [line for line in moved if line.split(":", 1)[0] in cases_of(v.stage)]
+        v.refusals += [f"golden moved {line}: a behaviour change -> dvc repro {v.stage}" for line in seen]
+        if not seen:
+            v.refusals += [f"code {u} runs in no golden case of the stage {list(cases_of(v.stage))} -> "
+                           f"dvc repro {v.stage}" for u in unproven(v, cases_of(v.stage), calls, project)]
     refused = [v for v in verdicts if v.refusals]
     if refused:
         print("recommit: REFUSED, nothing recorded (dvc.lock and the rows are as they were):")
@@ -183,9 +188,8 @@ def main(project: Path = Path("."), stages_cases: dict | None = None, commit: bo
         return 1
     names = [v.stage for v in verdicts]
     print(f"recommit: golden proves {', '.join(names)}: recording with dvc commit")
-    if commit:
-        subprocess.run([sys.executable, "-m", "dvc", "commit", "-f", *names], cwd=project, check=True)
-        subprocess.run([sys.executable, "-m", "stsreg.experiments.row_results", "reports"], cwd=project, check=True)
+    subprocess.run([sys.executable, "-m", "dvc", "commit", "-f", *names], cwd=project, check=True)
+    subprocess.run([sys.executable, "-m", "stsreg.experiments.row_results", "reports"], cwd=project, check=True)
     return 0
 
 

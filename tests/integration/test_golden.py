@@ -16,6 +16,14 @@ def _golden(*args: str, prelude: str = "") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
 
 
+def _stage2_moved(prelude: str) -> str:
+    """Golden's stage-2 run with ``prelude``'s change: it must fail, naming stage 2's weights; returns its output."""
+    run = _golden("stage2", prelude=prelude)
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "golden: MOVED stage2: model.safetensors: moved" in run.stdout
+    return run.stdout
+
+
 def test_golden_digests_hold():
     run = _golden()
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -38,10 +46,7 @@ def test_golden_sees_a_change_in_what_training_computes():
                "from stsreg.product.training import stage2_training as s\n"
                "_build = s.build_optimizer\n"
                "s.build_optimizer = lambda model, lr, *a: _build(model, lr * 1.001, *a)")
-    run = _golden("stage2", prelude=prelude)
-    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "golden: MOVED stage2: model.safetensors: moved" in run.stdout
-    assert "MOVED stage1" not in run.stdout  # what came before the change holds
+    assert "MOVED stage1" not in _stage2_moved(prelude)  # what came before the change holds
 
 
 def test_golden_sees_a_change_of_a_loss_constant():
@@ -52,6 +57,4 @@ def test_golden_sees_a_change_of_a_loss_constant():
                "    x, active = L._buffer(pred, labels, self.x0 * 1.01, self.zero_negative)\n"
                "    return (self.k * (x - self.x0 * 1.01).pow(2) * active).mean()\n"
                "L.SmoothK2.forward = forward")
-    run = _golden("stage2", prelude=prelude)
-    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "golden: MOVED stage2: model.safetensors: moved" in run.stdout
+    _stage2_moved(prelude)

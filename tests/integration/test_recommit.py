@@ -67,6 +67,13 @@ def _recommit(project: Path) -> subprocess.CompletedProcess:
     return run
 
 
+def _refused(project: Path) -> str:
+    """``make recommit``'s output, which must be a refusal (exit 1, ``dvc.lock`` as it was)."""
+    run = _recommit(project)
+    assert run.returncode == 1, run.stdout + run.stderr
+    return run.stdout
+
+
 def _edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert old in text
@@ -75,36 +82,32 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 def test_recommit_refuses_a_params_change(project):
     _edit(project / "params.yaml", "\n  lr: 2.0e-5 ", "\n  lr: 3.0e-5 ")
-    run = _recommit(project)
-    assert run.returncode == 1, run.stdout + run.stderr
-    assert "param stage2.lr modified" in run.stdout and "dvc repro stage2" in run.stdout
+    out = _refused(project)
+    assert "param stage2.lr modified" in out and "dvc repro stage2" in out
 
 
 def test_recommit_refuses_a_data_change(project):
     with open(project / "data/extra.csv", "a") as f:
         f.write("c,d,2\n")
-    run = _recommit(project)
-    assert run.returncode == 1, run.stdout + run.stderr
-    assert "data data/extra.csv modified" in run.stdout and "dvc repro stage2" in run.stdout
+    out = _refused(project)
+    assert "data data/extra.csv modified" in out and "dvc repro stage2" in out
 
 
 def test_recommit_refuses_code_no_golden_case_of_the_stage_runs(project):
     # SBERT's softmax objective trains only NLI-table rows: stage 2's golden cases hold, and prove nothing about it
     _edit(project / "src/stsreg/product/losses.py", "return F.cross_entropy(self.classifier(features), labels.long())",
           "return 2 * F.cross_entropy(self.classifier(features), labels.long())")
-    run = _recommit(project)
-    assert run.returncode == 1, run.stdout + run.stderr
-    assert "golden moved" not in run.stdout
-    assert "code src/stsreg/product/losses.py: SoftmaxCE.forward runs in no golden case of the stage" in run.stdout
+    out = _refused(project)
+    assert "golden moved" not in out
+    assert "code src/stsreg/product/losses.py: SoftmaxCE.forward runs in no golden case of the stage" in out
 
 
 def test_recommit_refuses_a_change_golden_sees(project):
     # L1 trains in the losses case of stage 2: doubling it moves that case's outputs, a behaviour change
     _edit(project / "src/stsreg/product/losses.py", "return F.l1_loss(pred, labels.to(pred.dtype))",
           "return F.l1_loss(pred, labels.to(pred.dtype)) * 2")
-    run = _recommit(project)
-    assert run.returncode == 1, run.stdout + run.stderr
-    assert "golden moved losses: l1/" in run.stdout and "dvc repro stage2" in run.stdout
+    out = _refused(project)
+    assert "golden moved losses: l1/" in out and "dvc repro stage2" in out
 
 
 def test_recommit_records_a_behaviour_neutral_change_of_code_golden_runs(project):
