@@ -13,7 +13,8 @@ What "changed code" means: the recorded version of a file is the one in git at t
 MD5 checked against the lock); both versions are parsed, and a function (by its qualified name, as Python's code
 objects name it) changed when its syntax tree did; the module's own statements (imports, constants, class bodies,
 signatures) changed when the module's tree without function bodies did. Comments and formatting change no tree, so
-they need no proof. Refusing writes nothing: no ``dvc.lock``, no row re-keyed. Exit 0 recorded (or nothing to
+they need no proof. An output or data file absent from this checkout (a clone without the DVC cache) is neither
+changed nor recorded anew: its recorded hash stays, and only the code's hashes move. Refusing writes nothing: no ``dvc.lock``, no row re-keyed. Exit 0 recorded (or nothing to
 record), 1 refused."""
 
 from __future__ import annotations
@@ -117,11 +118,15 @@ def judge(project: Path) -> list[Verdict]:
                 v.refusals.append(f"{entry} -> {repro}")
                 continue
             for path, state in entry.get("changed outs", {}).items():
+                if not (project / path).exists():
+                    continue  # absent from this checkout (no DVC cache): its record is kept as it is
                 v.refusals.append(f"output {path} {state}: nothing recorded to vouch for -> {repro} (or dvc pull)")
             for path, state in entry.get("changed deps", {}).items():
                 if isinstance(state, dict):  # a params file: {key: modified/new/deleted}
                     v.refusals += [f"param {key} {how}: the stage never ran with it -> {repro}"
                                    for key, how in sorted(state.items())]
+                elif not (project / path).exists() and not path.endswith(CODE_SUFFIXES):
+                    continue  # data absent from this checkout: its record is kept as it is
                 elif not path.endswith(CODE_SUFFIXES):
                     v.refusals.append(f"data {path} {state}: not what the stage ran on -> {repro}")
                 elif state == "deleted" and not (project / path).exists():
@@ -158,6 +163,17 @@ def unproven(verdict: Verdict, cases: tuple[str, ...], calls: dict[str, set[tupl
     return sorted(f"{path}: {unit}" for path, unit in verdict.units if (path, unit) not in ran)
 
 
+def record(project: Path, stages: list[str]) -> None:
+    """``dvc commit -f`` of ``stages``, keeping the record of what this checkout lacks (DVC's ``allow_missing``):
+    on a clone without the DVC cache the new code hashes are written and every absent output or data file keeps the
+    hash it had, which the golden run vouches for."""
+    from dvc.repo import Repo
+
+    with Repo(str(project)) as repo:
+        for stage in stages:
+            repo.commit(stage, force=True, allow_missing=True)
+
+
 def main(project: Path = Path(".")) -> int:
     verdicts = [v for v in judge(project) if v.refusals or v.units]
     if not verdicts:
@@ -188,7 +204,7 @@ def main(project: Path = Path(".")) -> int:
         return 1
     names = [v.stage for v in verdicts]
     print(f"recommit: golden proves {', '.join(names)}: recording with dvc commit")
-    subprocess.run([sys.executable, "-m", "dvc", "commit", "-f", *names], cwd=project, check=True)
+    record(project, names)
     subprocess.run([sys.executable, "-m", "stsreg.experiments.row_results", "reports"], cwd=project, check=True)
     return 0
 

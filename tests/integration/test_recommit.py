@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import REPO
 
@@ -119,3 +120,28 @@ def test_recommit_records_a_behaviour_neutral_change_of_code_golden_runs(project
     assert "golden proves stage2" in run.stdout
     status = _run(project, sys.executable, "-m", "dvc", "status", "stage2")
     assert "up to date" in status.stdout or not status.stdout.strip(), status.stdout
+
+
+def test_recommit_on_a_checkout_without_the_outputs_records_the_code_and_keeps_their_hashes(project):
+    # a clone with no DVC cache: the output is absent, and only the proven code's hash may move in dvc.lock
+    out, cache = project / "trained.txt", project / ".dvc/cache"
+    saved, lock = out.read_bytes(), yaml.safe_load((project / "dvc.lock").read_text())
+    subprocess.run(["mv", str(cache), str(project / "cache.kept")], check=True)
+    out.unlink()
+    try:
+        _edit(project / "src/stsreg/product/losses.py", "return (self.k * (x - self.x0).pow(2) * active).mean()",
+              "outside = (x - self.x0).pow(2) * active\n        return (self.k * outside).mean()")
+        run = _recommit(project)
+        assert run.returncode == 0, run.stdout + run.stderr
+        after = yaml.safe_load((project / "dvc.lock").read_text())["stages"]["stage2"]
+        before = lock["stages"]["stage2"]
+        assert after["outs"] == before["outs"] and not out.exists()
+        moved = [d["path"] for d, e in zip(after["deps"], before["deps"]) if d != e]
+        assert moved == ["src/stsreg/product/losses.py"]
+        status = _run(project, sys.executable, "-m", "dvc", "status", "stage2").stdout
+        assert "changed deps" not in status and "modified" not in status, status
+    finally:
+        subprocess.run(["rm", "-rf", str(cache)], check=True)
+        subprocess.run(["mv", str(project / "cache.kept"), str(cache)], check=True)
+        out.write_bytes(saved)
+        _run(project, "git", "checkout", "-q", "--", "dvc.lock")
