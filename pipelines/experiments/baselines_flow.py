@@ -26,9 +26,13 @@ from stsreg.experiments.baselines import experiment, baselines_table, retrieval
 from stsreg.infra.codehash import RowKey
 from stsreg.infra.config import Params, load_params
 from stsreg.infra.hashing import sha256_file
+from stsreg.infra.public_tables import BASELINES_TABLE
+from stsreg.product.data.catalogue import table_split
 from stsreg.product.precision import cache_name
 
 EXPERIMENT = "stsreg-baselines"
+#: The study's figure: Spearman per system on its benchmark's test split (reports/baselines/stsb.png).
+FIGURE = f"{BASELINES_TABLE}.png"
 #: The code one system's run executes (the settings modules are in no key: the resolved values are, codehash.KEYLESS).
 ROW_CODE = ("stsreg.experiments.baselines.experiment",)
 #: What the retrieval cost measures with (its key: re-keyed by ``make recommit`` like the rows beside it).
@@ -109,7 +113,7 @@ def baselines_retrieval(params_path: str, sts_path: str, out_dir: str) -> dict:
     sentences = sorted(set(sts.sentence1) | set(sts.sentence2))
     rng = np.random.default_rng(params.seed)
     pick = rng.choice(len(sentences), size=min(p.retrieval_candidates, len(sentences)), replace=False)
-    query = sts[(sts.dataset == "stsb") & (sts.split == "test")].sentence1.iloc[0]
+    query = table_split(sts, BASELINES_TABLE, "test").sentence1.iloc[0]
     result = {**retrieval.retrieval_cost(p.backbone, [sentences[i] for i in pick], query, p.max_length,
                                           precision=params.model.precision),
               "query": query, "fingerprint": key.fingerprint, "parts": key.parts, "code": list(key.code)}
@@ -137,12 +141,13 @@ def baselines_report(params_path: str, out_dir: str, metrics_path: str, compare_
     md = baselines_table.format_table(table, unavailable, ref, retrieval, params.baselines.backbone, params.seed)
     atomic.write_text(out / "results.md", md + "\n")
     if not table.empty:
-        baselines_table.plot(table, out / "stsb.png")
+        baselines_table.plot(table, out / FIGURE)
     # the headline: STS-B test Spearman per system (avg7 and the intervals are in results.csv)
-    summary = {f"{r.system}_stsb_spearman": float(r.stsb_spearman) for r in table.itertuples()}
+    key = f"{BASELINES_TABLE}_spearman"
+    summary = {f"{r.system}_{key}": float(getattr(r, key)) for r in table.itertuples()}
     atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
     cost = {k: v for k, v in (retrieval or {}).items() if k.endswith(("per_s", "seconds"))}
-    tracking.log_report(parent, {**summary, **cost}, out, ("results.md", "results.csv", "stsb.png"), "baselines")
+    tracking.log_report(parent, {**summary, **cost}, out, ("results.md", "results.csv", FIGURE), "baselines")
     tracking.end_run(parent)
     print(md)
     return summary

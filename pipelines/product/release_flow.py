@@ -25,6 +25,7 @@ from prefect import flow, task
 from stsreg.infra import atomic, runtime, tracking
 from stsreg.product import model_card, registry
 from stsreg.infra.config import load_params
+from stsreg.infra.public_tables import DEV_METRIC
 from stsreg.product.lineage import log_tables
 from stsreg.infra.hashing import fingerprint, sha256_file
 from stsreg.product.runners.eval_runner import headline as eval_headline, run_evaluate
@@ -92,7 +93,7 @@ def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: l
     tags = {f"data_sha256.{Path(p).name}": sha256_file(p) for p in data_paths}
     tags.update({"params_hash": params_hash(params_path), "git_commit": commit,
                  "avg7_spearman": f"{metrics['avg7_spearman']:.2f}", "avg7_unseen_spearman": f"{metrics['avg7_unseen_spearman']:.2f}",
-                 "stsb_dev_spearman": f"{metrics.get('stsb_dev_spearman', float('nan')):.2f}"})
+                 DEV_METRIC: f"{metrics.get(DEV_METRIC, float('nan')):.2f}"})
     # its own MLflow run ("register": exports and their scoring; precision of the exports' runs: fp32) times the step
     with tracking.tracked_run(EXPERIMENT, "register", {}, _run_tags(precision="fp32", eval_run_id=run_id)), \
             tempfile.TemporaryDirectory() as tmp:

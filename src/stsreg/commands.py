@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from stsreg.infra.config import load_params
+from stsreg.infra.public_tables import DEV_TABLE
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
@@ -208,7 +209,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not Path(args.metrics).exists():
         print(f"no data summary at {args.metrics}; run `dvc repro` first", file=sys.stderr)
         return 2
-    dev_table = load_params(args.params).stage2.dev_table if Path(args.params).is_file() else "stsb"
+    dev_table = load_params(args.params).stage2.dev_table if Path(args.params).is_file() else DEV_TABLE
     print(run_report(Path(args.metrics), Path(args.models), Path(args.eval_metrics), Path(args.promotion), dev_table))
     from stsreg.infra import tracking
     from stsreg.product.timings import format_timings

@@ -71,7 +71,7 @@ def test_another_architecture_trains_evaluates_exports_and_loads(arch, harness, 
     # exported with torch's exporter: the ONNX graph gives torch's embeddings; int8 keeps their direction
     folder = tmp_path / "registered"
     shutil.copytree(m2, folder)
-    files = export.export_onnx(folder)
+    files = export.export_all(folder)
     for backend, tol in (("onnx", 1e-4), ("onnx-int8", None)):
         assert files[backend].is_file()
         run = export.use_backend(SiameseRegressor.load(folder).eval(), backend, folder).encode(sentences, show_progress=False)

@@ -30,7 +30,7 @@ def test_two_workers_share_one_corpus(tiny_backbone, tmp_path, monkeypatch):
     project = tiny_project(tmp_path, tiny_backbone)
     model_dir = project / "models/stage2"
     SiameseRegressor.from_pretrained(tiny_backbone, max_length=16).save(model_dir)
-    export.export_onnx(model_dir)
+    export.export_all(model_dir)
     rng = random.Random(0)
     sentences = [" ".join(rng.choice(TINY_WORDS) for _ in range(rng.randint(3, 12))) for _ in range(3000)]
     (project / "corpus.txt").write_text("\n".join(sentences + sentences[:500]) + "\n")  # 500 repeated rows

@@ -313,9 +313,9 @@ def test_training_and_selection_read_only_stsb_train_and_dev():
 
     train = tiny_sts(10).assign(dataset="stsb", split="train", subset="", file="f", line=range(10), seen_in_train=False)
     sts = pd.concat([tiny_eval_table(12), train], ignore_index=True)
-    tr, dev = experiment.stsb_splits(sts, 0, 0)
+    tr, dev = experiment.study_splits(sts, 0, 0)
     assert set(zip(tr.dataset, tr.split)) == {("stsb", "train")} and set(zip(dev.dataset, dev.split)) == {("stsb", "dev")}
-    assert len(tr) == 10 and len(experiment.stsb_splits(sts, 4, 0)[0]) == 4
+    assert len(tr) == 10 and len(experiment.study_splits(sts, 4, 0)[0]) == 4
 
 
 def test_pearson_interval_and_mse_on_label_over_5():

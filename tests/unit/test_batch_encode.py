@@ -36,7 +36,7 @@ def model_dir(tiny_backbone, tmp_path_factory):
     """A stsreg model folder of the tiny BERT with its ONNX exports (what registration adds)."""
     folder = tmp_path_factory.mktemp("encode-model") / "model"
     SiameseRegressor.from_pretrained(tiny_backbone, max_length=16).save(folder)
-    export.export_onnx(folder)
+    export.export_all(folder)
     return folder
 
 

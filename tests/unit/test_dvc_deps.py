@@ -99,8 +99,11 @@ def test_with_an_encoder_step_every_trained_comparison_row_starts_from_stage_1()
     from stsreg.experiments import compare
     from stsreg.infra.config import Params, Stage1EncoderParams
 
-    plain = Params()
-    stepped = dataclasses.replace(plain, stage1=dataclasses.replace(plain.stage1, encoder=Stage1EncoderParams(objective="simcse_sup")))
+    default = Params()
+    plain = dataclasses.replace(default, stage1=dataclasses.replace(default.stage1,
+                                                                    encoder=Stage1EncoderParams(objective="none")))
+    stepped = dataclasses.replace(plain, stage1=dataclasses.replace(plain.stage1,
+                                                                    encoder=Stage1EncoderParams(objective="simcse_sup")))
     assert [m for m in compare.METHODS if compare.METHODS[m] and compare.starts_from_stage1(plain, m)] == list(compare.REGRESSION)
     assert all(compare.starts_from_stage1(stepped, m) for m in compare.METHODS if compare.METHODS[m])
     # the rows that then start from the stage-1 encoder are keyed by stage 1 and the NLI data too

@@ -14,8 +14,8 @@ from stsreg.product.losses import (
     SmoothK2,
     SoftmaxCE,
     TranslatedReLU,
-    build_head_loss,
 )
+from stsreg.product.losses import build_loss, head_loss
 
 
 def grad_of(loss, pred, label):
@@ -69,10 +69,17 @@ def test_mse_l1_and_factory():
     p, y = torch.tensor([1.0, 3.0]), torch.tensor([2.0, 3.0])
     assert MSE()(p, y).item() == pytest.approx(0.5)
     assert L1()(p, y).item() == pytest.approx(0.5)
-    assert isinstance(build_head_loss("smooth_k2", 0.2, 3.0), SmoothK2)
-    assert build_head_loss("smooth_k2", 0.2, 3.0).get_config_dict() == {"x0": 0.2, "k": 3.0, "zero_negative": False}
+    assert isinstance(head_loss("smooth_k2", 0.2, 3.0), SmoothK2)
+    assert head_loss("smooth_k2", 0.2, 3.0).get_config_dict() == {"x0": 0.2, "k": 3.0, "zero_negative": False}
+    assert isinstance(head_loss("mse", 0.2, 3.0), MSE)  # no buffer: the stage's x0 and k are not its knobs
     with pytest.raises(ValueError, match="unknown head loss"):
-        build_head_loss("huber", 0.2, 3.0)
+        head_loss("huber", 0.2, 3.0)
+    with pytest.raises(ValueError, match="unknown head loss"):
+        head_loss("smooth_k2_cos", 0.2, 3.0)  # a stage-2 loss on the cosine, not on the head
+    # the declared defaults: stage 2's x0 and k (stsreg.infra.loss_specs), the only ones the code holds
+    assert build_loss("smooth_k2").get_config_dict() == {"x0": 0.2, "k": 3.0, "zero_negative": False}
+    with pytest.raises(ValueError, match="reads no"):
+        build_loss("mse", x0=0.2)
 
 
 def test_cosine_mse_scales_labels():
@@ -118,10 +125,10 @@ def test_stage2_objective_reads_what_its_kind_needs():
     assert head.kind == "head" and head(u, v, score, labels) == pytest.approx(SmoothK2(0.2, 3.0)(score, labels).item())
     pair = Objective("cosent")
     assert pair.kind == "pair" and pair(u, v, score, labels) == pytest.approx(CoSENT()(u, v, labels).item())
-    con = Objective("contrastive", temperature=0.1, min_label=4.0)
+    con = Objective("contrastive", temperature=0.1, contrastive_min_label=4.0)
     assert con.kind == "contrastive" and con.min_label == 4.0
     assert con(u, v, score, labels) == pytest.approx(InBatchContrastive(0.1)(u, v).item())
-    with pytest.raises(ValueError, match="unknown stage-2 loss"):
+    with pytest.raises(ValueError, match="unknown loss"):
         Objective("hinge")
 
 
@@ -133,7 +140,7 @@ def test_smooth_k2_on_cosine_value_and_gradient_by_hand():
     u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
     v = torch.tensor([[1.0, 1.0], [0.0, 1.0]], requires_grad=True)
     labels = torch.tensor([2.0, 0.3])
-    loss = AffineCosine(SmoothK2(x0=0.5, k=2.0), a=5.0, b=0.0)(u, v, labels)
+    loss = AffineCosine(SmoothK2(x0=0.5, k=2.0), cos_a=5.0, cos_b=0.0)(u, v, labels)
     d = 5 / 2 ** 0.5 - 2 - 0.5
     assert loss.item() == pytest.approx(2 * d ** 2 / 2, rel=1e-5)
     loss.backward()
@@ -148,7 +155,7 @@ def test_translated_relu_on_cosine_has_constant_slope_outside_the_buffer():
 
     u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
     v = torch.tensor([[1.0, 1.0], [0.0, 1.0]], requires_grad=True)
-    loss = AffineCosine(TranslatedReLU(x0=0.5, k=2.0), a=5.0)(u, v, torch.tensor([2.0, 0.3]))
+    loss = AffineCosine(TranslatedReLU(x0=0.5, k=2.0), cos_a=5.0, cos_b=0.0)(u, v, torch.tensor([2.0, 0.3]))
     assert loss.item() == pytest.approx(2 * (5 / 2 ** 0.5 - 2.5) / 2, rel=1e-5)
     loss.backward()
     g = 2.0 / 2 * 5.0 * (0.5 ** 0.5 / 2)  # k / batch * a * dcos/dv
@@ -160,9 +167,9 @@ def test_cosine_buffer_label_range_maps_cosine_onto_the_label_scale():
     from stsreg.product.losses import AffineCosine
 
     u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
-    sts = AffineCosine(SmoothK2(x0=0.0, k=1.0), a=5.0, b=0.0)
+    sts = AffineCosine(SmoothK2(x0=0.0, k=1.0), cos_a=5.0, cos_b=0.0)
     assert sts(u, torch.tensor([[2.0, 0.0], [0.0, 3.0]]), torch.tensor([5.0, 0.0])).item() == pytest.approx(0.0, abs=1e-6)
-    sick = AffineCosine(SmoothK2(x0=0.0, k=1.0), a=2.0, b=3.0)
+    sick = AffineCosine(SmoothK2(x0=0.0, k=1.0), cos_a=2.0, cos_b=3.0)
     assert sick(u, torch.tensor([[1.0, 0.0], [-1.0, 0.0]]), torch.tensor([5.0, 1.0])).item() == pytest.approx(0.0, abs=1e-6)
     assert sick(u, torch.tensor([[0.0, 1.0], [0.0, 1.0]]), torch.tensor([3.0, 3.5])).item() == pytest.approx(0.25 / 2, rel=1e-5)
 
@@ -219,11 +226,14 @@ def test_cosent_plus_cosine_buffer_is_cosent_plus_lambda_times_the_buffered_loss
 def test_objective_names_agree_with_the_params_choices():
     from stsreg.experiments import compare
     from stsreg.infra import config
-    from stsreg.product import losses, objective
+    from stsreg.product import losses
     from stsreg.experiments.profiling import measure
 
-    assert set(objective.STAGE2_LOSSES) == set(config.STAGE2_LOSSES)
-    assert set(losses.HEAD_LOSSES) == set(config.HEAD_LOSSES)
+    from stsreg.infra.loss_specs import LOSSES
+
+    assert set(LOSSES) == set(config.STAGE2_LOSSES)
+    assert all(hasattr(losses, spec.cls) for spec in LOSSES.values())  # every declared class exists
+    assert set(config.HEAD_LOSSES) == {"smooth_k2", "translated_relu", "mse", "l1"}
     assert tuple(compare.METHODS) == config.COMPARE_METHODS and measure.METHODS == config.PROFILE_METHODS
 
 

@@ -16,6 +16,7 @@ ADD_ONE = textwrap.dedent('''
     from stsreg.infra import method_specs as ms
     ms.COMPARE["toy_l1"] = ms.CompareMethod("toy_l1", "stage1", "l1")
     ms.COMPARE_METHODS = tuple(ms.COMPARE)
+    ms.DEFAULT_COMPARE = tuple(m.name for m in ms.COMPARE.values() if m.default)
     ms.NLI["toy_triplet"] = ms.NliObjective("toy_triplet", "triple")
     ms.NLI_OBJECTIVES = tuple(ms.NLI)
     ms.PROFILE["toy_frozen"] = ms.ProfileMethod("toy_frozen", "regression", frozen=True)

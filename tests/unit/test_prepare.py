@@ -9,10 +9,10 @@ import pytest
 from stsreg.infra.config import ExtraNLISource, Params
 from stsreg.product.data.prepare import PrepareError, prepare
 from stsreg.infra.errors import InputError
+from stsreg.infra.settings_data import OFFLINE_NLI
 from tests.conftest import fixture_registry, replace_params
 
-ALL_NLI = ("snli/dev", "snli/test", "mnli/dev_matched", "xnli/dev", "xnli/test", "anli/dev_r1", "anli/dev_r2",
-           "anli/dev_r3", "snli_cad/train", "snli_cad/dev", "snli_cad/test")
+ALL_NLI = OFFLINE_NLI
 
 
 def run(raw: Path, tmp: Path, **sections):

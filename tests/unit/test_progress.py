@@ -47,7 +47,7 @@ def test_an_export_prints_none_of_the_third_party_advice(tiny_backbone, tmp_path
     caplog.set_level(logging.WARNING)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        export.export_onnx(tmp_path / "m")
+        export.export_all(tmp_path / "m")
         warnings.warn("a warning that matters", UserWarning)
     # DeprecationWarnings are hidden outside tests (Python's default filters); what a run shows is the rest
     shown = [str(w.message) for w in seen if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning))]

@@ -45,7 +45,8 @@ def test_the_optional_encoder_step_trains_the_encoder_on_nli_then_the_head(tiny_
     grouped_nli(8).to_parquet(tmp_path / "nli.parquet")   # 24 pairs, 8 (premise, entailment, contradiction) triples
     base = Params()
     base = dataclasses.replace(base, model=dataclasses.replace(base.model, backbone=tiny_backbone, max_length=16,
-                                                               precision="fp32"))
+                                                               precision="fp32"),
+                               stage1=dataclasses.replace(base.stage1, encoder=Stage1EncoderParams(objective="none")))
     backbone = weights_fingerprint(SiameseRegressor.from_pretrained(tiny_backbone).encoder)
 
     frozen = run_stage1(base, tmp_path / "nli.parquet", tmp_path / "frozen", tmp_path / "cache", ckpt_dir=tmp_path / "ck")

@@ -25,15 +25,16 @@ import pandas as pd
 from stsreg.infra import atomic
 from stsreg.infra.config import Params, SearchParams, Stage2Params
 from stsreg.infra.errors import ParamsError
-from stsreg.infra.loss_specs import LOSSES
+from stsreg.infra.loss_specs import LOSSES, searched_knobs
 
-#: ``params.stage2`` fields every trial takes as they are (the search never changes them).
-FIXED = ("batch_size", "weight_decay", "layer_decay", "max_grad_norm", "max_train_pairs", "checkpoint_every",
-         "eval_batch_size", "cos_a", "cos_b", "zero_negative", "temperature", "contrastive_min_label", "train_tables",
-         "dev_table")
-#: Searched fields in the order the report shows them.
-SEARCHED = ("loss", "epochs", "lr", "warmup_ratio", "labels", "group_by_length", "x0", "k", "joint_lambda")
-RANGES = ("lr", "x0", "k", "joint_lambda", "warmup_ratio")
+#: Searched fields in the order the report shows them: the optimisation's, then the loss knobs some declared loss lets
+#: the search vary (:func:`stsreg.infra.loss_specs.searched_knobs`: x0, k, joint_lambda).
+SEARCHED = ("loss", "epochs", "lr", "warmup_ratio", "labels", "group_by_length", *searched_knobs())
+#: The ``[low, high]`` ranges of ``params.search``.
+RANGES = ("lr", "warmup_ratio", *searched_knobs())
+#: ``params.stage2`` fields every trial takes as they are (the search never changes them; a trial sets its own
+#: ``eval_every`` and keeps the best dev evaluation after step 0).
+FIXED = tuple(f.name for f in dataclasses.fields(Stage2Params) if f.name not in (*SEARCHED, "eval_every", "keep"))
 
 
 def check_ranges(s: SearchParams, source: str = "params.yaml") -> None:
@@ -47,9 +48,9 @@ def check_ranges(s: SearchParams, source: str = "params.yaml") -> None:
 
 
 def uses(loss: str) -> set[str]:
-    """The loss-specific knobs the search varies that ``loss`` reads: x0 (buffered losses), k (Smooth K2),
-    joint_lambda (joint and CoSENT-plus losses); :meth:`stsreg.infra.loss_specs.LossSpec.knobs`."""
-    return LOSSES[loss].knobs() & {"x0", "k", "joint_lambda"}
+    """The loss knobs the search varies for ``loss`` (:meth:`stsreg.infra.loss_specs.LossSpec.varies`): x0 (buffered
+    losses), k (Smooth K2), joint_lambda (joint and CoSENT-plus losses)."""
+    return set(LOSSES[loss].varies())
 
 
 def suggest(trial, s: SearchParams, base: Stage2Params) -> Stage2Params:
@@ -118,8 +119,8 @@ def format_report(table: pd.DataFrame, best: dict | None, start_dev: float | Non
             return "" if v is None or (isinstance(v, float) and np.isnan(v)) else fmt.format(v)
         cells = [str(r.trial), r.state, cell(r.dev_spearman, "{:.2f}"), cell(r.best_step, "{:.0f}"),
                  cell(r.minutes, "{:.1f}"), r.loss, cell(r.epochs, "{:.0f}"), cell(r.lr, "{:.2e}"),
-                 cell(r.warmup_ratio, "{:.2f}"), cell(r.labels), cell(r.group_by_length), cell(r.x0, "{:.3f}"),
-                 cell(r.k, "{:.2f}"), cell(r.joint_lambda, "{:.2f}")]
+                 cell(r.warmup_ratio, "{:.2f}"), cell(r.labels), cell(r.group_by_length)]
+        cells += [cell(r[name], knob.fmt) for name, knob in searched_knobs().items()]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
-from stsreg.infra import knobs
+from stsreg.infra import knobs, public_tables
 from stsreg.infra.errors import ParamsError
 from stsreg.infra.knobs import Yaml12Loader, knob, section
 from stsreg.infra.settings_data import (MIRROR_ENV, PUBLIC_STS_TABLES, PUBLIC_TABLES, TABLES_DIR, ExtraNLISource,
@@ -121,7 +121,7 @@ def _table_problems(params: Params, source: str) -> list[str]:
                                 f"d {fact.d:g}, rescale {str(fact.rescale).lower()}), got {list(t.scale)}, d {t.d:g}, "
                                 f"rescale {str(t.rescale).lower()}: keep params.yaml's entry")
         else:
-            if t.name in PUBLIC_STS_TABLES or t.name in ("avg7", "stsb_dev"):
+            if t.name in PUBLIC_STS_TABLES or t.name in ("avg7", public_tables.DEV_TASK):
                 problems.append(f"{where}: the name {t.name!r} is taken by a public table or metric; choose another")
             if not Path(t.file).as_posix().startswith(TABLES_DIR + "/"):
                 problems.append(f"{where}: file {t.file!r} must be under {TABLES_DIR}/ (DVC tracks that folder for "

@@ -84,6 +84,27 @@ def _typed(tp: Any, meta: dict) -> Any:
     return Annotated[base, _scalar_input(tp), Field(**limits)]
 
 
+def add_knobs(fields: dict[str, tuple[Any, Any]], after: str):
+    """A class decorator (before :func:`section`) that adds knobs declared elsewhere: ``fields`` maps a name to its
+    ``(type, knob(...))``, inserted after the field ``after`` in that order (the loss knobs of
+    :mod:`stsreg.infra.loss_specs`, which own their defaults, help and limits)."""
+    def add(cls: type) -> type:
+        own = dict(cls.__dict__.get("__annotations__", {}))
+        clash = set(own) & set(fields)
+        if after not in own or clash:
+            raise TypeError(f"{cls.__name__}: cannot add {sorted(fields)} after {after!r} (fields {sorted(own)})")
+        order: dict[str, Any] = {}
+        for name, tp in own.items():
+            order[name] = tp
+            if name == after:
+                order.update({n: t for n, (t, _) in fields.items()})
+        for name, (_, declared) in fields.items():
+            setattr(cls, name, declared)
+        cls.__annotations__ = order
+        return cls
+    return add
+
+
 def section(cls: type) -> type:
     """A params section: ``cls``'s knobs as a frozen pydantic dataclass (unknown keys refused), each field's type
     carrying its knob's constraints."""

@@ -17,11 +17,13 @@ from stsreg.infra.loss_specs import LOSSES
 class CompareMethod:
     """A comparison row: what stage 2 starts from (``init``: ``encoder``, the backbone as given; ``stage1``, the
     backbone with the head trained on NLI, the paper's framework, whose rows the paired tests compare; ``None``: the
-    untouched backbone, nothing trained) and its stage-2 loss (a :data:`stsreg.infra.loss_specs.LOSSES` name)."""
+    untouched backbone, nothing trained) and its stage-2 loss (a :data:`stsreg.infra.loss_specs.LOSSES` name);
+    ``default``: a row of ``compare.methods`` by default (an extra row is run when a user names it)."""
 
     name: str
     init: str | None = None
     loss: str | None = None
+    default: bool = True
 
     def __post_init__(self):
         if self.init not in (None, "encoder", "stage1") or (self.init is None) != (self.loss is None):
@@ -39,10 +41,11 @@ COMPARE: dict[str, CompareMethod] = {m.name: m for m in (
     CompareMethod("translated_relu", "stage1", "translated_relu"),
     CompareMethod("mse", "stage1", "mse"),
     CompareMethod("ours_cos", "stage1", "smooth_k2_cos"),
-    CompareMethod("ours_joint", "stage1", "joint_smooth_k2"),
+    CompareMethod("ours_joint", "stage1", "joint_smooth_k2", default=False),
 )}
-#: The comparison's rows in table order: params' choices and the default of ``compare.methods``.
+#: The comparison's rows in table order (params' choices), and those run by default (``compare.methods``).
 COMPARE_METHODS = tuple(COMPARE)
+DEFAULT_COMPARE = tuple(m.name for m in COMPARE.values() if m.default)
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,9 @@ class PublicTable:
     ``sts12_spearman``, ``prepare.sts_tables[].reader``); ``display``: how tables and model cards print it;
     ``scale`` [lo, hi] and ``d`` (the gap between the annotators' categories) as published; ``rescale``: mapped to
     0-5 (false: kept as annotated, inside 0-5); ``in_avg7``: one of the averaged evaluation tasks; ``trains``: in
-    the default ``stage2.train_tables``; ``selects``: the default ``stage2.dev_table``."""
+    the default ``stage2.train_tables``; ``selects``: the default ``stage2.dev_table``; ``baselines``: the benchmark of
+    the baselines study (its train, dev and test splits; ``stsreg baselines``); ``by_subset``: the evaluation reports
+    a Spearman per subset too (``sts12_msrpar_spearman``; SICK-R is one set)."""
 
     name: str
     display: str
@@ -62,6 +64,8 @@ class PublicTable:
     in_avg7: bool = True
     trains: bool = False
     selects: bool = False
+    baselines: bool = False
+    by_subset: bool = True
 
 
 PUBLIC: tuple[PublicTable, ...] = (
@@ -80,21 +84,23 @@ PUBLIC: tuple[PublicTable, ...] = (
     PublicTable("stsb", "STS-B", SplitFiles("read_stsb", {"train": "STSBenchmark/sts-train.csv",
                                                           "dev": "STSBenchmark/sts-dev.csv",
                                                           "test": "STSBenchmark/sts-test.csv"}),
-                trains=True, selects=True),
+                trains=True, selects=True, baselines=True),
     # SICK relatedness is 1-5, kept as annotated (the paper's setting); its annotators chose integers too
     PublicTable("sickr", "SICK-R", SplitFiles("read_sick", {"train": "SICK/SICK_train.txt", "dev": "SICK/SICK_trial.txt",
                                                             "test": "SICK/SICK_test_annotated.txt"}),
-                scale=(1.0, 5.0), rescale=False, trains=True),
+                scale=(1.0, 5.0), rescale=False, trains=True, by_subset=False),
 )
 
 
 def derive(tables: tuple[PublicTable, ...]) -> dict:
     """The names derived from ``tables``: ``BY_NAME``, ``NAMES`` (every table, in reporting order), ``AVG7`` (the
     evaluation tasks averaged into avg7, the SentEval "all" protocol), ``TRAINED`` (the default
-    ``stage2.train_tables``), ``DEV_TABLE`` (the default ``stage2.dev_table``: the only labels a choice reads)."""
+    ``stage2.train_tables``), ``DEV_TABLE`` (the default ``stage2.dev_table``: the only labels a choice reads),
+    ``BASELINES_TABLE`` (the baselines study's benchmark)."""
     return {"BY_NAME": {t.name: t for t in tables}, "NAMES": tuple(t.name for t in tables),
             "AVG7": tuple(t.name for t in tables if t.in_avg7), "TRAINED": tuple(t.name for t in tables if t.trains),
-            "DEV_TABLE": next(t.name for t in tables if t.selects)}
+            "DEV_TABLE": next(t.name for t in tables if t.selects),
+            "BASELINES_TABLE": next(t.name for t in tables if t.baselines)}
 
 
 _derived = derive(PUBLIC)
@@ -103,6 +109,10 @@ NAMES: tuple[str, ...] = _derived["NAMES"]
 AVG7: tuple[str, ...] = _derived["AVG7"]
 TRAINED: tuple[str, ...] = _derived["TRAINED"]
 DEV_TABLE: str = _derived["DEV_TABLE"]
+BASELINES_TABLE: str = _derived["BASELINES_TABLE"]
+#: The evaluation's model-selection task (the default dev table's dev split) and its metric.
+DEV_TASK = f"{DEV_TABLE}_dev"
+DEV_METRIC = f"{DEV_TASK}_spearman"
 
 
 def display(name: str) -> str:

@@ -112,9 +112,16 @@ PUBLIC_TABLES = tuple(StsTableSource(name=t.name, reader=t.name, scale=t.scale, 
                       for t in public_tables.PUBLIC)
 
 
+#: The NLI ``source/split`` entries available offline (~51k human-labelled pairs): the default of
+#: ``prepare.nli_train``.
+OFFLINE_NLI = ("snli/dev", "snli/test", "mnli/dev_matched", "xnli/dev", "xnli/test", "anli/dev_r1", "anli/dev_r2",
+               "anli/dev_r3", "snli_cad/train", "snli_cad/dev", "snli_cad/test")
+
+
 @section
 class PrepareParams:
-    nli_train: tuple[str, ...] = knob((), "NLI `source/split` entries that feed training (stage 1); see data/nli_sources in README")
+    nli_train: tuple[str, ...] = knob(OFFLINE_NLI, "NLI `source/split` entries that feed training (stage 1); see "
+                                      "data/nli_sources in README")
     max_rejected_fraction: float = knob(0.01, "stage fails if a dataset rejects more than this fraction of its rows", ge=0, le=1)
     duplicate_pairs: str = knob("flag", "flag: count exact duplicate pairs within a split but keep them (published test "
                                 "sets contain them); reject: keep the first only", choices=("flag", "reject"))

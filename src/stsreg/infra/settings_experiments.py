@@ -3,8 +3,8 @@ memory / step-time profile."""
 
 from __future__ import annotations
 
-from stsreg.infra import baseline_specs, method_specs
-from stsreg.infra.knobs import knob, section
+from stsreg.infra import baseline_specs, loss_specs, method_specs
+from stsreg.infra.knobs import add_knobs, knob, section
 from stsreg.infra.settings_training import LABEL_MODES, NLI_OBJECTIVES, STAGE2_LOSSES, NliTrainingParams
 
 #: Rows of ``compare``: declared in :mod:`stsreg.infra.method_specs`.
@@ -19,13 +19,14 @@ BASELINE_SYSTEMS = baseline_specs.BASELINE_SYSTEMS
 class CompareParams:
     """Base vs +Contrast vs CoSENT vs cosine MSE vs +Ours vs Translated ReLU vs MSE on the same backbone, data and budget."""
 
-    methods: tuple[str, ...] = knob(COMPARE_METHODS, choices=COMPARE_METHODS)
-    seeds: tuple[int, ...] = knob((42,), ge=0)
-    epochs: int = knob(0, "stage-2 epochs of every trained row (0 = stage2.epochs): the same budget for all rows, "
+    methods: tuple[str, ...] = knob(method_specs.DEFAULT_COMPARE, choices=COMPARE_METHODS)
+    seeds: tuple[int, ...] = knob((42, 43, 44), ge=0)
+    epochs: int = knob(1, "stage-2 epochs of every trained row (0 = stage2.epochs): the same budget for all rows, "
                        "smaller than production's where seeds x methods would not fit", ge=0)
 
 
 @section
+@add_knobs(loss_specs.point_fields(), after="group_by_length")
 class SearchPoint:
     """One stage-2 configuration the search tries before it samples (e.g. the current default); loss-specific
     fields are used only where the loss reads them."""
@@ -36,34 +37,29 @@ class SearchPoint:
     warmup_ratio: float = knob(0.2, ge=0, le=1)
     labels: str = knob("raw", choices=LABEL_MODES)
     group_by_length: bool = knob(False)
-    x0: float = knob(0.2, ge=0)
-    k: float = knob(3.0, gt=0)
-    joint_lambda: float = knob(1.0, ge=0)
 
 
 @section
+@add_knobs(loss_specs.search_fields(), after="lr")
 class SearchParams:
     """Optuna search over stage 2 (``stsreg search``), scored on STS-B dev only.
 
     Ranges are ``[low, high]`` (``lr`` sampled on a log scale); lists of choices are categorical. Every trial
     starts from ``models/stage1`` and uses ``stage2``'s other settings (batch, optimizer, clipping)."""
 
-    trials: int = knob(5, "trials in the study in all (a resumed study counts those already finished)", ge=1)
+    trials: int = knob(10, "trials in the study in all (a resumed study counts those already finished)", ge=1)
     minutes: float = knob(30.0, "start no new trial after this many minutes of one invocation", gt=0)
     losses: tuple[str, ...] = knob(("smooth_k2_cos", "joint_smooth_k2", "translated_relu_cos", "cosine_mse"),
                                    choices=STAGE2_LOSSES)
     epochs: tuple[int, ...] = knob((1,), ge=1)
     lr: tuple[float, ...] = knob((1e-5, 1e-4), "[low, high], log scale", gt=0)
-    x0: tuple[float, ...] = knob((0.0, 0.5), "[low, high] on the 0-5 label scale", ge=0)
-    k: tuple[float, ...] = knob((1.5, 4.0), "[low, high]", gt=0)
-    joint_lambda: tuple[float, ...] = knob((0.1, 3.0), "[low, high], joint_* only", ge=0)
     warmup_ratio: tuple[float, ...] = knob((0.05, 0.3), "[low, high]", ge=0, le=1)
     labels: tuple[str, ...] = knob(("raw", "truncate"), choices=LABEL_MODES)
     group_by_length: tuple[bool, ...] = knob((False, True))
     eval_every: int = knob(100, "dev evaluations (and pruning decisions) every N steps", ge=1)
     startup_trials: int = knob(2, "trials before the pruner may stop one (median of the dev curves so far)", ge=0)
     prune_after: int = knob(300, "no pruning before this step: early dev curves cross (warm-up, lr)", ge=0)
-    enqueue: tuple[SearchPoint, ...] = knob((), "configurations tried first, before sampling (each once per study)")
+    enqueue: tuple[SearchPoint, ...] = knob((SearchPoint(),), "configurations tried first, before sampling (each once per study)")
 
 
 @section
@@ -98,15 +94,15 @@ class BaselinesParams:
     word_epochs: int = knob(10, ge=1)
     word_min_count: int = knob(2, ge=1)
     glove_window: int = knob(10, "self-trained GloVe co-occurrence window", ge=1)
-    glove_epochs: int = knob(25, ge=1)
+    glove_epochs: int = knob(15, ge=1)
     # recurrent encoders
     rnn_dim: int = knob(100, "embedding size of the from-scratch recurrent encoders", ge=2)
     rnn_hidden: int = knob(256, ge=2)
-    rnn_epochs: int = knob(10, "the study trains 50 epochs; STS-B dev picks the best epoch", ge=1)
+    rnn_epochs: int = knob(6, "the study trains 50 epochs; STS-B dev picks the best epoch", ge=1)
     rnn_lr: float = knob(1e-3, gt=0)
     rnn_batch_size: int = knob(32, ge=2)
     infersent_hidden: int = knob(512, "per direction (InferSent: 2048)", ge=2)
-    infersent_nli_pairs: int = knob(0, "NLI pairs of the pre-training (0 = the whole NLI training table)", ge=0)
+    infersent_nli_pairs: int = knob(20000, "NLI pairs of the pre-training (0 = the whole NLI training table)", ge=0)
     infersent_nli_epochs: int = knob(1, ge=1)
     infersent_lr: float = knob(1e-3, gt=0)
     # transformer systems
@@ -114,7 +110,7 @@ class BaselinesParams:
     batch_size: int = knob(32, ge=2)
     lr: float = knob(2e-5, gt=0)
     warmup_ratio: float = knob(0.1, ge=0, le=1)
-    eval_every: int = knob(60, "transformer systems: STS-B dev evaluation every N steps (and at each epoch end)", ge=1)
+    eval_every: int = knob(90, "transformer systems: STS-B dev evaluation every N steps (and at each epoch end)", ge=1)
     projection_dim: int = knob(768, "S-LLM rows: Linear(d, projection_dim) + GeLU", ge=1)
     lora_r: int = knob(16, ge=1)
     lora_alpha: int = knob(32, ge=1)

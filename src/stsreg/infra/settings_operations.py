@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pydantic import model_validator
 
+from stsreg.infra import backend_specs
 from stsreg.infra.knobs import knob, section
 from stsreg.infra.scales import check_scale
 
 #: What may run a served model's encoder (``serve.backend``, ``stsreg serve|encode --backend``; ``auto`` chooses
-#: among them): torch, and the exports registration writes (:data:`stsreg.product.serving.export.FILES`).
-SERVING_BACKENDS = ("torch", "onnx", "onnx-int8")
+#: among them): declared in :mod:`stsreg.infra.backend_specs`.
+SERVING_BACKENDS = backend_specs.NAMES
 
 
 @section

@@ -4,7 +4,7 @@ head), stage 2, the evaluation and the promotion gate."""
 from __future__ import annotations
 
 from stsreg.infra import loss_specs, method_specs, public_tables
-from stsreg.infra.knobs import knob, section
+from stsreg.infra.knobs import add_knobs, knob, section
 
 #: Names a stage-2 / stage-1 objective may take: declared in :mod:`stsreg.infra.loss_specs`.
 HEAD_LOSSES, STAGE2_LOSSES = loss_specs.HEAD_LOSSES, loss_specs.STAGE2_LOSSES
@@ -48,7 +48,7 @@ class Stage1EncoderParams(NliTrainingParams):
     """Stage 1's optional first step: the whole encoder trained on NLI with one of the NLI table's objectives, then
     frozen for the head. ``none`` is the paper's stage 1 (the encoder stays as given)."""
 
-    objective: str = knob("none", "none | " + " | ".join(NLI_OBJECTIVES[1:]),
+    objective: str = knob("simcse_sup", "none | " + " | ".join(NLI_OBJECTIVES[1:]),
                           choices=("none",) + NLI_OBJECTIVES[1:])
     max_pairs: int = knob(0, "examples (0 = all: pairs, triples or sentences, as the objective trains on)", ge=0)
 
@@ -71,30 +71,23 @@ class Stage1Params:
 
 
 @section
+@add_knobs(loss_specs.stage2_fields(), after="loss")
 class Stage2Params:
-    """Full fine-tuning on STS-B train + SICK-R train; best STS-B dev checkpoint kept."""
+    """Full fine-tuning on STS-B train + SICK-R train; best STS-B dev checkpoint kept. The knobs of the losses (``x0``,
+    ``k``, ``cos_a``, ...) follow ``loss``: declared with their defaults and help in :mod:`stsreg.infra.loss_specs`."""
 
-    loss: str = knob("smooth_k2_cos", "smooth_k2 | translated_relu | mse | l1 (head) | cosent | cosine_mse (cosine) | "
-                     "contrastive | smooth_k2_cos | translated_relu_cos (buffer on cos_a*cos+cos_b) | joint_smooth_k2 | "
-                     "joint_translated_relu (head + joint_lambda * cosine)", choices=STAGE2_LOSSES)
-    x0: float = knob(0.2, "buffer half-width on the 0-5 label scale", ge=0)
-    k: float = knob(3.0, "slope of the loss outside the buffer", gt=0)
-    zero_negative: bool = knob(False, "authors' option: no loss for negative predictions")
-    temperature: float = knob(0.05, "contrastive: softmax temperature", gt=0)
-    contrastive_min_label: float = knob(4.0, "contrastive: pairs scoring >= this are positives")
+    loss: str = knob("smooth_k2_cos", "; ".join(f"{n}: {s.help}" for n, s in loss_specs.LOSSES.items()),
+                     choices=STAGE2_LOSSES)
     labels: str = knob("raw", "raw | round (nearest integer) | truncate (int(score): 3.8 -> 3, the authors' code)",
                        choices=LABEL_MODES)
-    cos_a: float = knob(5.0, "*_cos / joint_*: slope of the map a*cos+b from cosine to the label scale", gt=0)
-    cos_b: float = knob(0.0, "*_cos / joint_*: offset of that map (a=5, b=0: cosine 1 -> 5, 0 -> 0)")
-    joint_lambda: float = knob(1.0, "joint_*: weight of the cosine term", ge=0)
     lr: float = knob(2e-5, "paper 5e-5 (4 epochs on GPU); 2e-5 for the 1-epoch CPU default", gt=0)
     weight_decay: float = knob(0.01, ge=0)
     warmup_ratio: float = knob(0.2, ge=0, le=1)
     layer_decay: float = knob(0.95, "layer-wise lr decay per layer below the top", gt=0, le=1)
     max_grad_norm: float = knob(1.0, gt=0)
     batch_size: int = knob(16, "global batch (split across DDP processes)", ge=1)
-    group_by_length: bool = knob(False, "batches of similar-length pairs (less padding, faster)")
-    epochs: int = knob(1, ge=1)
+    group_by_length: bool = knob(True, "batches of similar-length pairs (less padding, faster)")
+    epochs: int = knob(3, ge=1)
     max_train_pairs: int = knob(0, "sample at most this many training pairs (0 = all)", ge=0)
     eval_every: int = knob(200, "STS-B dev Spearman every N optimizer steps (and each epoch end)", ge=1)
     checkpoint_every: int = knob(50, "write a resumable checkpoint every N steps", ge=1)

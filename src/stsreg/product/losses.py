@@ -1,4 +1,6 @@
 """Losses, one small class each. ``forward`` takes predictions and labels, returns a scalar (batch mean).
+:func:`build_loss` builds the one a ``stage2.loss`` name declares (:mod:`stsreg.infra.loss_specs`), :func:`head_loss` a
+loss on the head alone with a stage's own buffer settings (stage 1, the NLI table).
 
 Regression losses act on the head's scalar output ``pred`` of shape ``(batch,)`` against ``labels`` of
 shape ``(batch,)`` on the *label scale of the data*: NLI contradiction/neutral/entailment = 0/1/2 (gap d=1),
@@ -10,9 +12,13 @@ gradient) and, in the data pipeline, rounding STS labels to integers.
 
 from __future__ import annotations
 
+import copy
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from stsreg.infra.loss_specs import HEAD_LOSSES, LOSSES
 
 
 def _buffer(pred: torch.Tensor, labels: torch.Tensor, x0: float, zero_negative: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -25,9 +31,10 @@ def _buffer(pred: torch.Tensor, labels: torch.Tensor, x0: float, zero_negative: 
 
 
 class _BufferLoss(nn.Module):
-    """Shared knobs of the buffered losses: threshold ``x0``, slope ``k``, ``zero_negative`` option."""
+    """Shared knobs of the buffered losses: threshold ``x0``, slope ``k``, ``zero_negative`` option (their defaults are
+    the settings' own: :mod:`stsreg.infra.loss_specs` for stage 2, ``stage1`` / ``nli_table`` for the NLI head)."""
 
-    def __init__(self, x0: float = 0.25, k: float = 2.0, zero_negative: bool = False):
+    def __init__(self, x0: float, k: float, zero_negative: bool = False):
         super().__init__()
         self.x0, self.k, self.zero_negative = x0, k, zero_negative
 
@@ -140,11 +147,13 @@ class InBatchContrastive(nn.Module):
 
     u, v: (batch, d) anchors and positives; h: optional (batch, d) hard negatives. No labels: build pairs
     from data whose score is above a threshold (the "+Contrast" baseline). ``temperature`` 0.05 = scale 20.
+    ``contrastive_min_label``: which scored pairs count as positives (stage 2 keeps those scoring at least this;
+    None where the data gives the pairs, as NLI's entailments).
     """
 
-    def __init__(self, temperature: float = 0.05):
+    def __init__(self, temperature: float = 0.05, contrastive_min_label: float | None = None):
         super().__init__()
-        self.temperature = temperature
+        self.temperature, self.min_label = temperature, contrastive_min_label
 
     def forward(self, u: torch.Tensor, v: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
         candidates = v if h is None else torch.cat([v, h], dim=0)
@@ -164,9 +173,9 @@ class AffineCosine(nn.Module):
     reaches the encoder through the cosine; there is no head.
     """
 
-    def __init__(self, base: _BufferLoss, a: float = 5.0, b: float = 0.0):
+    def __init__(self, base: _BufferLoss, cos_a: float, cos_b: float):
         super().__init__()
-        self.base, self.a, self.b = base, a, b
+        self.base, self.a, self.b = base, cos_a, cos_b
 
     def forward(self, u: torch.Tensor, v: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return self.base(self.a * F.cosine_similarity(u, v) + self.b, labels)
@@ -179,12 +188,13 @@ class Joint(nn.Module):
     """The paper's head loss plus a buffered loss on the cosine: ``head(score, y) + lam * cosine(u, v, y)``.
 
     score: (batch,) head output; u, v: (batch, d); labels: (batch,) on the data's label scale (STS-B 0-5,
-    SICK-R 1-5). Both terms use the same buffer ``x0`` and slope ``k`` on that scale.
+    SICK-R 1-5). Both terms use the same buffer ``x0`` and slope ``k`` on that scale: ``head`` and a copy of it on
+    the cosine map ``[cos_a, cos_b]``.
     """
 
-    def __init__(self, head: _BufferLoss, cosine: AffineCosine, lam: float = 1.0):
+    def __init__(self, head: _BufferLoss, cos_a: float, cos_b: float, joint_lambda: float):
         super().__init__()
-        self.head, self.cosine, self.lam = head, cosine, lam
+        self.head, self.cosine, self.lam = head, AffineCosine(copy.deepcopy(head), cos_a, cos_b), joint_lambda
 
     def forward(self, u: torch.Tensor, v: torch.Tensor, score: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return self.head(score, labels) + self.lam * self.cosine(u, v, labels)
@@ -197,12 +207,13 @@ class CoSENTPlusCosine(nn.Module):
     """CoSENT's ranking term plus a buffered loss on the cosine: ``cosent(u, v, y) + lam * cosine(u, v, y)``.
 
     u, v: (batch, d); labels: (batch,) on the data's label scale (STS-B 0-5, SICK-R 1-5). CoSENT reads only the
-    label order; the buffered term (:class:`AffineCosine`) pins the cosine to the label scale outside its buffer.
+    label order; the buffered term (``base`` on the cosine map ``[cos_a, cos_b]``, :class:`AffineCosine`) pins the
+    cosine to the label scale outside its buffer.
     """
 
-    def __init__(self, cosent: "CoSENT", cosine: AffineCosine, lam: float = 1.0):
+    def __init__(self, base: _BufferLoss, cos_a: float, cos_b: float, joint_lambda: float):
         super().__init__()
-        self.cosent, self.cosine, self.lam = cosent, cosine, lam
+        self.cosent, self.cosine, self.lam = CoSENT(), AffineCosine(base, cos_a, cos_b), joint_lambda
 
     def forward(self, u: torch.Tensor, v: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return self.cosent(u, v, labels) + self.lam * self.cosine(u, v, labels)
@@ -211,12 +222,26 @@ class CoSENTPlusCosine(nn.Module):
         return {"cosent": self.cosent.get_config_dict(), "cosine": self.cosine.get_config_dict(), "lambda": self.lam}
 
 
-HEAD_LOSSES = {"smooth_k2": SmoothK2, "translated_relu": TranslatedReLU, "mse": MSE, "l1": L1}
+def build_loss(name: str, **values) -> nn.Module:
+    """The module of the loss ``name`` declares (:data:`stsreg.infra.loss_specs.LOSSES`): its class built with the loss
+    it wraps first (when it wraps one) and its own knobs by name, each from ``values`` or the knob's default."""
+    if name not in LOSSES:
+        raise ValueError(f"unknown loss {name!r}; choose from {sorted(LOSSES)}")
+    spec = LOSSES[name]
+    unknown = set(values) - set(spec.knobs())
+    if unknown:
+        raise ValueError(f"loss {name!r} reads no {sorted(unknown)}; it reads {sorted(spec.knobs())}")
+    own = {k.name: values.get(k.name, k.default) for k in spec.knobs_own}
+    base = {k: v for k, v in values.items() if spec.base and k in LOSSES[spec.base].knobs()}
+    cls = globals()[spec.cls]
+    return cls(build_loss(spec.base, **base), **own) if spec.base else cls(**own)
 
 
-def build_head_loss(name: str, x0: float, k: float, zero_negative: bool = False) -> nn.Module:
-    """A loss on the head output by name (``smooth_k2``, ``translated_relu``, ``mse``, ``l1``)."""
+def head_loss(name: str, x0: float, k: float, zero_negative: bool = False) -> nn.Module:
+    """A loss on the head output alone (a ``head`` loss of :data:`~stsreg.infra.loss_specs.LOSSES`: ``smooth_k2``,
+    ``translated_relu``, ``mse``, ``l1``) with the buffer settings of the stage that trains it (stage 1 and the NLI
+    table on the 0/1/2 scale); a loss that has no buffer ignores them."""
     if name not in HEAD_LOSSES:
         raise ValueError(f"unknown head loss {name!r}; choose from {sorted(HEAD_LOSSES)}")
-    cls = HEAD_LOSSES[name]
-    return cls(x0=x0, k=k, zero_negative=zero_negative) if issubclass(cls, _BufferLoss) else cls()
+    given = {"x0": x0, "k": k, "zero_negative": zero_negative}
+    return build_loss(name, **{key: value for key, value in given.items() if key in LOSSES[name].knobs()})

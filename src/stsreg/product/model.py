@@ -91,7 +91,7 @@ class SiameseRegressor(nn.Module):
         self.head = nn.Linear(3 * self.dim, 1)
         self._amp: tuple | None = None  # (device, precision mode, resolved dtype): the auto probe runs once
         #: What runs the encoder in :meth:`embed` when not torch: a callable from a tokenized batch to its (batch, seq,
-        #: d) float32 hidden states, e.g. an ONNX Runtime session (:class:`stsreg.product.serving.export.OnnxEncoder`); None:
+        #: d) float32 hidden states, e.g. an ONNX Runtime session (:class:`stsreg.product.serving.backends.onnx_fp32.OnnxEncoder`); None:
         #: :attr:`encoder`. Set by :func:`stsreg.product.serving.export.use_backend`; not part of the saved model.
         self.runtime = None
 

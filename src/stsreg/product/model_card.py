@@ -69,11 +69,8 @@ def _table(p: Params, name: str) -> str:
 def _stage2(p: Params) -> str:
     s = p.stage2
     spec = LOSSES[s.loss]
-    reads = spec.knobs()
-    knobs = [f"{k} {getattr(s, k):g}" for k in ("x0", "k") if k in reads]
-    knobs += [f"cosine map a={s.cos_a:g}, b={s.cos_b:g}"] if spec.score_map == "cosine map" else []
-    knobs += [f"lambda {s.joint_lambda:g}"] if "joint_lambda" in reads else []
-    loss = f"`{s.loss}`" + (f" ({', '.join(knobs)})" if knobs else "")
+    knobs = spec.card_line({name: getattr(s, name) for name in spec.knobs()})
+    loss = f"`{s.loss}`" + (f" ({knobs})" if knobs else "")
     tables = " + ".join(f"{_table(p, t)} train" for t in s.train_tables)
     return (f"- **Stage 2, STS** ({tables}, labels `{s.labels}`): everything fine-tuned with {loss}, "
             f"{s.epochs} epoch(s), batch {s.batch_size}, lr {s.lr:g}, weight decay {s.weight_decay:g}, warmup "

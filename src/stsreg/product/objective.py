@@ -6,19 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from stsreg.infra.loss_specs import LOSSES, STAGE2_LOSSES
-from stsreg.product.losses import (
-    AffineCosine,
-    CoSENT,
-    CoSENTPlusCosine,
-    CosineMSE,
-    InBatchContrastive,
-    Joint,
-    build_head_loss,
-)
-
-#: The losses on ``cos(u, v)`` alone (kind ``pair``), by base name.
-PAIR_LOSSES = {"cosent": CoSENT, "cosine_mse": CosineMSE}
+from stsreg.infra.loss_specs import LOSSES
+from stsreg.product.losses import AffineCosine, build_loss
 
 
 class Objective(nn.Module):
@@ -31,37 +20,20 @@ class Objective(nn.Module):
     - ``joint``: the head loss plus ``joint_lambda`` times the same loss on the cosine (:class:`Joint`);
     - ``contrastive``: in-batch contrastive on ``(u, v)`` of positive pairs only (the "+Contrast" baseline);
       :attr:`min_label` says which training pairs count as positives.
+
+    ``values``: the loss's knobs (:meth:`LossSpec.knobs`); a knob not given takes its declared default.
     """
 
-    def __init__(self, name: str, x0: float = 0.2, k: float = 3.0, zero_negative: bool = False,
-                 temperature: float = 0.05, min_label: float = 4.0, cos_a: float = 5.0, cos_b: float = 0.0,
-                 joint_lambda: float = 1.0):
+    def __init__(self, name: str, **values):
         super().__init__()
-        if name not in STAGE2_LOSSES:
-            raise ValueError(f"unknown stage-2 loss {name!r}; choose from {sorted(STAGE2_LOSSES)}")
-        spec = LOSSES[name]
-        self.name, self.min_label, self.kind = name, min_label, spec.kind
-
-        def base():
-            return build_head_loss(spec.base, x0, k, zero_negative)
-
-        if spec.kind == "head":
-            self.loss = base()
-        elif spec.kind == "pair":
-            self.loss = PAIR_LOSSES[spec.base]()
-        elif spec.kind == "cosine":
-            cosine = AffineCosine(base(), cos_a, cos_b)
-            self.loss = CoSENTPlusCosine(CoSENT(), cosine, joint_lambda) if spec.plus_cosent else cosine
-        elif spec.kind == "joint":
-            self.loss = Joint(base(), AffineCosine(base(), cos_a, cos_b), joint_lambda)
-        else:
-            self.loss = InBatchContrastive(temperature)
+        self.loss = build_loss(name, **values)
+        self.name, self.kind = name, LOSSES[name].kind
+        self.min_label = getattr(self.loss, "min_label", None)
 
     @classmethod
     def from_params(cls, p) -> "Objective":
-        """The objective a :class:`~stsreg.infra.config.Stage2Params` names (``loss`` with its ``x0``, ``k``, ... )."""
-        return cls(p.loss, p.x0, p.k, p.zero_negative, p.temperature, p.contrastive_min_label, p.cos_a, p.cos_b,
-                   p.joint_lambda)
+        """The objective a :class:`~stsreg.infra.config.Stage2Params` names (``loss`` with the knobs it reads)."""
+        return cls(p.loss, **{name: getattr(p, name) for name in LOSSES[p.loss].knobs()})
 
     @property
     def score_map(self) -> list[float] | None:
@@ -85,4 +57,5 @@ class Objective(nn.Module):
         if self.kind == "joint":
             return self.loss(u, v, score, labels)
         return self.loss(u, v)
+
 

@@ -24,8 +24,9 @@ from mlflow.models import ModelSignature
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.types import ColSpec, Schema
 
-COLUMNS = ("sentence1", "sentence2")
-SENTENCE = "sentence"
+from stsreg.product.serving.protocol import PAIR, SENTENCE, Parsed, RequestError, from_rows
+
+COLUMNS = PAIR
 # every column optional: a request holds either the pair columns or the one sentence column (validate_request)
 SIGNATURE = ModelSignature(inputs=Schema([ColSpec("string", c, required=False) for c in (*COLUMNS, SENTENCE)]))
 
@@ -36,28 +37,20 @@ def _bad(message: str) -> MlflowException:
     return MlflowException(message, error_code=INVALID_PARAMETER_VALUE)  # -> HTTP 400 from the scoring server
 
 
-def validate_request(frame, max_pairs: int) -> tuple[str, pd.DataFrame]:
-    """Check a request and say its kind: ``("pairs", frame)`` for non-empty string ``sentence1``/``sentence2``,
-    ``("sentences", frame)`` for one non-empty string column ``sentence``; at most ``max_pairs`` rows."""
+def validate_request(frame, max_pairs: int) -> Parsed | None:
+    """A request table checked by the server's own rule (:func:`stsreg.product.serving.protocol.from_rows`: pairs
+    ``sentence1``/``sentence2`` or one column ``sentence``, non-empty strings, at most ``max_pairs`` rows), refusals
+    raised as MLflow's 400; None for an empty table (answered with an empty one)."""
     if not isinstance(frame, pd.DataFrame):
         raise _bad(f"expected a table with columns {list(COLUMNS)} (or one column {SENTENCE!r}), got {type(frame).__name__}")
-    given = [c for c in (*COLUMNS, SENTENCE) if c in frame.columns and frame[c].notna().any()]
-    if given == [SENTENCE]:
-        kind, columns = "sentences", (SENTENCE,)
-    elif SENTENCE in given:
-        raise _bad(f"send either columns {list(COLUMNS)} (pairs) or one column {SENTENCE!r} (embeddings), not both")
-    else:
-        kind, columns = "pairs", COLUMNS
-        missing = [c for c in COLUMNS if c not in given]
-        if missing and len(frame):
-            raise _bad(f"missing column(s) {missing}; send columns {list(COLUMNS)} (or one column {SENTENCE!r})")
-    if len(frame) > max_pairs:
-        raise _bad(f"{len(frame)} rows in one request; the limit is {max_pairs} (split the batch)")
-    for c in columns:
-        bad = [i for i, x in enumerate(frame[c]) if not isinstance(x, str) or not x.strip()]
-        if bad:
-            raise _bad(f"column {c!r} must hold non-empty strings; bad rows (first 10): {bad[:10]}")
-    return kind, frame
+    if frame.empty:
+        return None
+    # a value a row lacks is NaN in the frame: None to the rule, as in a JSON row
+    rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+    try:
+        return from_rows(rows, "rows", max_pairs)
+    except RequestError as exc:
+        raise _bad(exc.message) from None
 
 
 class SentencePairModel(mlflow.pyfunc.PythonModel):
@@ -124,7 +117,9 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
 
         from stsreg.product.serving import export
 
-        computed = "int8 weights, fp32 activations" if self.backend == "onnx-int8" else describe(self.model.amp_dtype)
+        from stsreg.infra.backend_specs import BY_NAME
+
+        computed = BY_NAME[self.backend].computes or describe(self.model.amp_dtype)
         return {"precision_setting": self.model.precision, "precision": computed,
                 "device": str(self.model.device), "max_length": self.model.config.max_length,
                 "score_scale": list(self.scale), "backend": self.backend,
@@ -136,12 +131,13 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
         from stsreg.infra.scales import from_internal
         from stsreg.product.sts_eval import score_pairs
 
-        kind, pairs = validate_request(model_input, self.max_pairs)
-        if kind == "sentences":
-            vectors = self.model.encode(list(pairs[SENTENCE]), self.batch_size, show_progress=False)
+        parsed = validate_request(model_input, self.max_pairs)
+        if parsed is not None and parsed.kind == "sentences":
+            vectors = self.model.encode(parsed.first, self.batch_size, show_progress=False)
             return pd.DataFrame({"embedding": [v.tolist() for v in vectors.float()]})
-        if pairs.empty:
+        if parsed is None:
             return pd.DataFrame({"cosine": pd.Series(dtype=float), "score": pd.Series(dtype=float)})
-        scored = score_pairs(self.model, pairs[list(COLUMNS)], self.batch_size, show_progress=False)
+        pairs = pd.DataFrame({"sentence1": parsed.first, "sentence2": parsed.second})
+        scored = score_pairs(self.model, pairs, self.batch_size, show_progress=False)
         score = from_internal(scored.prediction.astype(float), self.scale)
         return pd.DataFrame({"cosine": scored.cosine.astype(float), "score": score}).reset_index(drop=True)

@@ -50,7 +50,13 @@ def _pair_scores(model, sentences1, sentences2, batch_size: int, show_progress) 
     unique, (i1, i2) = unique_sentences(sentences1, sentences2)
     with torch.no_grad():
         emb = model.encode(unique, batch_size=batch_size, show_progress=show_progress)
-        u, v = emb[i1], emb[i2]
+    return embedding_scores(model, emb[i1], emb[i2])
+
+
+def embedding_scores(model, u: torch.Tensor, v: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """(n, d), (n, d) float32 embeddings on the CPU -> ((n,) cosine, (n,) the model's 0-5 score,
+    :meth:`SiameseRegressor.predict`): the one pair scorer of the evaluation, the pyfunc and the server."""
+    with torch.no_grad():
         prediction = model.predict(u.to(model.device), v.to(model.device)).float().cpu()
     return F.cosine_similarity(u, v).numpy(), prediction.numpy()
 
@@ -72,13 +78,13 @@ def eval_pairs(sts: pd.DataFrame) -> pd.DataFrame:
     public = sts[sts.dataset.isin(EVAL_TASKS) & (sts.split == "test")]
     own = sts[~sts.dataset.isin(EVAL_TASKS) & (sts.split == "test")]
     test = pd.concat([public, own]).assign(task=lambda d: d.dataset)
-    dev = dev_split(sts, "stsb").assign(task="stsb_dev")
+    dev = dev_split(sts, public_tables.DEV_TABLE).assign(task=public_tables.DEV_TASK)
     return pd.concat([test, dev], ignore_index=True)
 
 
 def own_tasks(scored: pd.DataFrame) -> list[str]:
     """The declared tables scored beside the 7 public tasks, in table order."""
-    return [t for t in dict.fromkeys(scored.task) if t not in EVAL_TASKS and t != "stsb_dev"]
+    return [t for t in dict.fromkeys(scored.task) if t not in EVAL_TASKS and t != public_tables.DEV_TASK]
 
 
 def score_pairs(model, pairs: pd.DataFrame, batch_size: int = 64, show_progress: bool | None = None) -> pd.DataFrame:
@@ -115,14 +121,14 @@ def task_metrics(scored: pd.DataFrame) -> dict[str, float]:
         out[f"{task}_unseen_spearman"] = spearman(unseen.score, unseen.cosine)
         out[f"{task}_unseen_pairs"] = float(len(unseen))
         out[f"{task}_pairs"] = float(len(t))
-        if task in EVAL_TASKS and task != "sickr" and t.subset.nunique() > 1:
+        if task in EVAL_TASKS and public_tables.BY_NAME[task].by_subset and t.subset.nunique() > 1:
             for subset, s in t.groupby("subset", sort=True):
                 out[f"{task}_{_slug(subset)}_spearman"] = spearman(s.score, s.cosine)
     for kind in ("spearman", "pearson", "prediction_spearman", "prediction_mae", "unseen_spearman"):
         out[f"avg7_{kind}"] = float(np.mean([out[f"{t}_{kind}"] for t in EVAL_TASKS]))
-    dev = scored[scored.task == "stsb_dev"]
+    dev = scored[scored.task == public_tables.DEV_TASK]
     if not dev.empty:
-        out["stsb_dev_spearman"] = spearman(dev.score, dev.cosine)
+        out[public_tables.DEV_METRIC] = spearman(dev.score, dev.cosine)
     return out
 
 
@@ -133,7 +139,7 @@ def intervals(scored: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, conf
     """
     out: dict[str, float] = {}
     for view, rows in (("spearman", scored), ("unseen_spearman", scored[~scored.seen_in_train])):
-        tasks = {t: (g.score.to_numpy(), g.cosine.to_numpy()) for t, g in rows.groupby("task") if t != "stsb_dev"}
+        tasks = {t: (g.score.to_numpy(), g.cosine.to_numpy()) for t, g in rows.groupby("task") if t != public_tables.DEV_TASK}
         for task, arrays in list(tasks.items()) + [("avg7", None)]:
             # avg7: the 7 public tasks only, in groupby order (the resampling's order, so its numbers stay put)
             data = [a for t, a in tasks.items() if t in EVAL_TASKS] if arrays is None else [arrays]
@@ -191,6 +197,7 @@ def format_table(metrics: dict[str, float]) -> str:
                      f"{metrics[task + '_unseen_spearman']:.2f}{ci(task + '_unseen_spearman')} | {pairs} | "
                      f"{metrics[task + '_pearson']:.2f} | {metrics[task + '_prediction_spearman']:.2f} | "
                      f"{metrics[task + '_prediction_mae']:.2f} |")
-    if "stsb_dev_spearman" in metrics:
-        lines += ["", f"{public_tables.display('stsb')} dev Spearman (model selection): {metrics['stsb_dev_spearman']:.2f}"]
+    if public_tables.DEV_METRIC in metrics:
+        lines += ["", f"{public_tables.display(public_tables.DEV_TABLE)} dev Spearman (model selection): "
+                      f"{metrics[public_tables.DEV_METRIC]:.2f}"]
     return "\n".join(lines)

@@ -54,12 +54,14 @@ def _view(params: Params, name: str) -> SimpleNamespace:
     return SimpleNamespace(**settings(params, name))
 
 
-def stsb_splits(sts: pd.DataFrame, max_train_pairs: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def study_splits(sts: pd.DataFrame, max_train_pairs: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(STS-B train, STS-B dev) rows of the prepared STS table (sentence1, sentence2, score 0-5); train sampled to
     ``max_train_pairs`` (0 = all) with ``seed``."""
-    from stsreg.product.data.catalogue import sample_pairs, stsb_split
+    from stsreg.infra.public_tables import BASELINES_TABLE
+    from stsreg.product.data.catalogue import sample_pairs, table_split
 
-    return sample_pairs(stsb_split(sts, "train"), max_train_pairs, seed), stsb_split(sts, "dev")
+    return (sample_pairs(table_split(sts, BASELINES_TABLE, "train"), max_train_pairs, seed),
+            table_split(sts, BASELINES_TABLE, "dev"))
 
 
 def _word_vectors(name: str, p, sts: pd.DataFrame, nli: pd.DataFrame, seed: int, work: Path):
@@ -157,7 +159,7 @@ def run_system(params: Params, name: str, sts: pd.DataFrame, nli: pd.DataFrame, 
             torch.save(model.state_dict(), pre)  # after the summary: its presence marks the pre-training done
             (work / "nli_checkpoint.pt").unlink(missing_ok=True)
     if cfg is not None:
-        train, dev = stsb_splits(sts, p.max_train_pairs, params.seed)
+        train, dev = study_splits(sts, p.max_train_pairs, params.seed)
         summary.update(fit(model, train, dev, cfg, params.seed, work / "checkpoint.pt", log_metric))
     train_s = time.time() - started
     scored = score_table(model, sts)

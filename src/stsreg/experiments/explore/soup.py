@@ -67,10 +67,10 @@ def mix(target, s0: dict, s1: dict, alpha: float) -> None:
 def dev_along(start, end, label: str = "") -> dict[float, float]:
     """STS-B dev Spearman x100 of cosine of ``(1 - alpha) * W(start) + alpha * W(end)`` at each alpha of
     :data:`ALPHAS` (``start``'s weights are overwritten). No test row is read."""
-    from stsreg.product.data.catalogue import stsb_split
+    from stsreg.product.data.catalogue import dev_split
     from stsreg.product.sts_eval import spearman_cosine
 
-    dev = stsb_split(pd.read_parquet(STS, filters=[("split", "==", "dev")]), "dev")
+    dev = dev_split(pd.read_parquet(STS, filters=[("split", "==", "dev")]))
     s0 = {k: v.clone() for k, v in start.state_dict().items()}
     s1 = {k: v.clone() for k, v in end.state_dict().items()}
     curve = {}

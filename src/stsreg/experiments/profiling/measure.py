@@ -43,7 +43,7 @@ def measure(backbone: str, method: str, batch: int, length: int, steps: int, dev
     """
     import torch
 
-    from stsreg.product.losses import InBatchContrastive, SmoothK2
+    from stsreg.product.losses import build_loss
     from stsreg.product.model import SiameseRegressor
 
     torch.manual_seed(0)
@@ -63,7 +63,7 @@ def measure(backbone: str, method: str, batch: int, length: int, steps: int, dev
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-5)
     n_seq = spec.sequences
-    loss_fn = InBatchContrastive() if contrastive else SmoothK2(0.2, 3.0)
+    loss_fn = build_loss("contrastive" if contrastive else "smooth_k2")  # with their declared defaults
     gen = torch.Generator().manual_seed(0)
 
     def batch_features():

@@ -104,12 +104,12 @@ def sts_training_pairs(sts: pd.DataFrame, tables: tuple[str, ...] = TRAIN_DATASE
 
 def dev_split(sts: pd.DataFrame, table: str = public_tables.DEV_TABLE) -> pd.DataFrame:
     """The dev rows of ``table`` (``stage2.dev_table``, default STS-B), index reset: the only labels a choice reads."""
-    return sts[(sts.dataset == table) & (sts.split == "dev")].reset_index(drop=True)
+    return table_split(sts, table, "dev")
 
 
-def stsb_split(sts: pd.DataFrame, split: str) -> pd.DataFrame:
-    """STS-B rows of ``split`` (train | dev | test), index reset; STS-B dev is the only table any choice reads."""
-    return sts[(sts.dataset == "stsb") & (sts.split == split)].reset_index(drop=True)
+def table_split(sts: pd.DataFrame, table: str, split: str) -> pd.DataFrame:
+    """The rows of ``table``'s ``split`` (train | dev | test), index reset."""
+    return sts[(sts.dataset == table) & (sts.split == split)].reset_index(drop=True)
 
 
 def sample_pairs(table: pd.DataFrame, max_pairs: int, seed: int) -> pd.DataFrame:

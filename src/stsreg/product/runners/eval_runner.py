@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from stsreg.infra import atomic, runtime
+from stsreg.infra import atomic, public_tables, runtime
 from stsreg.product import precision
 from stsreg.infra.config import Params
 from stsreg.product.data.catalogue import EVAL_TASKS
@@ -29,7 +29,7 @@ def load_for_eval(model_dir: Path, max_length: int, pooling: str = "mean", preci
 
 
 #: ``metrics/eval.json``: the primary metric, its leakage-free view, STS-B dev, each task, the served score's error.
-HEADLINE = (PRIMARY_METRIC, "avg7_unseen_spearman", "stsb_dev_spearman", *(f"{t}_spearman" for t in EVAL_TASKS),
+HEADLINE = (PRIMARY_METRIC, "avg7_unseen_spearman", public_tables.DEV_METRIC, *(f"{t}_spearman" for t in EVAL_TASKS),
             "avg7_prediction_mae")
 
 

@@ -1,25 +1,14 @@
-"""Exported encoders: ONNX (fp32, graph-optimised) and dynamically quantised int8 ONNX, run by ONNX Runtime.
+"""The backends' shared machinery: write every declared backend's file into a model folder (:func:`export_all`), run a
+loaded model on one (:func:`use_backend`), time them and choose for ``serve.backend: auto`` (:func:`measure`,
+:func:`choose`), judge the exports against torch at registration (:func:`judge`) and read that verdict back
+(:func:`read_quality`, :func:`servable`). The backends themselves (torch, ONNX fp32, ONNX int8) are modules of
+:mod:`stsreg.product.serving.backends`, each behind its protocol (export / load / describe).
 
-A model folder (:meth:`stsreg.product.model.SiameseRegressor.save`) gains, in the sentence-transformers layout
-(``onnx/`` beside the weights):
+A model folder (:meth:`stsreg.product.model.SiameseRegressor.save`) gains each backend's file (the ONNX ones in the
+sentence-transformers layout, ``onnx/`` beside the weights) and ``onnx/backends.json``: per backend its avg7 and drop
+against torch, and whether the version may serve it (:func:`judge`), written at registration.
 
-- ``onnx/model.onnx``: the encoder as exported. Inputs ``input_ids``, ``attention_mask`` (and ``token_type_ids``
-  where the tokenizer makes them), int64 of shape (batch, seq); output ``last_hidden_state`` (batch, seq, d) float32.
-  Pooling and the head stay in torch (:meth:`~stsreg.product.model.SiameseRegressor.embed`), so every backend pools
-  alike. ONNX Runtime optimises the graph for the host when a session loads it (``ORT_ENABLE_ALL``); the offline
-  transformer optimiser (fused attention) is not used: on a Xeon with AMX at 2 threads its graph encoded the STS-B
-  test sentences at 0.96x torch fp32 against 1.07x for the plain export, and its int8 copy at 2.05x against 2.44x.
-- ``onnx/model_qint8.onnx``: the same graph with its MatMul weights quantised to int8 per output channel and the
-  activations quantised on the fly (``onnxruntime.quantization.quantize_dynamic``): about 4x smaller, and faster on
-  CPUs with int8 dot products (AVX2 / AVX512-VNNI), at a quality cost that must be measured per model.
-- ``onnx/backends.json``: per backend its avg7 and drop against torch, and whether the version may serve it
-  (:func:`judge`), written at registration.
-
-Made with torch's own exporter (``torch.onnx.export``, TorchScript path) and ONNX Runtime's quantiser: optimum, which sentence-transformers' ``backend="onnx"`` needs, does not install beside transformers 5.
-The export traces a fresh copy of the model loaded from the folder: a model that ``torch.onnx.export`` has traced
-scores differently when used again in torch in the same process (measured: 79.74 instead of 82.03 on STS-B test).
-
-    >>> files = export_onnx("models/stage2")                 # {"onnx": .../onnx/model.onnx, "onnx-int8": ...}
+    >>> files = export_all("models/stage2")                  # {"onnx": .../onnx/model.onnx, "onnx-int8": ...}
     >>> m = SiameseRegressor.load("models/stage2"); use_backend(m, "onnx-int8", "models/stage2")
     >>> m.encode(["A man plays a guitar."])                  # (1, 384) float32, computed by ONNX Runtime
 """
@@ -33,77 +22,24 @@ from pathlib import Path
 
 import torch
 
-from stsreg.infra.quiet import quiet
+from stsreg.infra.backend_specs import BACKENDS as SPECS
+from stsreg.infra.backend_specs import NAMES as BACKENDS
+from stsreg.product.serving.backends import REGISTRY, file_of
 
 log = logging.getLogger(__name__)
 
-#: Backend -> its file in a model folder (``torch`` runs the safetensors weights).
-FILES = {"onnx": "onnx/model.onnx", "onnx-int8": "onnx/model_qint8.onnx"}
-BACKENDS = ("torch", *FILES)
+#: Backend -> its file in a model folder, for the backends that have one (``torch`` runs the safetensors weights).
+FILES = {b.name: b.file for b in SPECS if b.file}
 QUALITY = "onnx/backends.json"
-OPSET = 17
-_AXES = {0: "batch", 1: "seq"}
 
 
-class _Hidden(torch.nn.Module):
-    """The encoder as the exported graph sees it: token ids (+ mask, + token types) -> last hidden states."""
-
-    def __init__(self, encoder, names: list[str]):
-        super().__init__()
-        self.encoder, self.names = encoder, names
-
-    def forward(self, *inputs):
-        return self.encoder(**dict(zip(self.names, inputs))).last_hidden_state
-
-
-def export_onnx(model_dir: str | os.PathLike, int8: bool = True) -> dict[str, Path]:
-    """Write ``onnx/model.onnx`` (and ``onnx/model_qint8.onnx``) into ``model_dir``; returns backend -> file.
-
-    The encoder is loaded afresh from ``model_dir`` in fp32 and traced once on a batch of two sentences with dynamic
-    batch and sequence axes; the quantiser writes the int8 copy of that graph."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    from stsreg.product.model import SiameseRegressor
-
-    folder = Path(model_dir)
-    model = SiameseRegressor.load(folder, precision="fp32").eval()
-    sample = model.tokenize(["A man is playing a guitar on the stage.", "Someone plays music."])
-    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in sample]
-    out = {b: folder / f for b, f in FILES.items() if int8 or b == "onnx"}
-    out["onnx"].parent.mkdir(parents=True, exist_ok=True)
-    # the tracer's advice on Python booleans and advanced indexing (shapes are dynamic axes here, checked by scoring
-    # the export on the evaluation's pairs at registration) is noise in a run's log; other warnings still show
-    with torch.no_grad(), quiet(warnings=("Exporting aten::index operator",), categories=(torch.jit.TracerWarning,)):
-        torch.onnx.export(_Hidden(model.encoder, names), tuple(sample[n] for n in names), str(out["onnx"]),
-                          input_names=names, output_names=["last_hidden_state"], opset_version=OPSET,
-                          dynamic_axes={**{n: _AXES for n in names}, "last_hidden_state": _AXES}, dynamo=False)
-    del model  # traced: never used again in torch
-    if "onnx-int8" in out:
-        # the quantiser advises pre-processing (shape inference for static quantisation) through the root logger on
-        # every call; dynamic quantisation does not use it, so the line is noise here and is dropped at its source
-        with quiet(logs={"": ("Please consider to run pre-processing before quantization",)}):
-            quantize_dynamic(str(out["onnx"]), str(out["onnx-int8"]), weight_type=QuantType.QInt8, per_channel=True)
+def export_all(model_dir: str | os.PathLike) -> dict[str, Path]:
+    """Write every declared backend's file into ``model_dir``, in the declared order; returns backend -> file."""
+    out = {name: Path(model_dir) / file for name, file in FILES.items()}
+    for name, path in out.items():
+        REGISTRY[name].export(Path(model_dir), path)
     log.info("exported %s", ", ".join(f"{b}: {p} ({p.stat().st_size / 2**20:.1f} MiB)" for b, p in out.items()))
     return out
-
-
-class OnnxEncoder:
-    """An ONNX Runtime session as :attr:`SiameseRegressor.runtime`: a tokenized batch (torch tensors) -> its (batch, seq,
-    d) float32 last hidden states. ``threads``: intra-op threads (0: ONNX Runtime's default, the physical cores)."""
-
-    def __init__(self, path: str | os.PathLike, threads: int = 0):
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.path = Path(path)
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self.inputs = [i.name for i in self.session.get_inputs()]
-
-    def __call__(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
-        feed = {n: features[n].cpu().numpy() for n in self.inputs}
-        return torch.from_numpy(self.session.run(None, feed)[0])
 
 
 def available(model_dir: str | os.PathLike) -> list[str]:
@@ -112,27 +48,18 @@ def available(model_dir: str | os.PathLike) -> list[str]:
 
 
 def use_backend(model, backend: str, model_dir: str | os.PathLike, threads: int = 0):
-    """Run ``model``'s encoder on ``backend`` (torch | onnx | onnx-int8) from now on; the ONNX files are read from
-    ``model_dir`` (the folder ``model`` was loaded from). torch runs on this process's device (a GPU where there is
-    one) in the model's ``precision``; the ONNX backends compute in fp32 on the CPU (the model, whose head and pooling
-    stay in torch, moves there). Returns ``model``."""
+    """Run ``model``'s encoder on ``backend`` (a :data:`~stsreg.product.serving.backends.NAMES` entry) from now on;
+    its file is read from ``model_dir`` (the folder ``model`` was loaded from). Returns ``model``, moved where the
+    backend runs it (torch: this process's device; the ONNX backends: the CPU, in fp32)."""
     from stsreg.infra.errors import InputError
 
-    if backend == "torch":
-        from stsreg.infra.runtime import resolve_device
-
-        model.runtime = None
-        if threads:
-            torch.set_num_threads(threads)
-        return model.to(resolve_device())
-    if backend not in FILES:
+    if backend not in REGISTRY:
         raise InputError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    path = Path(model_dir) / FILES[backend]
-    if not path.is_file():
-        raise InputError(f"{model_dir} has no {FILES[backend]}: this version was registered without ONNX exports "
-                         "(register it again, or serve it with --backend torch)")
-    model.runtime = OnnxEncoder(path, threads)
-    return model.to("cpu")
+    file = file_of(backend, Path(model_dir))
+    if file and not file.is_file():
+        raise InputError(f"{model_dir} has no {FILES[backend]}: this version was registered without its {backend} "
+                         "export (register it again, or serve it with --backend torch)")
+    return REGISTRY[backend].load(model, file, threads)
 
 
 #: Sentences :func:`choose` times each backend on: STS-like lengths, short to long (what serving mostly sees).

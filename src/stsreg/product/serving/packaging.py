@@ -44,7 +44,7 @@ def package(params: Params, model_dir: Path, dst: Path, sts_path: Path, torch_me
     shutil.copytree(model_dir, dst)
     set_max_length(dst, params.evaluate.max_length)
     write_st_config(dst)  # already there when model_dir is stage 2's output; a folder from elsewhere gets it
-    export.export_onnx(dst)
+    export.export_all(dst)
     pairs = eval_pairs(pd.read_parquet(sts_path))
     own = own_tasks(pairs)
     scores = {"torch": torch_metrics}

@@ -88,7 +88,10 @@ def _columns(columns: dict, where: str) -> list[dict]:
     return [{k: v[i] for k, v in columns.items()} for i in range(n)]
 
 
-def _from_rows(rows: list[dict], where: str, max_rows: int) -> Parsed:
+def from_rows(rows: list[dict], where: str, max_rows: int) -> Parsed:
+    """Row objects (``None`` for a missing value) -> :class:`Parsed`: pairs (``sentence1``, ``sentence2``) or
+    sentences (``sentence``), never both, each a non-empty string, at most ``max_rows`` rows; or :class:`RequestError`
+    naming the row and column. The one check of a request's rows, for this server and the MLflow pyfunc alike."""
     if not rows:
         raise RequestError(400, f"{where} is empty: send at least one row")
     if len(rows) > max_rows:
@@ -117,7 +120,7 @@ def parse_invocations(body: bytes, content_type: str, max_rows: int) -> Parsed:
             rows = [dict(r) for r in reader]
         except (UnicodeDecodeError, csv.Error) as exc:
             raise RequestError(400, f"the CSV body cannot be read: {exc}") from None
-        return _from_rows(rows, "csv rows", max_rows)
+        return from_rows(rows, "csv rows", max_rows)
     if "json" not in content_type:
         raise RequestError(415, f"unsupported Content-Type {content_type!r}; send application/json (or text/csv)")
     data = _json(body)
@@ -140,7 +143,7 @@ def parse_invocations(body: bytes, content_type: str, max_rows: int) -> Parsed:
         rows = _columns(value, key)
     else:
         rows = _rows(value, key)
-    return _from_rows(rows, key, max_rows)
+    return from_rows(rows, key, max_rows)
 
 
 def parse_embeddings(body: bytes, max_rows: int) -> tuple[list[str], dict]:
@@ -169,4 +172,4 @@ def parse_similarity(body: bytes, max_rows: int) -> Parsed:
     one, two = ([data[c]] if isinstance(data[c], str) else data[c] for c in PAIR)
     if not isinstance(one, list) or not isinstance(two, list) or len(one) != len(two):
         raise RequestError(400, "sentence1 and sentence2 must be two strings or two lists of one length")
-    return _from_rows([{"sentence1": a, "sentence2": b} for a, b in zip(one, two)], "pairs", max_rows)
+    return from_rows([{"sentence1": a, "sentence2": b} for a, b in zip(one, two)], "pairs", max_rows)

@@ -18,7 +18,6 @@ import threading
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from stsreg.product.serving.model_uri import ALIAS_URI, alias_version
 
@@ -67,11 +66,9 @@ class Served:
     def pair_scores(self, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(n, d), (n, d) embeddings -> ((n,) cosine, (n,) score on the served scale)."""
         from stsreg.infra.scales import from_internal
+        from stsreg.product.sts_eval import embedding_scores
 
-        with torch.no_grad():
-            tu, tv = torch.from_numpy(u), torch.from_numpy(v)
-            score = self.model.predict(tu.to(self.model.device), tv.to(self.model.device)).float().cpu().numpy()
-            cosine = F.cosine_similarity(tu, tv).numpy()
+        cosine, score = embedding_scores(self.model, torch.from_numpy(u), torch.from_numpy(v))
         return cosine.astype(float), np.asarray(from_internal(score.astype(float), self.scale), dtype=float)
 
     def count_tokens(self, sentences: list[str]) -> int:

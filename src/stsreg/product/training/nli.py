@@ -36,7 +36,9 @@ from stsreg.infra.config import NliTrainingParams
 from stsreg.product.data.catalogue import sample_pairs
 from stsreg.infra.errors import InputError
 from stsreg.infra.method_specs import NLI
-from stsreg.product.losses import HEAD_LOSSES, InBatchContrastive, SoftmaxCE, build_head_loss
+from stsreg.infra.loss_specs import HEAD_LOSSES
+from stsreg.product.losses import InBatchContrastive, SoftmaxCE
+from stsreg.product.losses import head_loss
 from stsreg.product.model import SiameseRegressor, pair_features
 from stsreg.product.optim import param_groups
 from stsreg.product.training.batches import epoch_batches
@@ -98,7 +100,7 @@ class NliObjective(nn.Module):
         if name == "softmax":
             self.loss = SoftmaxCE(dim, 3)
         elif name in HEAD_LOSSES:
-            self.loss = build_head_loss(name, p.x0, p.k)
+            self.loss = head_loss(name, p.x0, p.k)
         elif name == "triplet":
             self.loss = nn.TripletMarginLoss(margin=p.margin, p=2)
         elif name in ("simcse_sup", "simcse_unsup"):

@@ -24,7 +24,7 @@ from stsreg.product import precision
 from stsreg.infra.config import Stage1EncoderParams, Stage1Params
 from stsreg.product.data.catalogue import sample_pairs, unique_sentences
 from stsreg.infra.hashing import sha256_lines
-from stsreg.product.losses import build_head_loss
+from stsreg.product.losses import head_loss
 from stsreg.product.model import SiameseRegressor, weights_fingerprint
 from stsreg.product.training.nli import KINDS, train_encoder, training_examples
 from stsreg.infra import progress
@@ -87,7 +87,7 @@ def train_head(model: SiameseRegressor, nli: pd.DataFrame, p: Stage1Params, seed
 
     model.encoder.requires_grad_(False)
     head = model.head
-    loss_fn = build_head_loss(p.loss, p.x0, p.k, p.zero_negative)
+    loss_fn = head_loss(p.loss, p.x0, p.k, p.zero_negative)
     opt = torch.optim.AdamW(head.parameters(), lr=p.lr)
     gen = torch.Generator().manual_seed(seed)
     step, last = 0, float("nan")
