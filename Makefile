@@ -20,7 +20,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 export UV_SYSTEM_CERTS ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test test-slow lock clean
+.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test lint test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -125,6 +125,9 @@ golden: install ## each stage and experiment kind on a tiny fixed sample (fp32, 
 
 recommit: install ## after a change of shared code: record the stages golden proves (code its cases run, digests held: dvc commit, rows re-keyed), refuse the rest naming the `dvc repro` to run; docs/architecture.md
 	$(BIN)/python -m tests.golden.recommit
+
+lint: install ## ruff over the code (lines within 120 characters), as the test suite runs it
+	$(BIN)/ruff check src pipelines tests benchmarks scripts
 
 test-slow: install ## run the slow tests only
 	$(BIN)/python -m pytest -q -m slow

@@ -6,7 +6,8 @@ Same machine, same model weights (the configured backbone), same data, same torc
 - (a) ``encode``: sentences/s of :meth:`SiameseRegressor.encode` (at ``model.precision``, and in fp32) vs
   ``SentenceTransformer.encode`` on the STS-B test sentences (evaluation length and batch), plus every side's
   Spearman (equal accuracy is part of the claim);
-- (b) ``train`` / ``train_grouped``: steady-state stage-2 pairs/s (random batches / ``stage2.group_by_length``) of :func:`stsreg.product.training.stage2_training.fine_tune` (the stage-2 loss, at ``model.precision``) vs
+- (b) ``train`` / ``train_grouped``: steady-state stage-2 pairs/s (random batches / ``stage2.group_by_length``) of
+:func:`stsreg.product.training.stage2_training.fine_tune` (the stage-2 loss, at ``model.precision``) vs
   ``SentenceTransformerTrainer`` with ``CoSENTLoss``, same pairs, batch size and max length; timed from each side's
   per-step callback after the warm-up steps, so data loading, evaluation and saving are outside both;
 - (c) ``stage1``: stage-1 wall time with a cold embedding cache vs one encoder pass over the same NLI sentences
@@ -15,7 +16,8 @@ Same machine, same model weights (the configured backbone), same data, same torc
   called bare, each in a fresh process (warm embedding cache, existing MLflow store);
 - (e) ``dvc_noop``: ``dvc repro promote`` when nothing is stale;
 - (f) ``champion``: ``make run``'s compute (fetch to promote, in a scratch clone) vs the sentence-transformers script
-  it replaces (``benchmarks/st_cosent.py``), each with its 7-task scores (:mod:`benchmarks.champion`; ~35 min on 2 cores).
+  it replaces (``benchmarks/st_cosent.py``), each with its 7-task scores (:mod:`benchmarks.champion`; ~35 min on 2
+  cores).
 
 Writes ``reports/benchmarks.json`` (every sample) and ``reports/benchmarks.md`` (medians, ratios, targets).
 ``--device cuda`` runs (a)-(c) on the GPU, both sides on the same device, into ``reports/benchmarks-cuda.*``; (d) and
@@ -148,7 +150,8 @@ def bench_orchestration(params_path: Path, nli_path: Path, cache_dir: Path, repe
         for _ in range(repeats):
             for kind in ("flow", "bare"):
                 times[kind].append(run(kind))
-    return {"unit": "s", "samples": times, "what": "head-only stage 1 (full NLI, warm embedding cache) in a fresh process",
+    return {"unit": "s", "samples": times, "what": "head-only stage 1 (full NLI, warm embedding cache) in a fresh "
+                                                   "process",
             "ratio": median(times["flow"]) / median(times["bare"])}
 
 
@@ -163,7 +166,8 @@ def bench_dvc_noop(repeats: int, target: str = "promote") -> dict:
         run = subprocess.run(["dvc", "repro", target], capture_output=True, text=True)
         times.append(time.perf_counter() - t0)
         if run.returncode != 0:  # e.g. another `dvc repro` holds a lock on a dep: no no-op to time
-            first = next((line for line in run.stderr.splitlines() if line.startswith("ERROR")), run.stderr.strip()[:200])
+            first = next((line for line in run.stderr.splitlines() if line.startswith("ERROR")),
+                         run.stderr.strip()[:200])
             return {"unit": "s", "skipped": f"`dvc repro {target}` failed: {first}"}
         out = run.stdout
         if "Running stage" in out:
@@ -188,12 +192,15 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--train-pairs", type=int, default=480, help="(b) pairs per training run")
     ap.add_argument("--stage1-pairs", type=int, default=5000, help="(c) NLI pairs per stage-1 run")
-    ap.add_argument("--only", nargs="*", choices=list(TARGETS), help="run only these benchmarks (an existing report keeps its other rows when measured on the same machine)")
+    ap.add_argument("--only", nargs="*", choices=list(TARGETS),
+                    help="run only these benchmarks (an existing report keeps its other rows when measured on the "
+                         "same machine)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help=f"where both sides run; cuda runs {', '.join(DEVICE_BENCHMARKS)} (default: cpu, GPUs hidden)")
-    ap.add_argument("--out", help="report path without suffix (default: reports/benchmarks, or reports/benchmarks-cuda)")
+    ap.add_argument("--out", help="report path without suffix (default reports/benchmarks, or reports/benchmarks-cuda)")
     a = ap.parse_args(argv)
-    if a.device == "cpu":  # before torch initialises CUDA: stage 1 and sentence-transformers would pick a GPU themselves
+    # before torch initialises CUDA: stage 1 and sentence-transformers would pick a GPU themselves
+    if a.device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
     from stsreg.infra.config import load_params
 
@@ -204,7 +211,7 @@ def main(argv=None) -> int:
     m = params.model
     results = {"machine": machine(a.device), "repeats": a.repeats, "precision": m.precision, "benchmarks": {}}
     runners = {
-        "encode": lambda: bench_encode(params.model.backbone, sts, params.evaluate.max_length, params.evaluate.batch_size,
+        "encode": lambda: bench_encode(m.backbone, sts, params.evaluate.max_length, params.evaluate.batch_size,
                                        a.repeats, m.precision, a.device),
         "train": lambda: bench_train(m.backbone, sts, a.train_pairs, params.stage2, m.max_length, a.repeats,
                                      precision=m.precision, device=a.device),

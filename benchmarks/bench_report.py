@@ -30,7 +30,8 @@ def _met(name: str, value: float) -> bool:
 
 
 def sync(device: str) -> float:
-    """``time.perf_counter()`` once the device's queued work is done (CUDA runs asynchronously; the CPU needs no wait)."""
+    """``time.perf_counter()`` once the device's queued work is done (CUDA runs asynchronously; the CPU needs no
+    wait)."""
     if device.startswith("cuda"):
         import torch
 
@@ -50,7 +51,8 @@ def machine(device: str = "cpu") -> dict:
     with every speed figure."""
     import torch
 
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), platform.machine()) \
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+               platform.machine()) \
         if Path("/proc/cpuinfo").exists() else platform.machine()
     from stsreg.infra.runtime import cpu_flags
     from stsreg.product.precision import native_bf16
@@ -72,19 +74,21 @@ def format_report(results: dict, samples: str = "reports/benchmarks.json") -> st
              f"{m['date']}; medians of {results['repeats']} runs, the sides alternated in one process or one shell. "
              f"CPU flags: {', '.join(m.get('cpu_flags', [])) or 'n/a'}; native bf16: {m.get('native_bf16')}; "
              f"stsreg precision: {results.get('precision', 'fp32')}.", "",
-             "| benchmark | stsreg | reference | ratio | target | met | measured |", "|---|---:|---:|---:|---:|---|---|"]
+             "| benchmark | stsreg | reference | ratio | target | met | measured |",
+             "|---|---:|---:|---:|---:|---|---|"]
     for name, r in results["benchmarks"].items():
         op, target, meaning = TARGETS[name]
         if "skipped" in r:
-            lines.append(f"| {name} | – | – | – | {op} {target} | skipped: {r['skipped']} | {r.get('date', m['date'])} |")
+            lines.append(f"| {name} | – | – | – | {op} {target} | skipped: {r['skipped']} | {r.get('date', m['date'])} "
+                         "|")
             continue
         sides = list(r["samples"])  # first: stsreg as configured; last: the reference
         ours = f"{median(r['samples'][sides[0]]):.2f} {r['unit']}"
         ref = f"{median(r['samples'][sides[-1]]):.2f} {r['unit']} ({sides[-1]})" if len(sides) > 1 else "–"
         met = _met(name, r["ratio"])
         gap = "" if met else f" (missed by {abs(r['ratio'] - target) / target:.1%})"
-        lines.append(f"| {name}: {meaning} | {ours} | {ref} | {r['ratio']:.3f} | {op} {target} | {'yes' if met else 'no' + gap} "
-                     f"| {r.get('date', m['date'])} |")
+        lines.append(f"| {name}: {meaning} | {ours} | {ref} | {r['ratio']:.3f} | {op} {target} | "
+                     f"{'yes' if met else 'no' + gap} | {r.get('date', m['date'])} |")
     enc = results["benchmarks"].get("encode")
     if enc and "stsb_test_spearman" in enc:
         a = enc["stsb_test_spearman"]

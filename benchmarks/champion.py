@@ -46,7 +46,8 @@ def bench_champion(mirror: str, work: Path) -> dict:
     pipeline = _timed(["dvc", "repro", "promote"], clone, env, work / "pipeline.log")
     ours = json.loads((clone / "metrics/eval.json").read_text())
     steps = format_timings(clone / "data/prepared/summary.json", f"sqlite:///{clone / 'mlflow/mlflow.db'}")
-    st = _timed([sys.executable, str(REPO / "benchmarks/st_cosent.py"), "--sts", str(clone / "data/prepared/sts.parquet"),
+    st = _timed([sys.executable, str(REPO / "benchmarks/st_cosent.py"), "--sts",
+                 str(clone / "data/prepared/sts.parquet"),
                  "--out", str(work / "st-model")], clone, env, work / "st.log")
     _timed(["stsreg", "evaluate", "--model", str(work / "st-model"), "--out", str(work / "st-eval"), "--headline",
             str(work / "st-eval.json")], clone, env, work / "st-eval.log")
@@ -59,7 +60,8 @@ def bench_champion(mirror: str, work: Path) -> dict:
 def format_champion(r: dict) -> list[str]:
     """The lines under the bench table: both sides' scores and the pipeline's steps."""
     s = r["scores"]
-    row = lambda name, label: (f"| {label} | {r['samples'][name][0] / 60:.1f} min | {s[name]['avg7_spearman']:.2f} "  # noqa: E731
+    # noqa: E731
+    row = lambda name, label: (f"| {label} | {r['samples'][name][0] / 60:.1f} min | {s[name]['avg7_spearman']:.2f} "
                                f"| {s[name]['avg7_unseen_spearman']:.2f} | {s[name]['stsb_dev_spearman']:.2f} |")
     return ["", "Time to a champion (`champion`: one run of each side, one after the other, on this machine):", "",
             "| side | compute | avg7 | avg7 unseen | STS-B dev |", "|---|---:|---:|---:|---:|",

@@ -79,14 +79,18 @@ def run_row(params, method: str, seed: int, data: dict, runs: Path, cache: Path,
     t2 = time.time()
     shutil.rmtree(work / "model", ignore_errors=True)  # as the comparison does: ~440 MB per mpnet row, not needed
     s1 = stage1_seconds(runs, seen, t0)
-    summary = json.loads((work / "training_summary.json").read_text()) if (work / "training_summary.json").exists() else {}
-    return {"row": method, "seed": seed, "stage1_s": s1, "stage2_s": (t1 - t0) - (s1 or 0.0) if compare.METHODS[method] else None,
+    summary = (
+        json.loads((work / "training_summary.json").read_text()) if (work / "training_summary.json").exists() else {}
+    )
+    return {"row": method, "seed": seed, "stage1_s": s1, "stage2_s": (t1 - t0) - (s1 or 0.0) if compare.METHODS[method]
+            else None,
             "eval_s": t2 - t1, "total_s": t2 - t0, "train_peak_gb": train_peak if compare.METHODS[method] else None,
             "eval_peak_gb": peak_gb(device), "precision": metrics.get("precision"), "steps": summary.get("steps")}
 
 
 def machine(device: str) -> str:
-    """The GPU (cuda), the CPU as every speed figure names it (:func:`stsreg.infra.tracking.cpu_name`), threads, torch."""
+    """The GPU (cuda), the CPU as every speed figure names it (:func:`stsreg.infra.tracking.cpu_name`), threads,
+    torch."""
     import torch
     from stsreg.infra.tracking import cpu_name
 
@@ -105,7 +109,8 @@ def write_report(out: Path, head: dict, rows: list[dict]) -> None:
     lines = [f"# What each comparison row costs: {head['backbone']} on {head['device']}", "",
              f"`{head['command']}` on {head['machine']}, {head['date']}. Weights: {head['weights']}. Rows in order; "
              "a row that starts from stage 1 trains it when no earlier row of the seed did. Memory: " + mem + ".", "",
-             "| row | seed | stage 1 s | stage 2 s | evaluation s | total s | training GB | evaluation GB | precision | steps |",
+             "| row | seed | stage 1 s | stage 2 s | evaluation s | total s | training GB | evaluation GB | precision "
+             "| steps |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     for r in rows:
         lines.append(f"| {r['row']} | {r['seed']} | {fmt(r['stage1_s'])} | {fmt(r['stage2_s'])} | {fmt(r['eval_s'])} | "
@@ -115,7 +120,8 @@ def write_report(out: Path, head: dict, rows: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backbone", default="all-mpnet-base-v2", help="packaged name, Hugging Face name or local path")
     ap.add_argument("--rows", default=",".join(ROWS), help="comparison rows, in order (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=42)
@@ -145,8 +151,14 @@ def main(argv: list[str] | None = None) -> int:
             folder = random_backbone(args.random_weights_from, Path(tmp) / "backbone")
             params = with_overrides(params, {"model.backbone": str(folder)})
             weights = f"random (the architecture of {args.random_weights_from / 'config.json'}; scores not reported)"
-        head = {"backbone": args.backbone, "device": device, "machine": machine(device), "weights": weights,
-                "date": time.strftime("%Y-%m-%d %H:%M"), "command": "python -m benchmarks.compare_cost " + " ".join(argv)}
+        head = {
+            "backbone": args.backbone,
+            "device": device,
+            "machine": machine(device),
+            "weights": weights,
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "command": "python -m benchmarks.compare_cost " + " ".join(argv),
+        }
         rows: list[dict] = []
         for method in args.rows.split(","):
             if rows and args.deadline_s is not None and time.time() - started > args.deadline_s:

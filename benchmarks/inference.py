@@ -12,8 +12,8 @@ torch fp32, torch bf16 autocast, ONNX fp32, ONNX int8 (:mod:`stsreg.product.serv
 
 Text sets: *short* = the distinct STS-B test sentences; *long* = those sentences joined in order into passages
 of at least 128 tokens (truncated at the model's maximum length). Then the served latency: ``stsreg serve``'s app
-(:func:`stsreg.product.serving.serve.build_app`, called in-process through a test client, MLflow's scoring included) answering
-one pair per request, backend torch fp32 (what was served before backends existed) against ``auto``.
+(:func:`stsreg.product.serving.serve.build_app`, called in-process through a test client, MLflow's scoring included)
+answering one pair per request, backend torch fp32 (what was served before backends existed) against ``auto``.
 
 Writes ``reports/benchmarks-inference.{md,json}`` (``--device cuda``: ``-cuda``; torch rows on the GPU, the ONNX rows
 on the host's cores, onnxruntime's CPU provider).
@@ -82,7 +82,8 @@ def rows(folder: Path, device: str, threads: int) -> dict:
     for name, backend, precision in (("torch fp32", "torch", "fp32"), ("torch bf16", "torch", "bf16"),
                                      ("onnx fp32", "onnx", "fp32"), ("onnx int8", "onnx-int8", "fp32")):
         if backend in export.available(folder) and (precision == "fp32" or bf16):
-            model = export.use_backend(SiameseRegressor.load(folder, precision=precision).eval(), backend, folder, threads)
+            model = export.use_backend(SiameseRegressor.load(folder, precision=precision).eval(), backend, folder,
+                                       threads)
             out[name] = model.to(device) if backend == "torch" else model
     max_length = out["torch fp32"].config.max_length
     out["sentence-transformers fp32"] = StRow(folder, device, False, max_length)

@@ -14,19 +14,29 @@ def targets(result: dict) -> list[str]:
     if "onnx int8" in rows:
         int8 = rows["onnx int8"]
         ratio = int8["short"]["sentences_per_s"] / base
-        drop = (rows["torch fp32"]["avg7"] - int8["avg7"]) if int8["avg7"] is not None and rows["torch fp32"]["avg7"] is not None else None
+        drop = (
+            (rows["torch fp32"]["avg7"] - int8["avg7"])
+            if int8["avg7"] is not None and rows["torch fp32"]["avg7"] is not None
+            else None
+        )
         flags = set(result["machine"].get("cpu_flags", []))
         why = ("" if ratio >= 3 else "; int8 dot products here: " + (
             "AVX512-VNNI/AMX present" if flags & {"avx512_vnni", "amx_tile"} else
             "neither AVX512-VNNI nor AMX on this CPU, so int8 matrix products run on AVX2"))
-        lines.append(f"- ONNX int8 >= 3x torch fp32 on short texts: **{ratio:.2f}x** ({'met' if ratio >= 3 else 'missed'}{why}); "
+        lines.append(f"- ONNX int8 >= 3x torch fp32 on short texts: **{ratio:.2f}x** "
+                     f"({'met' if ratio >= 3 else 'missed'}{why}); "
                      f"avg7 drop <= 0.3: **{drop:+.2f}** ({'met' if drop is not None and drop <= 0.3 else 'missed'})"
                      if drop is not None else f"- ONNX int8 vs torch fp32 on short texts: **{ratio:.2f}x**{why}")
         bf16 = rows.get("torch bf16", {}).get("short", {}).get("sentences_per_s")
         if bf16:
-            native = result["machine"].get("gpu_native_bf16") if result["machine"].get("gpu") else result["machine"]["native_bf16"]
+            native = (
+                result["machine"].get("gpu_native_bf16")
+                if result["machine"].get("gpu")
+                else result["machine"]["native_bf16"]
+            )
             lines.append(f"- ONNX int8 faster than torch bf16: {int8['short']['sentences_per_s'] / bf16:.2f}x "
-                         f"({'met' if int8['short']['sentences_per_s'] > bf16 else 'missed'}; bf16 native here: {native})")
+                         f"({'met' if int8['short']['sentences_per_s'] > bf16 else 'missed'}; bf16 native here: "
+                         f"{native})")
     if result.get("served"):
         s = result["served"]
         ratio = s["auto"]["p50_ms"] / s["torch fp32"]["p50_ms"]
@@ -53,7 +63,8 @@ def format_report(result: dict, command: str) -> str:
              f"distinct STS-B test sentences; long: {result['sets']['long']} passages of >= {LONG_TOKENS} tokens (the "
              "same sentences joined). Throughput at batch 64 (median of "
              f"{result['repeats']} passes), latency of one sentence per call. avg7: as scored at registration.", "",
-             "| row | avg7 | STS-B test | short: sentences/s | x torch fp32 | p50 ms | p95 ms | long: sentences/s | x torch fp32 | p50 ms | p95 ms |",
+             "| row | avg7 | STS-B test | short: sentences/s | x torch fp32 | p50 ms | p95 ms | long: sentences/s | x "
+             "torch fp32 | p50 ms | p95 ms |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in rows.items():
         avg7 = f"{r['avg7']:.2f}" if r["avg7"] is not None else "-"
@@ -64,7 +75,8 @@ def format_report(result: dict, command: str) -> str:
     if result.get("served"):
         s = result["served"]
         lines += ["", "Served (`stsreg serve`'s app in-process, one pair per request, "
-                  f"{result['served_n']} requests):", "", "| setting | backend | p50 ms | p95 ms |", "|---|---|---|---|"]
+                  f"{result['served_n']} requests):", "", "| setting | backend | p50 ms | p95 ms |",
+                  "|---|---|---|---|"]
         lines += [f"| {k} | {v['backend']} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |" for k, v in s.items()]
     lines += ["", "## Targets", "", *targets(result), ""]
     return "\n".join(lines)

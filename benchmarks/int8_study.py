@@ -162,7 +162,8 @@ def format_report(results: dict) -> str:
     for name, r in rows.items():
         judged = f"{r['avg7']:.2f} | {r['avg7_drop']:+.2f}" if "avg7" in r else "- | -"
         lines.append(f"| {name} | {r['sentences_per_s']:.0f} | {r['speedup']:.2f}x | {r['p50_ms']:.1f} | "
-                     f"{r['stsb_test_spearman']:.2f} | {r['stsb_drop']:+.2f} | {judged} | {r['mib'] if r['mib'] else '-'} |")
+                     f"{r['stsb_test_spearman']:.2f} | {r['stsb_drop']:+.2f} | {judged} | "
+                     f"{r['mib'] if r['mib'] else '-'} |")
     best = results["best_int8"]
     lines += ["", f"avg7 is judged for torch and each int8 variant within {MAX_DROP} of torch on STS-B test; the "
               f"bound an export must hold at registration is an avg7 drop of at most {MAX_DROP}."]

@@ -55,7 +55,8 @@ def prepare(model: str, out: str, sts: str = "data/prepared/sts.parquet") -> Non
         enc = tok(sents[i:i + 64], padding=True, truncation=True, max_length=256, return_tensors="np")
         arrays.update({f"{i // 64}:{k}": v.astype(np.int64) for k, v in enc.items()})
     idx = {s: i for i, s in enumerate(sents)}
-    np.savez(out, **arrays, pair_a=np.array([idx[s] for s in t.sentence1]), pair_b=np.array([idx[s] for s in t.sentence2]),
+    np.savez(out, **arrays, pair_a=np.array([idx[s] for s in t.sentence1]),
+             pair_b=np.array([idx[s] for s in t.sentence2]),
              score=t.score.to_numpy())
     print(f"{len(sents)} sentences, {len(t)} pairs -> {out}")
 

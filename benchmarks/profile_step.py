@@ -36,7 +36,8 @@ def profile_training(params_path: str, sts_path: str, pairs: int, precision: str
             wall = time.perf_counter() - t0
         events = prof.key_averages()
         total = sum(e.self_cpu_time_total for e in events)
-        print(f"group_by_length={grouped}: {rate:.1f} pairs/s, wall {wall:.1f} s, torch threads {torch.get_num_threads()}")
+        print(f"group_by_length={grouped}: {rate:.1f} pairs/s, wall {wall:.1f} s, torch threads "
+              f"{torch.get_num_threads()}")
         for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:top]:
             print(f"  {e.key:45s} {100 * e.self_cpu_time_total / total:5.1f}%  calls {e.count}")
 

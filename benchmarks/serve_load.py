@@ -157,9 +157,11 @@ def _servers(a, folder: Path, sets: dict, work: Path) -> list[tuple[str, object]
 
     pair = lambda p: {"dataframe_records": [{"sentence1": p[0], "sentence2": p[1]}]}  # noqa: E731
     servers = [(f"stsreg serve {backend}", lambda backend=backend: server_row(
-        f"stsreg serve {backend}", [sys.executable, "-m", "stsreg.cli", "serve", "--port", "{port}", "--backend", backend, "--threads",
+        f"stsreg serve {backend}", [sys.executable, "-m", "stsreg.cli", "serve", "--port", "{port}", "--backend",
+                                    backend, "--threads",
                                     str(a.threads), "--follow-s", "0"],
-        "/ready", "/invocations", pair, sets, a.seconds, a.threads, work)) for backend in (*export.servable(folder), "auto")]
+        "/ready", "/invocations", pair, sets, a.seconds, a.threads, work))
+        for backend in (*export.servable(folder), "auto")]
     servers.append(("mlflow models serve", lambda: server_row(
         "mlflow models serve", [sys.executable, "-m", "mlflow", "models", "serve", "-m",
                                 MODEL_URI, "--env-manager", "local", "-h", "127.0.0.1", "-p", "{port}"],
@@ -208,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     for backend in export.servable(folder):
         if f"raw encoder {backend}" in names or not wanted(f"raw encoder {backend}"):
             continue
-        done = subprocess.run([sys.executable, "-m", "benchmarks.serve_load", "--raw", str(folder), backend, "--sts", a.sts,
+        done = subprocess.run([sys.executable, "-m", "benchmarks.serve_load", "--raw", str(folder), backend, "--sts",
+                               a.sts,
                                "--threads", str(a.threads)], capture_output=True, text=True, check=True)
         keep(json.loads(done.stdout.strip().splitlines()[-1]), raws)
         print(raws[-1]["name"], raws[-1]["sets"]["short"], flush=True)
@@ -221,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from stsreg.infra.runtime import resolve_device
 
-    results = {"machine": {**machine(resolve_device().type), "threads": a.threads}, "seconds": a.seconds, "raw": raws, "servers": rows}
+    results = {"machine": {**machine(resolve_device().type), "threads": a.threads}, "seconds": a.seconds, "raw": raws,
+               "servers": rows}
     Path(a.out + ".json").write_text(json.dumps(results, indent=2))
     Path(a.out + ".md").write_text(format_report(results))
     print(Path(a.out + ".md").read_text())

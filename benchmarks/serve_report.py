@@ -24,11 +24,18 @@ def _targets(results: dict) -> list[str]:
     def verdict(ok: bool, text: str) -> str:
         return f"- {'met' if ok else 'MISSED'}: {text}"
 
-    lines = [verdict(served >= RAW_SHARE * limit, f"{best['name']} at 32 clients serves {served:.0f} pairs/s = "
-                     f"{served / limit:.0%} of the raw encoder's {limit:.0f} ({raw['name']}; target >= {RAW_SHARE:.0%})"),
-             verdict(gap <= LATENCY_GAP_MS, f"batch-1 p50 {best['cells']['short/1']['p50_ms']:.2f} ms vs the raw "
-                     f"{raw_same['backend']} encoder's {raw_same['sets']['short']['p50_ms']:.2f} ms: +{gap:.2f} ms "
-                     f"(target <= +{LATENCY_GAP_MS:g} ms)")]
+    lines = [
+        verdict(
+            served >= RAW_SHARE * limit,
+            f"{best['name']} at 32 clients serves {served:.0f} pairs/s = "
+            f"{served / limit:.0%} of the raw encoder's {limit:.0f} ({raw['name']}; target >= {RAW_SHARE:.0%})",
+        ),
+        verdict(
+            gap <= LATENCY_GAP_MS,
+            f"batch-1 p50 {best['cells']['short/1']['p50_ms']:.2f} ms vs the raw {raw_same['backend']} encoder's "
+            f"{raw_same['sets']['short']['p50_ms']:.2f} ms: +{gap:.2f} ms (target <= +{LATENCY_GAP_MS:g} ms)",
+        ),
+    ]
     if mlflow:
         theirs = mlflow["cells"]["short/32"]["req_s"]
         lines.append(verdict(served >= OVER_MLFLOW * theirs, f"{served / theirs:.1f}x `mlflow models serve`'s "
@@ -42,18 +49,34 @@ def _targets(results: dict) -> list[str]:
 def format_report(results: dict) -> str:
     m = results["machine"]
     gpu = f"{m['gpu']} (torch on the GPU; the servers and the client on its host) and " if m.get("gpu") else ""
-    lines = ["# Served benchmark", "",
-             f"`make bench-serve` on {gpu}{m['cpu']} ({m['cores']} cores, {m['threads']} threads per server and for the raw "
-             f"encoder; CPU flags {', '.join(m.get('cpu_flags') or ['not recorded'])}; native bf16: {m.get('native_bf16', 'not recorded')}), "
-             f"{m['date']}; {results['seconds']:g} s of load per cell, one pair per request, a bounded async client "
-             "(httpx) on the same machine (it takes CPU from the server: the ratios, not the absolute numbers, carry "
-             "to other machines).", *(["", results["note"]] if results.get("note") else []), "", "## Raw encoder (the limit)", "",
-             "| backend | short: batch-1 p50 ms | short: pairs/s (64 per call) | long: batch-1 p50 ms | long: pairs/s |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [
+        "# Served benchmark",
+        "",
+        f"`make bench-serve` on {gpu}{m['cpu']} ({m['cores']} cores, {m['threads']} threads per server and for the "
+        f""
+        f""
+        f""
+        f""
+        f""
+        f"raw "
+        f"encoder; CPU flags {', '.join(m.get('cpu_flags') or ['not recorded'])}; native bf16: "
+        f"{m.get('native_bf16', 'not recorded')}), "
+        f"{m['date']}; {results['seconds']:g} s of load per cell, one pair per request, a bounded async client "
+        "(httpx) on the same machine (it takes CPU from the server: the ratios, not the absolute numbers, carry "
+        "to other machines).",
+        *(["", results["note"]] if results.get("note") else []),
+        "",
+        "## Raw encoder (the limit)",
+        "",
+        "| backend | short: batch-1 p50 ms | short: pairs/s (64 per call) | long: batch-1 p50 ms | long: pairs/s |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for r in results["raw"]:
         s, lo = r["sets"]["short"], r["sets"]["long"]
-        lines.append(f"| {r['backend']} | {s['p50_ms']:.2f} | {s['pairs_s']:.0f} | {lo['p50_ms']:.2f} | {lo['pairs_s']:.0f} |")
-    lines += ["", "## Servers", "", "| server | computes | texts | clients | req/s (= pairs/s) | p50 ms | p95 ms | p99 ms | errors |",
+        lines.append(f"| {r['backend']} | {s['p50_ms']:.2f} | {s['pairs_s']:.0f} | {lo['p50_ms']:.2f} | "
+                     f"{lo['pairs_s']:.0f} |")
+    lines += ["", "## Servers", "", "| server | computes | texts | clients | req/s (= pairs/s) | p50 ms | p95 ms | p99 "
+                                    "ms | errors |",
               "|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in results["servers"]:
         computes = ", ".join(str(v) for v in r["computes"].values()) or "-"

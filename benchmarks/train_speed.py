@@ -50,7 +50,8 @@ def train_stsreg(backbone: str, pairs: pd.DataFrame, dev: pd.DataFrame, stage2, 
     stamps: list[float] = []
     model = SiameseRegressor.from_pretrained(backbone, max_length=max_length, precision=precision)
     p = dataclasses.replace(stage2, epochs=1, eval_every=10**9, checkpoint_every=10**9, group_by_length=group_by_length)
-    fine_tune(model, pairs, dev, Objective.from_params(p), p, 0, work / "out", work / "ckpt", device=torch.device(device),
+    fine_tune(model, pairs, dev, Objective.from_params(p), p, 0, work / "out", work / "ckpt",
+              device=torch.device(device),
               log_metric=lambda k, v, s: k == "train_loss" and stamps.append(sync(device)))
     return _steady_rate(stamps, p.batch_size, warmup)
 
@@ -58,7 +59,11 @@ def train_stsreg(backbone: str, pairs: pd.DataFrame, dev: pd.DataFrame, stage2, 
 def _train_st(backbone: str, pairs: pd.DataFrame, batch_size: int, max_length: int, work: Path, warmup: int,
               device: str) -> float:
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.losses import CoSENTLoss
     from transformers import TrainerCallback
 
@@ -77,7 +82,8 @@ def _train_st(backbone: str, pairs: pd.DataFrame, batch_size: int, max_length: i
                               "score": list((pairs.score / 5.0).astype(float))})
     args = SentenceTransformerTrainingArguments(
         output_dir=str(work / "st"), per_device_train_batch_size=batch_size, num_train_epochs=1, learning_rate=2e-5,
-        warmup_ratio=0.1, save_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=device == "cpu",
+        warmup_ratio=0.1, save_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True,
+        use_cpu=device == "cpu",
         dataloader_num_workers=0, seed=0)
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=CoSENTLoss(model),
                                          callbacks=[Stamp()])
@@ -95,12 +101,14 @@ def bench_train(backbone: str, sts: pd.DataFrame, n_pairs: int, stage2, max_leng
     rates = {"stsreg": [], "sentence_transformers": []}
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as d:
-            rates["stsreg"].append(train_stsreg(backbone, pairs, dev, stage2, max_length, Path(d), warmup, group_by_length,
+            rates["stsreg"].append(train_stsreg(backbone, pairs, dev, stage2, max_length, Path(d), warmup,
+                                                group_by_length,
                                                  precision, device))
         with tempfile.TemporaryDirectory() as d:
             rates["sentence_transformers"].append(_train_st(backbone, pairs, batch_size, max_length, Path(d), warmup,
                                                             device))
-    return {"unit": "pairs/s", "samples": rates, "pairs": len(pairs), "batch_size": batch_size, "max_length": max_length,
+    return {"unit": "pairs/s", "samples": rates, "pairs": len(pairs), "batch_size": batch_size,
+            "max_length": max_length,
             "group_by_length": group_by_length, "precision": precision, "loss": stage2.loss, "device": device,
             "timed_steps": len(pairs) // batch_size - 1 - warmup,
             "ratio": median(rates["stsreg"]) / median(rates["sentence_transformers"])}

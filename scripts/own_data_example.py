@@ -35,7 +35,8 @@ SEED = 7
 
 
 def scored_pairs(mirror: Path) -> list[dict]:
-    """Every scored pair of :data:`SUBSETS` as {text_a, text_b, similarity (0-1)}; unscored lines (blank gold) skipped."""
+    """Every scored pair of :data:`SUBSETS` as {text_a, text_b, similarity (0-1)}; unscored lines (blank gold)
+    skipped."""
     rows = []
     missing = [str(mirror / folder / name) for folder, inp, gold in SUBSETS for name in (inp, gold)
                if not (mirror / folder / name).is_file()]

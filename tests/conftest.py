@@ -73,7 +73,11 @@ def replace_params(params, **sections):
         nested = {}
         for key, value in values.items():
             sub = getattr(current, key)
-            nested[key] = dataclasses.replace(sub, **value) if isinstance(value, dict) and dataclasses.is_dataclass(sub) else value
+            nested[key] = (
+                dataclasses.replace(sub, **value)
+                if isinstance(value, dict) and dataclasses.is_dataclass(sub)
+                else value
+            )
         changes[name] = dataclasses.replace(current, **nested)
     return dataclasses.replace(params, **changes)
 
@@ -121,7 +125,8 @@ def tiny_eval_table(per_task: int = 60, seed: int = 0):
     for i, (dataset, split) in enumerate([(t, "test") for t in EVAL_TASKS] + [("stsb", "dev")]):
         d = tiny_sts(per_task, seed=seed + 100 * i)
         d = d.assign(dataset=dataset, split=split, subset=["A" if j % 2 else "B" for j in range(per_task)],
-                     file=f"{dataset}/{split}.txt", line=range(1, per_task + 1), seen_in_train=[j % 3 == 0 for j in range(per_task)])
+                     file=f"{dataset}/{split}.txt", line=range(1, per_task + 1),
+                     seen_in_train=[j % 3 == 0 for j in range(per_task)])
         parts.append(d)
     return pd.concat(parts, ignore_index=True)
 

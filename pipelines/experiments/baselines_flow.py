@@ -1,5 +1,5 @@
-"""Baselines flow: every system of :mod:`stsreg.experiments.baselines` (word vectors, recurrent encoders, transformer bi- and
-cross-encoders, LoRA), the retrieval cost of a cross-encoder, then the table and plot.
+"""Baselines flow: every system of :mod:`stsreg.experiments.baselines` (word vectors, recurrent encoders, transformer
+bi- and cross-encoders, LoRA), the retrieval cost of a cross-encoder, then the table and plot.
 
 MLflow (experiment ``stsreg-baselines``): one parent run ``baselines`` per runs folder, one child run per system
 (params, the dev curve and training loss, metrics, predictions), the report logged to the parent. A finished system
@@ -76,14 +76,16 @@ def baselines_system(params_path: str, name: str, sts_path: str, nli_path: str, 
     work, rows = Path(runs_dir) / name, row_results.folder(out_dir)
     key = system_key(params, name, sha256_file(sts_path), sha256_file(nli_path))
     if row_results.is_done(rows, name, key.fingerprint):
-        return row_results.metrics(rows, name) or {"unavailable": row_results.read_json(rows, name, "run.json")["unavailable"]}
+        return row_results.metrics(rows, name) or {"unavailable": row_results.read_json(rows, name,
+                                                                                        "run.json")["unavailable"]}
     run_folders.prepare(work, key.fingerprint)  # a killed system of this key resumes from its checkpoint
     tags = {**tracking.environment_tags(runtime.device_name()), "system": name, "mlflow.parentRunId": parent,
             "fingerprint": key.fingerprint}
     logged = {"system": name, "seed": params.seed, "baselines": experiment.settings(params, name)}
     with tracking.tracked_run(EXPERIMENT, name, logged, tags) as run:
         try:
-            metrics = experiment.run_system(params, name, pd.read_parquet(sts_path), pd.read_parquet(nli_path), work, run)
+            metrics = experiment.run_system(params, name, pd.read_parquet(sts_path), pd.read_parquet(nli_path), work,
+                                            run)
         except experiment.Unavailable as why:
             tracking.client().set_tag(run.run_id, "unavailable", str(why))
             row_results.keep(work, rows, name, key, run.run_id, unavailable=str(why))

@@ -1,4 +1,5 @@
-"""Comparison flow: every method of :mod:`stsreg.experiments.compare` x every seed, then the results table, paired tests and plot.
+"""Comparison flow: every method of :mod:`stsreg.experiments.compare` x every seed, then the results table, paired tests
+and plot.
 
 One MLflow run per (method, seed) (tags ``method``, ``seed``; the 7-task metrics, the dev curve, predictions)
 and one ``compare`` run with the table, the tests and the plot. Each finished (method, seed) keeps its results in
@@ -40,9 +41,11 @@ def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_pat
         return row_results.metrics(rows, row)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    logged = {"method": method, "seed": seed, "spec": compare.METHODS[method], "stage2": dataclasses.asdict(params.stage2),
+    logged = {"method": method, "seed": seed, "spec": compare.METHODS[method],
+              "stage2": dataclasses.asdict(params.stage2),
               "evaluate": dataclasses.asdict(params.evaluate)}
-    tags = {**tracking.environment_tags(runtime.device_name()), "method": method, "seed": str(seed), "fingerprint": key.fingerprint}
+    tags = {**tracking.environment_tags(runtime.device_name()), "method": method, "seed": str(seed),
+            "fingerprint": key.fingerprint}
     with tracking.tracked_run(EXPERIMENT, f"{method}-{seed}", logged, tags) as run:
         model_dir = compare.train_method(params, method, seed, Path(sts_path), Path(nli_path), work, run)
         run.flush()
@@ -75,14 +78,17 @@ def compare_report(params_path: str, out_dir: str, metrics_path: str) -> dict:
     if tests is not None:
         atomic.to_csv(tests, out / "paired.csv")
     # long format for `dvc plots`: one row per (method, view)
-    long = [{"method": r.method, "view": v, "spearman": r[f"{v}_mean"]} for _, r in table.iterrows() for v in ("avg7", "avg7_unseen")]
+    long = [{"method": r.method, "view": v, "spearman": r[f"{v}_mean"]} for _, r in table.iterrows()
+            for v in ("avg7", "avg7_unseen")]
     atomic.to_csv(pd.DataFrame(long), out / "plot.csv")
     run_tables.plot_methods(table, out / "avg7.png")
-    summary = {f"{r.method}_{col}": float(r[f"{col}_mean"]) for _, r in table.iterrows() for col in ("avg7", "avg7_unseen")}
+    summary = {f"{r.method}_{col}": float(r[f"{col}_mean"]) for _, r in table.iterrows()
+               for col in ("avg7", "avg7_unseen")}
     atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
     logged = {"compare": dataclasses.asdict(c), "stage2": dataclasses.asdict(params.stage2)}
     with tracking.tracked_run(EXPERIMENT, "compare", logged, tracking.environment_tags(runtime.device_name())) as run:
-        tracking.log_report(run.run_id, summary, out, ("results.md", "results.csv", "runs.csv", "paired.csv", "avg7.png"),
+        tracking.log_report(run.run_id, summary, out, ("results.md", "results.csv", "runs.csv", "paired.csv",
+                                                       "avg7.png"),
                             "compare")
     print(md)
     return summary

@@ -1,4 +1,5 @@
-"""NLI-table flow: every objective of :mod:`stsreg.experiments.nli_table` x every seed, then the table, paired tests and plot.
+"""NLI-table flow: every objective of :mod:`stsreg.experiments.nli_table` x every seed, then the table, paired tests and
+plot.
 
 One MLflow run per (objective, seed) in experiment ``stsreg-nli-table`` (the params, per-step loss, the 7-task
 metrics, predictions) and one ``nli-table`` run with the report. A finished (objective, seed) keeps its results in
@@ -29,7 +30,8 @@ from stsreg.product.precision import cache_name
 from stsreg.product.runners.eval_runner import run_evaluate
 
 EXPERIMENT = "stsreg-nli-table"
-#: The code one (objective, seed) run executes (the settings modules are in no key: the resolved values are, codehash.KEYLESS).
+#: The code one (objective, seed) run executes (the settings modules are in no key: the resolved values are,
+#: codehash.KEYLESS).
 ROW_CODE = ("stsreg.experiments.nli_table", "stsreg.product.runners.eval_runner")
 
 
@@ -55,7 +57,8 @@ def nli_table_row(params_path: str, name: str, seed: int, nli_path: str, sts_pat
     run_folders.prepare(work, key.fingerprint)  # a killed row of this key resumes from its checkpoint
     logged = {"objective": name, "seed": seed, "nli_table": dataclasses.asdict(params.nli_table),
               "model": dataclasses.asdict(params.model), "evaluate": dataclasses.asdict(params.evaluate)}
-    tags = {**tracking.environment_tags(runtime.device_name()), "objective": name, "seed": str(seed), "fingerprint": key.fingerprint}
+    tags = {**tracking.environment_tags(runtime.device_name()), "objective": name, "seed": str(seed),
+            "fingerprint": key.fingerprint}
     started = time.time()
     with tracking.tracked_run(EXPERIMENT, f"{name}-{seed}", logged, tags) as run:
         model_dir = nli_table.run_row(params, name, seed, pd.read_parquet(nli_path), work, run)
@@ -99,7 +102,8 @@ def nli_table_report(params_path: str, out_dir: str, metrics_path: str) -> dict:
     atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
     logged = {"nli_table": dataclasses.asdict(p), "model": dataclasses.asdict(params.model)}
     with tracking.tracked_run(EXPERIMENT, "nli-table", logged, tracking.environment_tags(runtime.device_name())) as run:
-        tracking.log_report(run.run_id, summary, out, ("results.md", "results.csv", "runs.csv", "paired.csv", "avg7.png"),
+        tracking.log_report(run.run_id, summary, out, ("results.md", "results.csv", "runs.csv", "paired.csv",
+                                                       "avg7.png"),
                             "nli_table")
     print(md)
     return summary

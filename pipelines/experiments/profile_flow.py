@@ -1,4 +1,5 @@
-"""Profile flow: the memory / step-time grid of :mod:`stsreg.experiments.profiling` (the paper's Table 4) as one Prefect flow.
+"""Profile flow: the memory / step-time grid of :mod:`stsreg.experiments.profiling` (the paper's Table 4) as one Prefect
+flow.
 
 Each configuration is a task that runs in its own subprocess; finished measurements are kept in
 ``reports/profile/points/`` keyed by backbone, device, configuration, steps, library versions and the code, so an
@@ -26,7 +27,8 @@ from stsreg.experiments.profiling.measure import measure_in_subprocess
 from stsreg.experiments.profiling.profile_table import format_table, plot, results_frame
 
 EXPERIMENT = "stsreg-profile"
-# what a measurement depends on: the code the measuring subprocess (`python -m stsreg.experiments.profiling.measure`) runs;
+# what a measurement depends on: the code the measuring subprocess (`python -m stsreg.experiments.profiling.measure`)
+# runs;
 # config.py (defaults, validation) is left out: the measured settings themselves are in the key
 MEASURE_CODE = ("stsreg.experiments.profiling.measure",)
 MEASURE_CODE_EXCLUDE = ("stsreg.infra.config",)
@@ -71,8 +73,13 @@ def profile_flow(params_path: str = "params.yaml", out_dir: str = "reports/profi
         return profile_config(params.model.backbone, device, device_label, method, batch, length, p.steps, str(points))
 
     def show(row):
-        shown = f"{row['peak_mb']:.0f} MB, {row['step_s']:.2f} s/step" if row["status"] == "measured" else row.get("reason") or row.get("error")
-        print(f"profile {row['method']:<17} b{row['batch']:<4} len{row['length']:<4} {row['status']}: {shown}", flush=True)
+        shown = (
+            f"{row['peak_mb']:.0f} MB, {row['step_s']:.2f} s/step"
+            if row["status"] == "measured"
+            else row.get("reason") or row.get("error")
+        )
+        print(f"profile {row['method']:<17} b{row['batch']:<4} len{row['length']:<4} {row['status']}: {shown}",
+              flush=True)
 
     logged = {"grid": dataclasses.asdict(spec), "steps": p.steps, "device": device, "backbone": params.model.backbone}
     with tracking.tracked_run(EXPERIMENT, f"profile-{device}", logged,
@@ -83,7 +90,8 @@ def profile_flow(params_path: str = "params.yaml", out_dir: str = "reports/profi
         atomic.to_csv(df.drop(columns="device", errors="ignore"), out / "profile.csv")
         atomic.write_text(out / "table.md", format_table(df, spec, device_label) + "\n")
         # `dvc plots`: memory vs length, one series per method and batch
-        atomic.to_csv(df.assign(series=df.method + " b" + df.batch.astype(str))[["series", "length", "shown_mb", "status"]]
+        atomic.to_csv(df.assign(series=df.method + " b" + df.batch.astype(str))[["series", "length", "shown_mb",
+                                                                                 "status"]]
                       .rename(columns={"shown_mb": "peak_mb"}), out / "plot.csv")
         plot(df, spec, out / "memory_vs_length.png")
         summary["device"] = device_label

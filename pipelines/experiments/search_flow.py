@@ -81,7 +81,8 @@ def _parent_run(study, params, name: str) -> str:
 
 def _pruning_hook(study, trial):
     """``on_eval`` for a trial's stage 2: reports each dev evaluation after step 0 to Optuna and stops the trial
-    (:class:`optuna.TrialPruned`) when the pruner says so; step 0, common to all trials, is kept once as ``start_dev``."""
+    (:class:`optuna.TrialPruned`) when the pruner says so; step 0, common to all trials, is kept once as
+    ``start_dev``."""
     import optuna
 
     def on_eval(step: int, score: float) -> None:
@@ -162,7 +163,8 @@ def search_report(db_path: str, study: str, out_dir: str, metrics_path: str) -> 
     if complete:
         b = max(complete, key=lambda t: t.value)
         # a trial's params are its stage-2 values (suggest samples exactly these fields), in the report's order
-        best = {"trial": b.number, "dev_spearman": b.value, "stage2": {k: b.params[k] for k in search.SEARCHED if k in b.params}}
+        best = {"trial": b.number, "dev_spearman": b.value, "stage2": {k: b.params[k] for k in search.SEARCHED
+                                                                       if k in b.params}}
     start_dev = st.user_attrs.get("start_dev")
     out = Path(out_dir)
     atomic.to_csv(table, out / "trials.csv")
@@ -177,7 +179,8 @@ def search_report(db_path: str, study: str, out_dir: str, metrics_path: str) -> 
     atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
     parent = st.user_attrs.get("mlflow_parent_run")
     if parent:
-        tracking.log_report(parent, summary, out, ("results.md", "trials.csv", "best.json", "dev_by_trial.png"), "search")
+        tracking.log_report(parent, summary, out, ("results.md", "trials.csv", "best.json", "dev_by_trial.png"),
+                            "search")
         tracking.client().set_terminated(parent)
     print(md)
     return summary

@@ -29,7 +29,8 @@ def fetch_task(params_path: str, registry: str, raw_dir: str, mirror: str | None
 
 
 @task(name="prepare", log_prints=True)
-def prepare_task(params_path: str, registry: str, raw_dir: str, prepared_dir: str, rejected_dir: str, metrics_path: str) -> str:
+def prepare_task(params_path: str, registry: str, raw_dir: str, prepared_dir: str, rejected_dir: str,
+                 metrics_path: str) -> str:
     with timed("prepare"):  # beside the outputs: a DVC output holds no clock
         metrics = prepare(Path(raw_dir), Path(prepared_dir), Path(rejected_dir), Path(metrics_path),
                           load_params(params_path), registry=Path(registry))

@@ -4,20 +4,21 @@
     stsreg deploy --pool stsreg-gpu                # a process pool served by the GPU worker image
     stsreg deploy --pool stsreg-docker --image stsreg-worker:latest   # a docker pool running that image
 
-| deployment                        | flow                 | schedule                     |
-|-----------------------------------|----------------------|------------------------------|
-| ``stsreg-retrain/weekly``         | retrain + promote    | ``schedule.retrain_cron``, and each ``stsreg.data.changed`` event of the project |
-| ``stsreg-champion-eval/daily``    | evaluate the champion| ``schedule.champion_eval_cron`` |
-| ``stsreg-profile-run/manual``     | ``dvc repro profile``| none (run it from the UI/CLI)|
-| ``stsreg-encode-chunks/pool``     | chunks of a corpus   | none (``stsreg-encode`` starts its runs) |
+The deployments, their flows and schedules:
+
+- ``stsreg-retrain/weekly``: retrain + promote, on ``schedule.retrain_cron`` and each ``stsreg.data.changed`` event of
+  the project;
+- ``stsreg-champion-eval/daily``: evaluate the champion, on ``schedule.champion_eval_cron``;
+- ``stsreg-profile-run/manual``: ``dvc repro profile``, no schedule (run it from the UI/CLI);
+- ``stsreg-encode-chunks/pool``: chunks of a corpus, no schedule (``stsreg-encode`` starts its runs).
 
 The code is taken from the project folder itself (``flow.from_source(<project>)``): a process worker runs the
 flows in that folder, so the DVC pipeline, params and MLflow store are the project's. The retrain deployment has
 a concurrency limit of 1 (overlapping triggers queue); the flows also hold the project's pipeline lock.
 
-With ``schedule.gpu_pool`` set, a fourth deployment, ``stsreg-stage2-remote/gpu`` (:mod:`pipelines.product.gpu_stage2`), goes to that
-pool: its flow is imported from the worker's installed package (the worker image or a venv, never a host path) and
-clones the project at the retrain's commit itself.
+With ``schedule.gpu_pool`` set, a fourth deployment, ``stsreg-stage2-remote/gpu`` (:mod:`pipelines.product.gpu_stage2`),
+goes to that pool: its flow is imported from the worker's installed package (the worker image or a venv, never a host
+path) and clones the project at the retrain's commit itself.
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ def deploy(project: Path, schedule: ScheduleParams, pool: str | None = None, ima
         # the retrain also starts when labelled data is added (stsreg data add emits the event), not only weekly
         triggers = [retrain_trigger(project)] if flow_name == "stsreg-retrain" and not image else None
         source.deploy(name=name, work_pool_name=pool, image=image, build=False, push=False, schedules=schedules,
-                      concurrency_limit=1 if flow_name == "stsreg-retrain" else None, parameters={"project_dir": project_dir},
+                      concurrency_limit=1 if flow_name == "stsreg-retrain" else None,
+                      parameters={"project_dir": project_dir},
                       job_variables=job_variables, tags=["stsreg"], print_next_steps=False, ignore_warnings=True,
                       triggers=triggers,
                       description=(source.description or "").strip().split("\n")[0])
@@ -100,7 +102,8 @@ def deploy_gpu_stage2(pool: str, image: str | None = None) -> str:
     # prefect-docker passes container_create_kwargs to docker-py: device_requests = `docker run --gpus all`
     gpus = {"device_requests": [{"count": -1, "capabilities": [["gpu"]]}]}
     job_variables = {"image": image, "container_create_kwargs": gpus} if image else {}
-    deployment = stage2_remote_flow.to_deployment(name=DEPLOYMENT.split("/")[1], entrypoint_type=EntrypointType.MODULE_PATH,
+    deployment = stage2_remote_flow.to_deployment(name=DEPLOYMENT.split("/")[1],
+                                                  entrypoint_type=EntrypointType.MODULE_PATH,
                                                   tags=["stsreg"], job_variables=job_variables,
                                                   description="stage 2 of a retrain, on a GPU worker")
     deploy(deployment, work_pool_name=pool, image=image, build=False, push=False, print_next_steps_message=False,

@@ -1,6 +1,7 @@
-"""Batch embedding on Prefect workers: ``stsreg-encode`` cuts a corpus into chunks (:mod:`stsreg.product.serving.batch_encode`)
-and hands groups of them to ``stsreg-encode-chunks`` flow runs on a work pool; the workers share the output's parts
-folder (one machine, or a shared mount), the parent assembles the output once every chunk is there.
+"""Batch embedding on Prefect workers: ``stsreg-encode`` cuts a corpus into chunks
+(:mod:`stsreg.product.serving.batch_encode`) and hands groups of them to ``stsreg-encode-chunks`` flow runs on a work
+pool; the workers share the output's parts folder (one machine, or a shared mount), the parent assembles the output once
+every chunk is there.
 
 - ``stsreg-encode``: prepares the job here (reads the corpus, resolves ``auto`` to one backend so that every worker
   computes alike, writes the manifest), starts one chunk flow run per group through the deployment
@@ -37,7 +38,8 @@ def _job(corpus: str, out: str, model: str, backend: str, column: str | None, ch
 
 @flow(name="stsreg-encode-chunks")
 def encode_chunks_flow(corpus: str, out: str, chunks: list[int], model: str, backend: str, column: str | None = None,
-                       chunk_size: int = 10_000, batch_size: int = 64, threads: int = 0, project_dir: str = ".") -> dict:
+                       chunk_size: int = 10_000, batch_size: int = 64, threads: int = 0,
+                       project_dir: str = ".") -> dict:
     """Encode ``chunks`` of the job prepared for ``out`` (absolute paths, or relative to ``project_dir``)."""
     os.chdir(project_dir)
     job = _job(corpus, out, model, backend, column, chunk_size, batch_size, threads)
@@ -57,7 +59,8 @@ def encode_flow(corpus: str, out: str, model: str = "models:/sts-regression@cham
                 column: str | None = None, chunk_size: int = 10_000, batch_size: int = 64, threads: int = 0,
                 groups: int = 2, deployment: str | None = DEPLOYMENT, timeout_s: float = 24 * 3600) -> dict:
     """Prepare, fan the missing chunks out in ``groups`` flow runs of ``deployment``, wait, assemble; returns the
-    summary of :func:`stsreg.product.serving.batch_encode.encode_corpus` plus ``workers`` (who encoded how many chunks)."""
+    summary of :func:`stsreg.product.serving.batch_encode.encode_corpus` plus ``workers`` (who encoded how many
+    chunks)."""
     from prefect.deployments import run_deployment
     from prefect.flow_runs import wait_for_flow_run
     from prefect.utilities.asyncutils import run_coro_as_sync
@@ -76,7 +79,8 @@ def encode_flow(corpus: str, out: str, model: str = "models:/sts-regression@cham
         states = [run_coro_as_sync(wait_for_flow_run(r.id, timeout=timeout_s)).state for r in runs]
         failed = [f"{r.name}: {s.name}" for r, s in zip(runs, states) if not s.is_completed()]
         if failed:
-            raise RuntimeError(f"chunk flow runs did not complete ({', '.join(failed)}); rerun to encode what is missing")
+            raise RuntimeError(f"chunk flow runs did not complete ({', '.join(failed)}); rerun to encode what is "
+                               f"missing")
     workers = Counter(by.read_text() for by in job.parts.glob("chunk-*.by"))  # read before assemble removes the parts
     job.assemble()
     job.write_rejects()

@@ -2,7 +2,8 @@
 
 Two halves, both Prefect:
 
-- :func:`stage2_remote_flow` runs on a worker of ``schedule.gpu_pool`` (deployment ``stsreg-stage2-remote/gpu``, created by
+- :func:`stage2_remote_flow` runs on a worker of ``schedule.gpu_pool`` (deployment ``stsreg-stage2-remote/gpu``, created
+by
   ``stsreg deploy`` from the installed package: the worker image or venv). It clones ``repo_url`` at the parent's
   commit into ``$STSREG_WORKDIR`` (default: the system temp folder), writes the parent's ``params.yaml`` and
   ``dvc.lock``, pulls stage 2's inputs from the DVC remote, runs ``dvc repro --single-item stage2`` with that commit's
@@ -55,7 +56,8 @@ def _lock_entry(lock_text: str, stage: str) -> dict:
 
 @flow(name="stsreg-stage2-remote", log_prints=True)
 def stage2_remote_flow(repo_url: str, commit: str, files: dict[str, str], dvc_remote: str, mlflow_uri: str) -> dict:
-    """Stage 2 of the parent's pipeline at ``commit``, on this worker; returns (and hands back) what the parent needs."""
+    """Stage 2 of the parent's pipeline at ``commit``, on this worker; returns (and hands back) what the parent
+    needs."""
     from prefect.artifacts import Artifact
     from prefect.runtime import flow_run
 
@@ -73,7 +75,8 @@ def stage2_remote_flow(repo_url: str, commit: str, files: dict[str, str], dvc_re
     _run(["dvc", "repro", "--single-item", "stage2"], clone, env)
     _run(["dvc", "push", "stage2"], clone, env)
     handoff = {"lock": _lock_entry((clone / "dvc.lock").read_text(), "stage2"), "host": socket.gethostname(),
-               "clone": str(clone), "files": {rel: (clone / rel).read_text() for rel in UNCACHED if (clone / rel).exists()}}
+               "clone": str(clone), "files": {rel: (clone / rel).read_text() for rel in UNCACHED
+                                              if (clone / rel).exists()}}
     Artifact(type="stsreg-handoff", key=HANDOFF_KEY, description="stage 2's dvc.lock entry and uncached outputs",
              data=handoff).create()
     print(f"stage 2 trained in {clone} on {handoff['host']}; models/stage2 pushed to {dvc_remote}")
@@ -163,8 +166,10 @@ def _read_handoff(flow_run_id) -> dict:
 
     async def read():
         async with get_client() as client:
-            return await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[HANDOFF_KEY])),
-                                               flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+            return await client.read_artifacts(
+                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[HANDOFF_KEY])),
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+            )
 
     (artifact,) = run_coro_as_sync(read())
     data = artifact.data
@@ -188,13 +193,15 @@ def apply_handoff(project: Path, handoff: dict) -> None:
 
 
 def dispatch_stage2(project: Path, pool: str, repo_url: str = "", timeout_s: float = 6 * 3600) -> dict:
-    """Stage 2 of ``project`` on a worker of ``pool``; when it returns, ``models/stage2`` and its lock entry are here."""
+    """Stage 2 of ``project`` on a worker of ``pool``; when it returns, ``models/stage2`` and its lock entry are
+    here."""
     from prefect.deployments import run_deployment
 
     info = preflight(project, pool, repo_url)
     _run(["dvc", "push", *INPUT_STAGES], project)
     files = {rel: (project / rel).read_text() for rel in ("params.yaml", "dvc.lock")}
-    run = run_deployment(DEPLOYMENT, parameters={**{k: info[k] for k in ("repo_url", "commit", "dvc_remote", "mlflow_uri")},
+    run = run_deployment(DEPLOYMENT, parameters={**{k: info[k]
+                                                    for k in ("repo_url", "commit", "dvc_remote", "mlflow_uri")},
                                                  "files": files}, timeout=timeout_s)
     if not run.state.is_completed():
         raise RuntimeError(f"stage 2 on pool {pool!r} (flow run {run.id}) ended {run.state.type.value}: "

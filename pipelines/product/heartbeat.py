@@ -37,7 +37,8 @@ def heartbeat(logger, what: str, every_s: float = EVERY_S, detail: Callable[[], 
     def beat() -> None:
         while not done.wait(every_s):
             extra = detail() if detail else ""
-            logger.info("still %s after %s%s", what, _elapsed(time.monotonic() - started), f" ({extra})" if extra else "")
+            logger.info("still %s after %s%s", what, _elapsed(time.monotonic() - started), f" ({extra})" if extra
+                        else "")
 
     thread = threading.Thread(target=beat, name=f"heartbeat: {what}", daemon=True)
     thread.start()

@@ -65,7 +65,9 @@ def dvc_repro(project_dir: str, target: str, heartbeat_s: float = EVERY_S) -> li
                 logger.info(line)
         code = proc.wait()
     if code != 0:
-        raise RuntimeError(f"`dvc repro {target}` failed (exit {proc.returncode}) after stages {ran}:\n" + "\n".join(tail))
+        raise RuntimeError(
+            f"`dvc repro {target}` failed (exit {proc.returncode}) after stages {ran}:\n" + "\n".join(tail)
+        )
     return ran
 
 
@@ -74,7 +76,8 @@ def _pairs(sts_file: Path):
     gained or lost rows."""
     import pandas as pd
 
-    return pd.read_parquet(sts_file, columns=["dataset", "sentence1", "sentence2", "score"]) if sts_file.exists() else None
+    return pd.read_parquet(sts_file, columns=["dataset", "sentence1", "sentence2",
+                                              "score"]) if sts_file.exists() else None
 
 
 def _tables_line(changed: dict) -> str:
@@ -158,7 +161,8 @@ def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s
         released = time.time()
     promotion_file = project / "reports/registry/promotion.json"
     promotion = json.loads(promotion_file.read_text()) if promotion_file.exists() else None
-    report = {"ran": ran, "tables_changed": changed, "stage2_remote": remote, "pushed": pushed, "before": before, "after": after,
+    report = {"ran": ran, "tables_changed": changed, "stage2_remote": remote, "pushed": pushed, "before": before,
+              "after": after,
               "new_version": after["latest"] != before["latest"],
               "promoted": after["champion"] != before["champion"],
               "summary": _tables_line(changed) + describe(before, after, ran, promotion),

@@ -45,7 +45,8 @@ def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str,
                   uri: str | None = None, experiment: str = EXPERIMENT, run_name: str = "evaluate",
                   tags: dict[str, str] | None = None) -> dict:
     """7-task evaluation of ``model_dir`` in one MLflow run (store ``uri``, default :func:`tracking.tracking_uri`;
-    ``experiment`` / ``run_name`` / extra ``tags`` name it); ``headline_path``: also write :func:`stsreg.product.runners.eval_runner.headline`."""
+    ``experiment`` / ``run_name`` / extra ``tags`` name it); ``headline_path``: also write
+    :func:`stsreg.product.runners.eval_runner.headline`."""
     params = load_params(params_path)
     tags = _run_tags(**(tags or {}))
     tags.update({"data_sha256.sts.parquet": sha256_file(sts_path), "model_dir": model_dir})
@@ -79,9 +80,9 @@ def params_hash(params_path: str) -> str:
 @task(name="register")
 def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: list[str], out_path: str,
                   sts_path: str = "data/prepared/sts.parquet") -> dict:
-    """Package ``model_dir`` (:func:`stsreg.product.serving.packaging.package`: the evaluated length, ONNX exports scored on
-    ``sts_path``'s evaluation pairs), log and register it with its model card; the version to ``out_path``, the card
-    (``model_card.md``) and the backends' verdicts (``backends.json``) beside it."""
+    """Package ``model_dir`` (:func:`stsreg.product.serving.packaging.package`: the evaluated length, ONNX exports
+    scored on ``sts_path``'s evaluation pairs), log and register it with its model card; the version to ``out_path``,
+    the card (``model_card.md``) and the backends' verdicts (``backends.json``) beside it."""
     import tempfile
 
     from stsreg.product.serving import packaging
@@ -92,7 +93,8 @@ def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: l
     params = load_params(params_path)
     tags = {f"data_sha256.{Path(p).name}": sha256_file(p) for p in data_paths}
     tags.update({"params_hash": params_hash(params_path), "git_commit": commit,
-                 "avg7_spearman": f"{metrics['avg7_spearman']:.2f}", "avg7_unseen_spearman": f"{metrics['avg7_unseen_spearman']:.2f}",
+                 "avg7_spearman": f"{metrics['avg7_spearman']:.2f}",
+                 "avg7_unseen_spearman": f"{metrics['avg7_unseen_spearman']:.2f}",
                  DEV_METRIC: f"{metrics.get(DEV_METRIC, float('nan')):.2f}"})
     # its own MLflow run ("register": exports and their scoring; precision of the exports' runs: fp32) times the step
     with tracking.tracked_run(EXPERIMENT, "register", {}, _run_tags(precision="fp32", eval_run_id=run_id)), \
@@ -114,7 +116,8 @@ def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: l
 @flow(name="stsreg-register")
 def register_flow(params_path: str = "params.yaml", model_dir: str = "models/stage2", eval_dir: str = "reports/eval",
                   data_paths: tuple[str, ...] = ("data/prepared/sts.parquet", "data/prepared/nli_train.parquet"),
-                  out_path: str = "reports/registry/challenger.json", sts_path: str = "data/prepared/sts.parquet") -> dict:
+                  out_path: str = "reports/registry/challenger.json",
+                  sts_path: str = "data/prepared/sts.parquet") -> dict:
     return register_task(params_path, model_dir, eval_dir, list(data_paths), out_path, sts_path)
 
 

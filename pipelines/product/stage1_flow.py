@@ -27,7 +27,8 @@ def stage1_task(params_path: str, nli_path: str, out_dir: str, cache_dir: str, m
 
 @flow(name="stsreg-stage1")
 def stage1_flow(params_path: str = "params.yaml", nli_path: str = "data/prepared/nli_train.parquet",
-                out_dir: str = "models/stage1", cache_dir: str = "cache/embeddings", metrics_path: str | None = None) -> dict:
+                out_dir: str = "models/stage1", cache_dir: str = "cache/embeddings",
+                metrics_path: str | None = None) -> dict:
     return stage1_task(params_path, nli_path, out_dir, cache_dir, metrics_path)
 
 

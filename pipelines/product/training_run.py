@@ -1,10 +1,10 @@
 """What the two training flows share: the MLflow run's name, tags and params, and how a finished stage is logged.
 
-Each training flow (:mod:`pipelines.product.stage1_flow`, :mod:`pipelines.product.stage2_flow`) has one task; the task opens one MLflow
-run (resolved params, library versions, device, git commit, data hashes, per-step loss, dev curve, the model as
-artifact), calls the stage's runner (:mod:`stsreg.product.runners`) with the run's metric buffer, and closes the run.
-Ephemeral Prefect by default; a Prefect server when ``PREFECT_API_URL`` is set. With ``metrics_path`` the task also
-writes the stage's headline numbers (what ``dvc metrics show`` compares).
+Each training flow (:mod:`pipelines.product.stage1_flow`, :mod:`pipelines.product.stage2_flow`) has one task; the task
+opens one MLflow run (resolved params, library versions, device, git commit, data hashes, per-step loss, dev curve, the
+model as artifact), calls the stage's runner (:mod:`stsreg.product.runners`) with the run's metric buffer, and closes
+the run. Ephemeral Prefect by default; a Prefect server when ``PREFECT_API_URL`` is set. With ``metrics_path`` the task
+also writes the stage's headline numbers (what ``dvc metrics show`` compares).
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ def run_tags(data_paths: list[str]) -> dict[str, str]:
     tags.update({f"data_sha256.{Path(p).name}": sha256_file(p) for p in data_paths})
     for folder in {Path(p).parent for p in data_paths}:
         summary = folder / "summary.json"
-        changed = json.loads(summary.read_text(encoding="utf-8")).get("raw_files_changed") if summary.is_file() else None
+        changed = (
+            json.loads(summary.read_text(encoding="utf-8")).get("raw_files_changed") if summary.is_file() else None
+        )
         if changed:
             tags["data.raw_files_changed"] = "; ".join(changed)[:5000]  # MLflow caps a tag value
     return tags

@@ -1,4 +1,4 @@
-"""Command-line entry point: one subcommand per DVC stage (what each does: :mod:`stsreg.commands`).
+"""Command-line entry point: one subcommand per verb (each verb's parser and handler: :mod:`stsreg.commands`).
 
     stsreg --help            # every subcommand; `stsreg <command> --help`: its flags with their defaults
     stsreg preset NAME       # prints `-S key=value` overrides: dvc exp run $(stsreg preset paper)
@@ -6,7 +6,8 @@
 Exit codes: 0 ok; 2 bad input (:class:`~stsreg.infra.errors.InputError`: invalid params.yaml, missing, empty or
 corrupted raw files, too many rejected rows, a stage's input missing, no champion to serve), with one message saying
 what and where; 3 ``report --check``: out of date; 1 for anything else (a bug), with its traceback. Every command that
-takes ``--params`` validates the whole file and checks its inputs (:mod:`stsreg.infra.preflight`) before it touches an output.
+takes ``--params`` validates the whole file and checks its inputs (:mod:`stsreg.infra.preflight`) before it touches an
+output.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 # The embedded Prefect server a stage starts waits 20 s for itself by default: on a 2-core machine busy with a training
-# run beside it, it can take longer and the stage failed with "Timed out while attempting to connect to ephemeral Prefect
+# run beside it, it can take longer and the stage failed with "Timed out while attempting to connect to ephemeral
+# Prefect
 # API server". Set before Prefect is imported (its settings are read then); a value of the user's wins.
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 # Third-party progress bars a person does not wait on (MLflow's per-file artifact bars, Hugging Face's weight loading
@@ -35,8 +37,7 @@ os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # its INFO lines: stor
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 from stsreg import __version__
-from stsreg import commands_args_stages as stages
-from stsreg import commands_args_tools as tools
+from stsreg.commands import data, operations, pipeline, serving, studies, train
 from stsreg.infra.config import load_params
 from stsreg.infra.errors import InputError
 from stsreg.infra.preflight import PREPARED, check_inputs
@@ -63,38 +64,51 @@ def _project_folder(value: str) -> bool:
 
 STS, NLI = f"{PREPARED}/sts.parquet", f"{PREPARED}/nli_train.parquet"
 #: Every subcommand, in `stsreg --help` order.
+def _stage_inputs(a: argparse.Namespace) -> list[tuple[str, str]]:
+    """``stsreg train``: stage 1 reads the NLI table; stage 2 the STS table and stage 1's model."""
+    return [(a.nli, "prepare")] if a.stage == "1" else [(a.sts, "prepare"), (a.stage1_dir, "stage1")]
+
+
+def _search_inputs(a: argparse.Namespace) -> list[tuple[str, str]]:
+    """On another backbone, its comparison's stage 1 (trained there if missing) reads the NLI table."""
+    return [(STS, "prepare")] + ([(NLI, "prepare")] if a.backbone or a.set else [("models/stage1", "stage1")])
+
+
+_TABLES = [(STS, "prepare"), (NLI, "prepare")]  # what the studies read: the prepared STS and NLI tables
+
 COMMANDS: dict[str, Command] = {
-    "fetch": Command(stages.fetch, stage=True),
-    "prepare": Command(stages.prepare, stage=True, needs=lambda a: [(a.raw, "fetch")]),
-    "train": Command(stages.train, stage=True, backbone=True, needs=lambda a: [(a.nli, "prepare")] if a.stage == "1" else
-                     [(a.sts, "prepare"), (a.stage1_dir, "stage1")]),
-    "evaluate": Command(stages.evaluate, stage=True, needs=lambda a: [(a.sts, "prepare")] + (
+    "fetch": Command(pipeline.fetch, stage=True),
+    "prepare": Command(pipeline.prepare, stage=True, needs=lambda a: [(a.raw, "fetch")]),
+    "train": Command(train.train, stage=True, backbone=True, needs=_stage_inputs),
+    "evaluate": Command(pipeline.evaluate, stage=True, needs=lambda a: [(a.sts, "prepare")] + (
         [(a.model, "stage2")] if _project_folder(a.model) else [])),
-    "register": Command(stages.register, stage=True, needs=lambda a: [(a.model, "stage2"),
-                                                                (str(Path(a.eval_dir) / "metrics.json"), "evaluate")]),
-    "promote": Command(stages.promote, stage=True, backbone=True, needs=lambda a: [(STS, "prepare")]),
-    "compare": Command(stages.compare, stage=True, backbone=True, needs=lambda a: [(STS, "prepare"), (NLI, "prepare")]),
-    "nli-table": Command(stages.nli_table, stage=True, backbone=True, needs=lambda a: [(STS, "prepare"), (NLI, "prepare")]),
-    "baselines": Command(stages.baselines, stage=True, backbone=True, needs=lambda a: [(STS, "prepare"), (NLI, "prepare")]),
-    # on another backbone, its comparison's stage 1 (trained there if missing) reads the NLI table
-    "search": Command(stages.search, stage=True, backbone=True, needs=lambda a: [(STS, "prepare")] + (
-        [(NLI, "prepare")] if a.backbone or a.set else [("models/stage1", "stage1")])),
-    "claims": Command(stages.claims, stage=True),
-    "preset": Command(tools.preset),
-    "profile": Command(stages.profile, stage=True, backbone=True),
-    "serve": Command(tools.serve),
-    "encode": Command(tools.encode),
-    "data": Command(tools.data),
-    "backbone": Command(tools.backbone),
-    "servers": Command(tools.servers),
-    "deploy": Command(tools.deploy),
-    "report": Command(tools.report),
+    "register": Command(pipeline.register, stage=True, needs=lambda a: [
+        (a.model, "stage2"), (str(Path(a.eval_dir) / "metrics.json"), "evaluate")]),
+    "promote": Command(pipeline.promote, stage=True, backbone=True, needs=lambda a: [(STS, "prepare")]),
+    "compare": Command(studies.compare, stage=True, backbone=True, needs=lambda a: _TABLES),
+    "nli-table": Command(studies.nli_table, stage=True, backbone=True, needs=lambda a: _TABLES),
+    "baselines": Command(studies.baselines, stage=True, backbone=True, needs=lambda a: _TABLES),
+    "search": Command(studies.search, stage=True, backbone=True, needs=_search_inputs),
+    "claims": Command(studies.claims, stage=True),
+    "preset": Command(studies.preset),
+    "profile": Command(studies.profile, stage=True, backbone=True),
+    "serve": Command(serving.serve),
+    "encode": Command(serving.encode),
+    "data": Command(data.data),
+    "backbone": Command(serving.backbone),
+    "servers": Command(operations.servers),
+    "deploy": Command(operations.deploy),
+    "report": Command(pipeline.report),
+    "champion": Command(pipeline.champion),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="stsreg", description="STS regression pipeline (Translated ReLU / Smooth K2).",
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="stsreg",
+        description="STS regression pipeline (Translated ReLU / Smooth K2).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--version", action="version", version=f"stsreg {__version__}")
     # every subcommand's help shows each flag's default
@@ -121,7 +135,8 @@ def configure_logging(verbose: bool = False) -> None:
     """The project's loggers at INFO (DEBUG with --verbose); every other library at WARNING: their INFO lines (ONNX
     Runtime's quantiser logs one per tensor through the root logger, MLflow its store migrations) are noise in a run a
     person reads, their warnings are not."""
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: "
+                                                                                    "%(message)s")
     for name in ("stsreg", "pipelines"):
         logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.INFO)
 
@@ -136,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "params", None):
             load_params(args.params)  # the whole file, before any output is touched
-        check_inputs(args, COMMANDS[args.command].needs(args))  # a stage run out of order stops here, before a flow starts
+        # a stage run out of order stops here, before a flow starts
+        check_inputs(args, COMMANDS[args.command].needs(args))
         check_backbone(args)
         if not COMMANDS[args.command].stage:
             return args.func(args)

@@ -1,6 +1,7 @@
 """"Any Hugging Face backbone", tested: tiny models of architectures other than BERT (MPNet, all-mpnet-base-v2's; and
-RoBERTa's byte-level BPE), neither of which makes ``token_type_ids``, go through stage 1 (the SimCSE encoder step and the
-head), stage 2, the 7-task evaluation and the ONNX export, and their trained folders load in sentence-transformers."""
+RoBERTa's byte-level BPE), neither of which makes ``token_type_ids``, go through stage 1 (the SimCSE encoder step and
+the head), stage 2, the 7-task evaluation and the ONNX export, and their trained folders load in
+sentence-transformers."""
 
 import json
 import math
@@ -52,7 +53,8 @@ def test_another_architecture_trains_evaluates_exports_and_loads(arch, harness, 
     # the encoder moved in both stages (the SimCSE step, then stage 2): not the backbone's weights
     base = SiameseRegressor.from_pretrained(backbone, max_length=16)
     trained = SiameseRegressor.load(m2)
-    assert not torch.equal(base.encoder.embeddings.word_embeddings.weight, trained.encoder.embeddings.word_embeddings.weight)
+    assert not torch.equal(base.encoder.embeddings.word_embeddings.weight,
+                           trained.encoder.embeddings.word_embeddings.weight)
 
     metrics = run_evaluate(load_params(tmp_path / "params.yaml"), m2, tmp_path / "sts.parquet", tmp_path / "eval")
     assert math.isfinite(metrics["avg7_spearman"]) and math.isfinite(metrics["avg7_unseen_spearman"])
@@ -74,7 +76,8 @@ def test_another_architecture_trains_evaluates_exports_and_loads(arch, harness, 
     files = export.export_all(folder)
     for backend, tol in (("onnx", 1e-4), ("onnx-int8", None)):
         assert files[backend].is_file()
-        run = export.use_backend(SiameseRegressor.load(folder).eval(), backend, folder).encode(sentences, show_progress=False)
+        run = export.use_backend(SiameseRegressor.load(folder).eval(), backend, folder).encode(sentences,
+                                                                                               show_progress=False)
         if tol:
             assert torch.allclose(run, ours, atol=tol)
         else:
@@ -97,11 +100,13 @@ def test_the_comparison_on_another_backbone_has_its_own_folder_params_and_resume
     raw["evaluate"].update(max_length=16, n_resamples=50)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     (tmp_path / "data/prepared").mkdir(parents=True)
-    train = tiny_sts(48, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(48), seen_in_train=False)
+    train = tiny_sts(48, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(48),
+                                        seen_in_train=False)
     pd.concat([tiny_eval_table(24), train], ignore_index=True).to_parquet(tmp_path / "data/prepared/sts.parquet")
     grouped_nli(14).to_parquet(tmp_path / "data/prepared/nli_train.parquet")
 
-    argv = ["compare", "--backbone", backbone, "--set", "compare.methods=[base, cosent, ours]", "--set", "compare.seeds=[7]"]
+    argv = ["compare", "--backbone", backbone, "--set", "compare.methods=[base, cosent, ours]", "--set",
+            "compare.seeds=[7]"]
     assert main(argv) == 0
     out = tmp_path / "reports/compare_backbones" / "tiny-mpnet"
     assert backbone_compare.folder(backbone) == out.relative_to(tmp_path)

@@ -1,5 +1,5 @@
-"""`stsreg search --backbone NAME` as the docs print it: the stage-2 search on another backbone, from the stage-1 model of
-that backbone's comparison (trained by the search when missing, then reused by the comparison), scored on dev only,
+"""`stsreg search --backbone NAME` as the docs print it: the stage-2 search on another backbone, from the stage-1 model
+of that backbone's comparison (trained by the search when missing, then reused by the comparison), scored on dev only,
 into its own folder; a rerun continues the study without new trials; the declared points are the comparison's row."""
 
 import dataclasses
@@ -71,7 +71,8 @@ def test_the_search_on_another_backbone_starts_from_its_comparisons_stage1(harne
     # the comparison on the same backbone takes that stage-1 model as its own (trains no second one)
     summary = models[0] / "training_summary.json"
     before = summary.stat().st_mtime_ns
-    assert main(["compare", "--backbone", backbone, "--set", "compare.methods=[ours]", "--set", "compare.seeds=[42]"]) == 0
+    assert main(["compare", "--backbone", backbone, "--set", "compare.methods=[ours]", "--set",
+                 "compare.seeds=[42]"]) == 0
     assert len(list((tmp_path / "reports/compare_backbones/tiny-mpnet/runs").glob("_stage1-*"))) == len(stage1)
     assert summary.stat().st_mtime_ns == before
 

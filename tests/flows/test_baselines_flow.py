@@ -43,7 +43,8 @@ def test_baselines_flow_writes_table_runs_and_resumes(harness, tiny_backbone, tm
         assert fit["steps"] == 6 and [h["step"] for h in fit["history"]] == [0, 2, 3, 4, 6]
         assert fit["kept_step"] > 0 and fit["kept_dev_spearman"] == max(h["dev_spearman"] for h in fit["history"][1:])
         assert not (tmp_path / f"runs/{s}/checkpoint.pt").exists()
-    assert pd.isna(results.loc["word2vec_cbow", "dev_kept"]) and results.loc["word2vec_cbow", "trainable_parameters"] == 0
+    assert pd.isna(results.loc["word2vec_cbow", "dev_kept"]) and results.loc["word2vec_cbow",
+                                                                             "trainable_parameters"] == 0
     assert results.loc["cross_mlp", "family"] == "cross-encoder"
     for s in ran:
         r = results.loc[s]
@@ -70,7 +71,8 @@ def test_baselines_flow_writes_table_runs_and_resumes(harness, tiny_backbone, tm
     # rerun: nothing is trained or measured again
     run_system = experiment.run_system
     monkeypatch.setattr(experiment, "run_system", lambda *a, **k: (_ for _ in ()).throw(AssertionError("retrained")))
-    monkeypatch.setattr(retrieval, "retrieval_cost", lambda *a, **k: (_ for _ in ()).throw(AssertionError("remeasured")))
+    monkeypatch.setattr(retrieval, "retrieval_cost", lambda *a,
+                        **k: (_ for _ in ()).throw(AssertionError("remeasured")))
     assert flow.baselines_flow(**kw) == summary
 
     # a setting only the recurrent systems read reruns those alone (here: gru)

@@ -43,10 +43,12 @@ def test_rows_are_timed_reported_and_the_deadline_holds(harness, tmp_path, monke
     raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every=100)
     raw["evaluate"].update(max_length=16, n_resamples=50)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    train = tiny_sts(48, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(48), seen_in_train=False)
+    train = tiny_sts(48, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(48),
+                                        seen_in_train=False)
     pd.concat([tiny_eval_table(24), train], ignore_index=True).to_parquet(tmp_path / "sts.parquet")
     grouped_nli(14).to_parquet(tmp_path / "nli.parquet")
-    common = ["--random-weights-from", str(folder), "--sts", "sts.parquet", "--nli", "nli.parquet", "--precision", "fp32"]
+    common = ["--random-weights-from", str(folder), "--sts", "sts.parquet", "--nli", "nli.parquet", "--precision",
+              "fp32"]
 
     assert main(["--rows", "base,cosent,ours", *common, "--out", "cost"]) == 0
     report = json.loads((tmp_path / "cost.json").read_text())

@@ -20,12 +20,14 @@ def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone
     raw["model"].update(backbone=tiny_backbone, max_length=16)
     raw["stage1"].update(epochs=1)
     # production trains 3 epochs; the comparison's budget (compare.epochs) is 1 for every row
-    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every=100, lr=1e-3, contrastive_min_label=4.0, epochs=3)
+    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every=100, lr=1e-3, contrastive_min_label=4.0,
+                         epochs=3)
     raw["evaluate"].update(max_length=16, n_resamples=100)
     raw["compare"].update(methods=["base", "contrast", "cosent", "cosine_mse", "ours"], seeds=[1], epochs=1)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     sts = tiny_eval_table(40)
-    train = tiny_sts(64, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(64), seen_in_train=False)
+    train = tiny_sts(64, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(64),
+                                        seen_in_train=False)
     pd.concat([sts, train], ignore_index=True).to_parquet(tmp_path / "sts.parquet")
     grouped_nli(14).to_parquet(tmp_path / "nli.parquet")  # triples for the default encoder step
     kw = dict(params_path=str(tmp_path / "params.yaml"), sts_path=str(tmp_path / "sts.parquet"),
@@ -47,7 +49,8 @@ def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone
         assert s["kept"] == "trained" and s["trained_best_dev_spearman"] == trained.loc[m, "dev_kept"]
     assert (results.avg7_low <= results.avg7_mean).all() and (results.avg7_mean <= results.avg7_high).all()
     paired = pd.read_csv(tmp_path / "out/paired.csv")
-    assert set(paired.other) == {"base", "contrast", "cosent", "cosine_mse"} and set(paired.view) == {"avg7", "avg7_unseen"}
+    assert set(paired.other) == {"base", "contrast", "cosent", "cosine_mse"} and set(paired.view) == {"avg7",
+                                                                                                      "avg7_unseen"}
     md = (tmp_path / "out/results.md").read_text()
     assert "| ours |" in md and "Paired bootstrap" in md and "| untrained |" in md and " -> " in md
     assert "Every trained row: 1 epoch(s) of stage 2, batch 8" in md
@@ -56,7 +59,8 @@ def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone
     c = tracking.client()
     exp = c.get_experiment_by_name("stsreg-compare")
     runs = c.search_runs([exp.experiment_id])
-    assert sorted(r.info.run_name for r in runs) == ["base-1", "compare", "contrast-1", "cosent-1", "cosine_mse-1", "ours-1"]
+    assert sorted(r.info.run_name for r in runs) == ["base-1", "compare", "contrast-1", "cosent-1", "cosine_mse-1",
+                                                     "ours-1"]
     # trained rows are trained models, not the untouched one (the old selection could hand back step 0 = base)
     by = results.set_index("method")
     for m in methods[1:]:
@@ -65,7 +69,8 @@ def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone
     # rerun: every (method, seed) is skipped (no new per-method MLflow runs), the report is rebuilt
     ids = {json.loads((tmp_path / f"out/rows/{m}-1/run.json").read_text())["mlflow_run_id"] for m in ("base", "ours")}
     compare_flow(**kw)
-    assert {json.loads((tmp_path / f"out/rows/{m}-1/run.json").read_text())["mlflow_run_id"] for m in ("base", "ours")} == ids
+    assert {json.loads((tmp_path / f"out/rows/{m}-1/run.json").read_text())["mlflow_run_id"]
+            for m in ("base", "ours")} == ids
     assert len(c.search_runs([exp.experiment_id])) == 7
     assert pd.read_csv(tmp_path / "out/paired.csv").equals(paired)  # the same tests, from the rows' files alone
 
@@ -91,7 +96,8 @@ def test_a_fresh_clone_trains_only_the_row_it_adds(harness, tiny_backbone, tmp_p
     raw["evaluate"].update(max_length=16, n_resamples=50)
     raw["compare"].update(methods=["base", "ours"], seeds=[1], epochs=1)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    train = tiny_sts(48, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(48), seen_in_train=False)
+    train = tiny_sts(48, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(48),
+                                        seen_in_train=False)
     pd.concat([tiny_eval_table(40), train], ignore_index=True).to_parquet(tmp_path / "sts.parquet")
     grouped_nli(10).to_parquet(tmp_path / "nli.parquet")
     kw = dict(params_path=str(tmp_path / "params.yaml"), sts_path=str(tmp_path / "sts.parquet"),

@@ -27,6 +27,7 @@ def test_flow_runs_fetch_then_prepare(harness, tmp_path, own_project):
 def test_task_callable_bare(tmp_path, own_project):
     """Tasks stay plain functions: `.fn` runs without any Prefect server."""
     (tmp_path / "params.yaml").write_text("prepare:\n  max_rejected_fraction: 1.0\n  nli_train: []\n")
-    path = prepare_task.fn(str(tmp_path / "params.yaml"), str(fixture_registry(tmp_path / "sources.json")), str(FIXTURE_RAW), str(tmp_path / "p"), str(tmp_path / "r"),
+    path = prepare_task.fn(str(tmp_path / "params.yaml"), str(fixture_registry(tmp_path / "sources.json")),
+                           str(FIXTURE_RAW), str(tmp_path / "p"), str(tmp_path / "r"),
                            str(tmp_path / "m.json"))
     assert json.loads(open(path).read())["nli_train_rows"] == 0

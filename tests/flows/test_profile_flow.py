@@ -38,10 +38,12 @@ def test_profile_flow_measures_predicts_writes_and_resumes(harness, tiny_backbon
     c = tracking.client()
     runs = c.search_runs([c.get_experiment_by_name("stsreg-profile").experiment_id])
     assert len(runs) == 1 and runs[0].data.metrics["memory_ratio"] == summary["memory_ratio"]
-    assert {a.path for a in c.list_artifacts(runs[0].info.run_id, "profile")} >= {"profile/table.md", "profile/memory_vs_length.png"}
+    assert {a.path for a in c.list_artifacts(runs[0].info.run_id, "profile")} >= {"profile/table.md",
+                                                                                  "profile/memory_vs_length.png"}
 
     # rerun: every measured configuration comes from reports/profile/points, no subprocess is started
-    monkeypatch.setattr(pf, "measure_in_subprocess", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-measured")))
+    monkeypatch.setattr(pf, "measure_in_subprocess", lambda *a,
+                        **k: (_ for _ in ()).throw(AssertionError("re-measured")))
     assert pf.profile_flow(**kw)["memory_ratio"] == summary["memory_ratio"]
 
 

@@ -56,12 +56,16 @@ def registry(harness, tiny_backbone, tmp_path_factory):
         ev = evaluate_flow(params_path=str(work / "params.yaml"), model_dir=str(work / model),
                            sts_path=str(work / "sts.parquet"), out_dir=str(work / f"eval{i}"),
                            headline_path=str(work / f"eval{i}.json"))
-        reg = register_flow(params_path=str(work / "params.yaml"), model_dir=str(work / model), eval_dir=str(work / f"eval{i}"),
-                            data_paths=(str(work / "sts.parquet"), str(work / "nli.parquet")), out_path=str(work / f"reg{i}.json"),
+        reg = register_flow(params_path=str(work / "params.yaml"), model_dir=str(work / model),
+                            eval_dir=str(work / f"eval{i}"),
+                            data_paths=(str(work / "sts.parquet"), str(work / "nli.parquet")),
+                            out_path=str(work / f"reg{i}.json"),
                             sts_path=str(work / "sts.parquet"))
         decisions[i] = {"eval": ev, "register": reg,
-                        "promote": promote_flow(params_path=str(work / "params.yaml"), out_path=str(work / f"prom{i}.json"),
-                                                sts_path=str(work / "sts.parquet"), headline_path=str(work / f"prom{i}.head.json"))}
+                        "promote": promote_flow(params_path=str(work / "params.yaml"),
+                                                out_path=str(work / f"prom{i}.json"),
+                                                sts_path=str(work / "sts.parquet"),
+                                                headline_path=str(work / f"prom{i}.head.json"))}
     yield work, uri, decisions, tracking.client()
     if old is None:
         os.environ.pop("MLFLOW_TRACKING_URI", None)
@@ -90,7 +94,8 @@ def test_evaluation_run_holds_metrics_and_predictions(registry):
     assert all(headline[k] == ev[k] for k in headline)
     promotion = json.loads((work / "prom1.head.json").read_text())
     decision = decisions[1]["promote"]
-    assert promotion == {"promoted": decision["promoted"], "challenger": decision["challenger"], "champion": decision["champion"],
+    assert promotion == {"promoted": decision["promoted"], "challenger": decision["challenger"],
+                         "champion": decision["champion"],
                          **{k: decision["test"][k] for k in ("diff", "low", "high", "p_value")}}
     # the fine-tuned model really is better than the untrained one on the synthetic tasks
     assert decisions[1]["eval"]["avg7_spearman"] > decisions[0]["eval"]["avg7_spearman"] + 10
@@ -111,7 +116,8 @@ def test_versions_aliases_tags_and_gate_decisions(registry):
     assert int(c.get_model_version_by_alias(NAME, "challenger").version) == 3
     v3 = c.get_model_version(NAME, "3")
     assert v3.tags["promotion.decision"] == "kept champion" and "below margin" in v3.tags["promotion.reason"]
-    assert {"params_hash", "git_commit", "avg7_spearman", "data_sha256.sts.parquet", "data_sha256.nli.parquet"} <= set(v3.tags)
+    assert {"params_hash", "git_commit", "avg7_spearman", "data_sha256.sts.parquet",
+            "data_sha256.nli.parquet"} <= set(v3.tags)
     assert json.loads((work / "prom2.json").read_text())["promoted"] is False
 
 
@@ -122,16 +128,21 @@ def test_champion_eval_flow_evaluates_the_champion_and_tags_its_version(registry
 
     work, _, decisions, c = registry
     with caplog.at_level(logging.INFO):
-        out = champion_eval_flow(project_dir=str(work), params_path="params.yaml", sts_path="sts.parquet", heartbeat_s=0.05)
+        out = champion_eval_flow(project_dir=str(work), params_path="params.yaml", sts_path="sts.parquet",
+                                 heartbeat_s=0.05)
     assert out["version"] == 2  # the fine-tuned model promoted in the fixture
     # the flow-run log says the evaluation still runs while it is silent (every 30 s in a deployment)
     assert any(r.getMessage().startswith("still evaluating champion v2") for r in caplog.records)
     assert out["avg7_spearman"] == pytest.approx(decisions[1]["eval"]["avg7_spearman"], abs=1e-6)
     run = c.get_run(out["run_id"])
-    assert run.info.status == "FINISHED" and run.info.run_name == "champion-v2" and run.data.tags["model_version"] == "2"
+    assert (
+        run.info.status == "FINISHED" and run.info.run_name == "champion-v2" and run.data.tags["model_version"] == "2"
+    )
     assert c.get_experiment(run.info.experiment_id).name == "stsreg-champion"
     tags = c.get_model_version(NAME, "2").tags
-    assert tags["last_eval.avg7_spearman"] == f"{out['avg7_spearman']:.2f}" and tags["last_eval.run_id"] == out["run_id"]
+    assert (
+        tags["last_eval.avg7_spearman"] == f"{out['avg7_spearman']:.2f}" and tags["last_eval.run_id"] == out["run_id"]
+    )
 
 
 def test_pyfunc_loads_offline_and_scores(registry):
@@ -169,7 +180,8 @@ def server(registry):
     # the README's `make serve`, run the way a user runs it: from the project folder, no MLFLOW_TRACKING_URI set
     # (the champion is found in the project's own store); 4 MB bodies for these tests
     proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "stsreg"), "serve", "--model-uri",
-                             f"models:/{NAME}@champion", "--host", "127.0.0.1", "--port", str(port), "--max-body-mb", "4"],
+                             f"models:/{NAME}@champion", "--host", "127.0.0.1", "--port", str(port), "--max-body-mb",
+                             "4"],
                             cwd=work, env=clean_env(), stdout=open(work / "serve.log", "w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 180
@@ -257,7 +269,10 @@ def test_versions_carry_onnx_exports_with_their_measured_quality(registry):
     for backend in ("onnx", "onnx-int8"):
         v = quality[backend]
         assert v["drop"] == pytest.approx(torch_avg7 - v["avg7"]) and v["serving"] == (v["drop"] <= 0.3)
-        assert tags[f"backend.{backend}.avg7"] == f"{v['avg7']:.2f}" and tags[f"backend.{backend}.serving"] == str(v["serving"]).lower()
+        assert (
+            tags[f"backend.{backend}.avg7"] == f"{v['avg7']:.2f}"
+            and tags[f"backend.{backend}.serving"] == str(v["serving"]).lower()
+        )
     assert abs(quality["onnx"]["drop"]) < 0.05  # fp32: the same function up to float rounding
     card = (work / "reg1.json").with_name("model_card.md").read_text()  # the last registration's card (v3)
     assert "## Serving backends" in card and "| onnx-int8 | `onnx/model_qint8.onnx`" in card
@@ -305,7 +320,8 @@ def test_each_backend_serves_the_readme_requests(registry):
 
     work, uri, _, c = registry
     source = resolve(f"models:/{NAME}@champion", uri)
-    pair = {"dataframe_records": [{"sentence1": "A man is playing a guitar.", "sentence2": "Someone plays an instrument."}]}
+    pair = {"dataframe_records": [{"sentence1": "A man is playing a guitar.", "sentence2": "Someone plays an "
+                                                                                           "instrument."}]}
     sentence = {"dataframe_records": [{"sentence": "A man is playing a guitar."}]}
     answers = {}
     for backend in ("torch", "onnx", "onnx-int8"):
@@ -319,7 +335,8 @@ def test_each_backend_serves_the_readme_requests(registry):
     assert answers["onnx"]["cosine"] == pytest.approx(answers["torch"]["cosine"], abs=1e-4)
     assert answers["onnx-int8"]["cosine"] == pytest.approx(answers["torch"]["cosine"], abs=0.05)
     auto = json.loads(build_app(source, uri, backend="auto").metadata)
-    assert auto["backend"] in auto["backends_measured"] and set(auto["backends_measured"]) == {"torch", "onnx", "onnx-int8"}
+    assert auto["backend"] in auto["backends_measured"] and set(auto["backends_measured"]) == {"torch", "onnx",
+                                                                                               "onnx-int8"}
 
     import mlflow.pyfunc
 
@@ -332,7 +349,8 @@ def test_each_backend_serves_the_readme_requests(registry):
     quality.write_text(json.dumps(verdicts))
     model = mlflow.pyfunc.load_model(str(kept_out), model_config={"backend": "auto"}).unwrap_python_model()
     assert model.backend in ("torch", "onnx") and "onnx-int8" not in model.rates
-    with pytest.raises(InputError, match=r"may not serve backend 'onnx-int8': kept out of serving: avg7 drop 0.50 > bound 0.3"):
+    with pytest.raises(InputError, match=r"may not serve backend 'onnx-int8': kept out of serving: avg7 drop 0.50 > "
+                                         r"bound 0.3"):
         model.set_backend("onnx-int8")
 
 
@@ -384,7 +402,8 @@ def test_served_model_answers_embedding_requests(server, registry):
     vectors = [row["embedding"] for row in answer.json()["predictions"]]
     # v2, the champion the fixture promoted, on the backend the server runs (auto: the fastest measured at start)
     backend = requests.get(server + "/metadata", timeout=30).json()["backend"]
-    champion = export.use_backend(SiameseRegressor.load(_folder(c, "champion", work)), backend, _folder(c, "champion", work))
+    champion = export.use_backend(SiameseRegressor.load(_folder(c, "champion", work)), backend,
+                                  _folder(c, "champion", work))
     expected = champion.encode(sentences, show_progress=False)
     assert torch.allclose(torch.tensor(vectors), expected.float(), atol=1e-4)
     both = _post(server, {"dataframe_records": [{"sentence": "a", "sentence1": "b", "sentence2": "c"}]})
@@ -405,7 +424,8 @@ def test_served_model_answers_and_rejects_bad_payloads(server):
     assert empty_text.status_code == 400 and "non-empty strings" in empty_text.text
     empty = _post(server, {"dataframe_records": []})
     assert empty.status_code == 400 and empty.json()["message"]  # MLflow's schema check: an empty table is not scored
-    not_json = requests.post(server + "/invocations", data="{", headers={"Content-Type": "application/json"}, timeout=30)
+    not_json = requests.post(server + "/invocations", data="{", headers={"Content-Type": "application/json"},
+                             timeout=30)
     assert not_json.status_code == 400
 
     big = [{"sentence1": f"a man plays guitar {i % 7}", "sentence2": "the dog runs in the park"} for i in range(10_000)]
@@ -424,7 +444,9 @@ def _payloads() -> dict[str, tuple[bytes, str, str | int]]:
         "good1": (good([{"sentence1": "a man plays guitar", "sentence2": "a woman plays music"}]), js, "ok"),
         "good3": (good([{"sentence1": f"the dog runs in the park {i}", "sentence2": "a cat sleeps on the sofa"}
                         for i in range(3)]), js, "ok"),
-        "unicode": (good([{"sentence1": "caf\u00e9 \u202eevil\u202c \U0001F600 e\u0301", "sentence2": "\u4e00\u4e8c \u0000 x"}]), js, "ok"),
+        "unicode": (good([{"sentence1": "caf\u00e9 \u202eevil\u202c \U0001F600 e\u0301", "sentence2": "\u4e00\u4e8c "
+                                                                                                      "\u0000 x"}]), js,
+                                                                                                      "ok"),
         "split": (json.dumps({"dataframe_split": {"columns": ["sentence1", "sentence2"],
                                                   "data": [["a red car", "a blue car"]]}}).encode(), js, "ok"),
         "not_json": (b"{", js, 400),
@@ -484,7 +506,8 @@ def test_abuse_mixed_requests_from_threads_get_no_5xx_and_correct_answers(server
             got = json.loads(text)["predictions"]
             assert status == 200 and len(got) == len(reference[name])
             for a, b in zip(got, reference[name]):
-                assert a["cosine"] == pytest.approx(b["cosine"], abs=tol[0]) and a["score"] == pytest.approx(b["score"], abs=tol[1])
+                assert a["cosine"] == pytest.approx(b["cosine"], abs=tol[0]) and a["score"] == pytest.approx(b["score"],
+                                                                                                             abs=tol[1])
         else:
             assert status == payloads[name][2], (name, status)
     assert requests.get(server + "/ping", timeout=10).status_code == 200  # still up
@@ -499,12 +522,17 @@ def test_the_registered_model_carries_its_model_card(registry):
     ev, reg = decisions[2]["eval"], decisions[2]["register"]
     card = (work / "model_card.md").read_text()
     assert card.startswith("---\nbase_model: ") and "library_name: sentence-transformers" in card
-    assert f"avg7 {ev['avg7_spearman']:.2f} Spearman [{ev['avg7_spearman_low']:.2f}, {ev['avg7_spearman_high']:.2f}]" in card
+    assert (
+        f"avg7 {ev['avg7_spearman']:.2f} Spearman [{ev['avg7_spearman_low']:.2f}, {ev['avg7_spearman_high']:.2f}]"
+        in card
+    )
     assert (work / "eval2/table.md").read_text().strip() in card
     assert "## Usage" in card and "## Training" in card and "## Intended use and limitations" in card
-    assert "| Serving precision (`serve.precision`) | `auto`: bf16 autocast where" in card  # what `stsreg serve` runs in
+    # what `stsreg serve` runs in
+    assert "| Serving precision (`serve.precision`) | `auto`: bf16 autocast where" in card
     assert "(STS-B train + SICK-R train, labels" in card  # the training tables, from stage2.train_tables
-    local = mlflow.artifacts.download_artifacts(f"runs:/{reg['run_id']}/model", tracking_uri=uri, dst_path=str(work / "dl"))
+    local = mlflow.artifacts.download_artifacts(f"runs:/{reg['run_id']}/model", tracking_uri=uri,
+                                                dst_path=str(work / "dl"))
     weights = [p.parent for p in (work / "dl/model/artifacts").glob("*/modules.json")]
     assert len(weights) == 1 and (weights[0] / "README.md").read_text() == card
     assert (work / "dl/model/README.md").read_text() == card and local.endswith("model")
@@ -516,7 +544,8 @@ def test_register_and_promote_each_leave_a_timed_run(registry):
     wall_seconds and precision; promote records the gate (and the backbone's evaluation precision when it ran one)."""
     _, _, decisions, c = registry
     exp = c.get_experiment_by_name("stsreg")
-    runs = {name: c.search_runs([exp.experiment_id], f"attributes.run_name = '{name}'", order_by=["attributes.start_time ASC"])
+    runs = {name: c.search_runs([exp.experiment_id], f"attributes.run_name = '{name}'",
+                                order_by=["attributes.start_time ASC"])
             for name in ("register", "promote")}
     assert len(runs["register"]) == len(runs["promote"]) == 3
     for run in runs["register"] + runs["promote"]:
@@ -548,8 +577,10 @@ def test_promote_by_hand_in_a_clean_shell_rescores_the_champion_from_the_project
 
     evaluate_flow(params_path=str(work / "params.yaml"), model_dir=str(work / "untrained"), sts_path=str(today),
                   out_dir=str(work / "eval_today"), headline_path=str(work / "eval_today.json"))
-    register_flow(params_path=str(work / "params.yaml"), model_dir=str(work / "untrained"), eval_dir=str(work / "eval_today"),
-                  data_paths=(str(today), str(work / "nli.parquet")), out_path=str(work / "reg_today.json"), sts_path=str(today))
+    register_flow(params_path=str(work / "params.yaml"), model_dir=str(work / "untrained"),
+                  eval_dir=str(work / "eval_today"),
+                  data_paths=(str(today), str(work / "nli.parquet")), out_path=str(work / "reg_today.json"),
+                  sts_path=str(today))
     raw = yaml.safe_load((work / "params.yaml").read_text())
     raw["promote"]["metrics"] = ["avg7", "sts12"]
     (work / "params_gate.yaml").write_text(yaml.safe_dump(raw))
@@ -601,7 +632,8 @@ def test_the_openai_client_gets_the_served_embeddings(server, registry):
         np.testing.assert_allclose(a, b, atol=1e-5)
     else:
         assert a @ b / np.linalg.norm(a) / np.linalg.norm(b) > 0.999
-    raw = requests.post(server + "/v1/embeddings", json={"input": sentences, "encoding_format": "base64"}, timeout=60).json()
+    raw = requests.post(server + "/v1/embeddings", json={"input": sentences, "encoding_format": "base64"},
+                        timeout=60).json()
     decoded = [np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4") for d in raw["data"]]
     np.testing.assert_allclose(decoded, [d.embedding for d in got.data], atol=1e-6)
     with pytest.raises(openai.BadRequestError, match="does not shorten them"):
@@ -613,9 +645,11 @@ def test_the_openai_client_gets_the_served_embeddings(server, registry):
 def test_similarity_ready_and_prometheus_metrics(server):
     pairs = {"sentence1": ["a man plays guitar", "the dog runs"], "sentence2": ["a woman plays music", "a cat sleeps"]}
     sim = requests.post(server + "/similarity", json=pairs, timeout=60).json()
-    rows = _post(server, {"dataframe_records": [{"sentence1": a, "sentence2": b} for a, b in zip(*pairs.values())]}).json()
+    rows = _post(server, {"dataframe_records": [{"sentence1": a, "sentence2": b}
+                                                for a, b in zip(*pairs.values())]}).json()
     assert sim["cosine"] == pytest.approx([r["cosine"] for r in rows["predictions"]], abs=1e-6)
-    assert sim["score"] == pytest.approx([r["score"] for r in rows["predictions"]], abs=1e-6) and sim["scale"] == [0.0, 5.0]
+    assert sim["score"] == pytest.approx([r["score"] for r in rows["predictions"]], abs=1e-6) and sim["scale"] == [0.0,
+                                                                                                                   5.0]
     ready = requests.get(server + "/ready", timeout=10)
     assert ready.status_code == 200 and ready.json()["ready"] is True and ready.json()["version"] == "2"
     assert requests.get(server + "/health", timeout=10).status_code == 200
@@ -624,7 +658,8 @@ def test_similarity_ready_and_prometheus_metrics(server):
     nowhere = requests.post(server + "/nowhere", json={}, timeout=10)
     assert nowhere.status_code == 404 and nowhere.json()["error_code"] == "NOT_FOUND"
     text = requests.get(server + "/metrics", timeout=10).text
-    for name in ('stsreg_requests_total{endpoint="/similarity",status="200"}', 'stsreg_requests_total{endpoint="/similarity",status="400"}',
+    for name in ('stsreg_requests_total{endpoint="/similarity",status="200"}',
+                 'stsreg_requests_total{endpoint="/similarity",status="400"}',
                  "stsreg_request_seconds_bucket", "stsreg_batch_sentences_count", "stsreg_queue_wait_seconds_count",
                  'stsreg_served_info{backend=', 'version="2"', "stsreg_ready 1.0", 'endpoint="other",status="404"'):
         assert name in text, name
@@ -643,7 +678,8 @@ def test_the_served_model_follows_its_alias_under_load_and_a_pinned_version_neve
     log = work / "serve-follow.log"
     proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "stsreg"), "serve", "--model-uri",
                              f"models:/{NAME}@live", "--port", str(port), "--follow-s", "1", "--backend", "torch",
-                             "--precision", "fp32"], cwd=work, env=clean_env(), stdout=open(log, "w"), stderr=subprocess.STDOUT)
+                             "--precision", "fp32"], cwd=work, env=clean_env(), stdout=open(log, "w"),
+                             stderr=subprocess.STDOUT)
     url, statuses, stop = f"http://127.0.0.1:{port}", [], threading.Event()
     pair = {"dataframe_records": [{"sentence1": "a man plays guitar", "sentence2": "a woman plays music"}]}
     try:
@@ -726,15 +762,20 @@ def test_replicas_behind_a_load_balancer_as_the_recipe_says(registry, tmp_path):
     try:
         for port in ports:
             log = work / f"replica-{port}.log"
-            procs.append(subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "stsreg"), "serve", "--model-uri",
-                                           f"models:/{NAME}/2", "--port", str(port), "--backend", "torch", "--precision",
-                                           "fp32"], cwd=work, env=clean_env(), stdout=open(log, "w"), stderr=subprocess.STDOUT))
+            procs.append(subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "stsreg"), "serve",
+                                           "--model-uri",
+                                           f"models:/{NAME}/2", "--port", str(port), "--backend", "torch",
+                                           "--precision",
+                                           "fp32"], cwd=work, env=clean_env(), stdout=open(log, "w"),
+                                           stderr=subprocess.STDOUT))
         for port, proc in zip(ports, procs):
             _wait_answering(f"http://127.0.0.1:{port}/ready", proc, work / f"replica-{port}.log")
-        env = {**clean_env(), "STSREG_REPLICAS": " ".join(f"127.0.0.1:{p}" for p in ports), "STSREG_LB_PORT": str(lb_port),
+        env = {**clean_env(), "STSREG_REPLICAS": " ".join(f"127.0.0.1:{p}" for p in ports),
+               "STSREG_LB_PORT": str(lb_port),
                "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
         lb_log = tmp_path / "caddy.log"
-        procs.append(subprocess.Popen([caddy, "run", "--config", str(REPO / "deploy/Caddyfile"), "--adapter", "caddyfile"],
+        procs.append(subprocess.Popen([caddy, "run", "--config", str(REPO / "deploy/Caddyfile"), "--adapter",
+                                       "caddyfile"],
                                       env=env, stdout=open(lb_log, "w"), stderr=subprocess.STDOUT))
         lb = f"http://127.0.0.1:{lb_port}"
         _wait_answering(lb + "/ready", procs[-1], lb_log, timeout=60)
@@ -747,7 +788,8 @@ def test_replicas_behind_a_load_balancer_as_the_recipe_says(registry, tmp_path):
         procs[0].wait(timeout=30)
         after = [_post(lb, pair) for _ in range(20)]
         assert {r.status_code for r in after} == {200}, [r.text[:200] for r in after if r.status_code != 200][:3]
-        assert not (work / "mlflow.db").exists()  # a pinned version is looked up in the project's store, not MLflow's default
+        # a pinned version is looked up in the project's store, not MLflow's default
+        assert not (work / "mlflow.db").exists()
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -780,8 +822,42 @@ def test_register_typed_again_on_the_same_evaluation_returns_its_version(registr
     work, _, decisions, c = registry
     before = len(c.search_model_versions(f"name = '{NAME}'"))
     again = register_flow(params_path=str(work / "params.yaml"), model_dir=str(work / "untrained"),
-                          eval_dir=str(work / "eval2"), data_paths=(str(work / "sts.parquet"), str(work / "nli.parquet")),
+                          eval_dir=str(work / "eval2"), data_paths=(str(work / "sts.parquet"),
+                                                                    str(work / "nli.parquet")),
                           out_path=str(work / "reg2-again.json"), sts_path=str(work / "sts.parquet"))
     assert again["version"] == decisions[2]["register"]["version"] == 3
     assert len(c.search_model_versions(f"name = '{NAME}'")) == before
     assert int(c.get_model_version_by_alias(NAME, "challenger").version) == 3
+
+
+def test_the_champion_is_set_back_by_hand_in_a_clean_shell(registry):
+    """A rollback after a bad promotion: `stsreg champion set VERSION --reason ...` typed in a shell with no MLFLOW_*
+    variable moves the alias in the project's own store without the gate, and the move is on the version's tags; a
+    missing reason or a version the store lacks is refused (exit 2) and moves nothing."""
+    work, _, _, c = registry
+    stsreg = os.path.join(os.path.dirname(sys.executable), "stsreg")
+
+    def run(*argv):
+        return subprocess.run([stsreg, "champion", *argv], cwd=work, env=clean_env(), capture_output=True, text=True,
+                              timeout=300)
+
+    def champion() -> str:
+        return str(c.get_model_version_by_alias(NAME, "champion").version)
+
+    before = champion()
+    target = "1" if before != "1" else "2"
+    for refused in (run("set", target), run("set", "99", "--reason", "no such version")):
+        assert refused.returncode == 2 and champion() == before
+    assert "needs the VERSION and a --reason" in run("set", target).stderr
+    assert "has no version 99" in run("set", "99", "--reason", "x").stderr
+    done = run("set", target, "--reason", "v2 regressed on our support tickets")
+    assert done.returncode == 0, done.stderr[-2000:]
+    try:
+        assert champion() == target
+        tag = c.get_model_version(NAME, target).tags["champion.set_by_hand"]
+        assert f"from v{before}; v2 regressed on our support tickets" in tag
+        shown = run("show")
+        assert shown.returncode == 0 and f"champion: v{target}" in shown.stdout
+        assert f"  v{target}: avg7 " in shown.stdout and "set by hand" in shown.stdout
+    finally:
+        c.set_registered_model_alias(NAME, "champion", before)  # the module's other tests serve the gate's champion

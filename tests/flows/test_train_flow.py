@@ -44,11 +44,14 @@ def test_stage1_then_stage2_tracked_in_mlflow(harness, tiny_backbone, tmp_path, 
     assert r2.data.metrics["best_dev_spearman"] == max(m.value for m in curve)
     # the headline file (dvc metrics) and the dev curve (dvc plots) agree with the run
     headline = json.loads((tmp_path / "stage2.json").read_text())
-    assert set(headline) == {"steps", "start_dev_spearman", "best_dev_spearman", "best_step", "trained_best_dev_spearman",
+    assert set(headline) == {"steps", "start_dev_spearman", "best_dev_spearman", "best_step",
+                             "trained_best_dev_spearman",
                              "trained_best_step"} and headline["steps"] == 6
     assert headline["best_dev_spearman"] == r2.data.metrics["best_dev_spearman"]
     plotted = pd.read_csv(tmp_path / "curves" / "dev_curve.csv")
-    assert plotted.step.tolist() == [0, 5, 6] and plotted.dev_spearman.tolist() == pytest.approx([m.value for m in curve])
+    assert plotted.step.tolist() == [0, 5, 6] and plotted.dev_spearman.tolist() == pytest.approx(
+        [m.value for m in curve]
+    )
     # the loss curve: one point per 25-step window; a run of 6 steps has one, the mean of the 6 logged losses
     loss_curve = pd.read_csv(tmp_path / "curves" / "loss_curve.csv")
     assert loss_curve.step.tolist() == [6]

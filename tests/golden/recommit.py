@@ -14,8 +14,8 @@ MD5 checked against the lock); both versions are parsed, and a function (by its 
 objects name it) changed when its syntax tree did; the module's own statements (imports, constants, class bodies,
 signatures) changed when the module's tree without function bodies did. Comments and formatting change no tree, so
 they need no proof. An output or data file absent from this checkout (a clone without the DVC cache) is neither
-changed nor recorded anew: its recorded hash stays, and only the code's hashes move. Refusing writes nothing: no ``dvc.lock``, no row re-keyed. Exit 0 recorded (or nothing to
-record), 1 refused."""
+changed nor recorded anew: its recorded hash stays, and only the code's hashes move. Refusing writes nothing: no
+``dvc.lock``, no row re-keyed. Exit 0 recorded (or nothing to record), 1 refused."""
 
 from __future__ import annotations
 
@@ -134,13 +134,13 @@ def judge(project: Path) -> list[Verdict]:
                 else:
                     old = "" if state == "new" else recorded_source(project, rev, path, recorded.get(path))
                     if old is None:
-                        v.refusals.append(f"code {path}: its recorded version is not in git at dvc.lock's last "
-                                          f"commit -> {repro}")
+                        v.refusals.append(f"code {path}: its recorded version is not in git at dvc.lock's last commit "
+                                          f"-> {repro}")
                         continue
                     v.units |= {(path, unit) for unit in changed_units(old, (project / path).read_text())}
         if v.units and not cases_of(stage):
-            v.refusals.append(f"code {sorted({p for p, _ in v.units})} changed and no golden case runs this "
-                              f"stage -> {repro}")
+            v.refusals.append(f"code {sorted({p for p, _ in v.units})} changed and no golden case runs this stage -> "
+                              f"{repro}")
         verdicts.append(v)
     return verdicts
 

@@ -30,7 +30,8 @@ def tiny_backbone_of(arch: str, path: Path, words: list[str]) -> str:
     import torch
     import transformers as tf
 
-    special = {"bert": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], "mpnet": ["<s>", "<pad>", "</s>", "[UNK]", "<mask>"]}
+    special = {"bert": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+               "mpnet": ["<s>", "<pad>", "</s>", "[UNK]", "<mask>"]}
     sizes = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                  max_position_embeddings=64)
     if arch in special:

@@ -75,15 +75,18 @@ def page_commands(repo: Path) -> dict[str, list[str]]:
 
 #: docs/own_data.md's worked example: a full-size run (its numbers are on the page); built and checked on the mirror.
 EXAMPLE_BUILD = "python scripts/own_data_example.py"
-EXAMPLE_CHECK = ("stsreg data check data/tables/qa_pairs.jsonl --sentence1 text_a --sentence2 text_b --score similarity "
-                 "--scale 0 1 --d 0.2 --dev-fraction 0.15 --test-fraction 0.25")
+EXAMPLE_CHECK = ("stsreg data check data/tables/qa_pairs.jsonl --sentence1 text_a --sentence2 text_b --score "
+                 "similarity --scale 0 1 --d 0.2 --dev-fraction 0.15 --test-fraction 0.25")
 EXAMPLE_ADD = "stsreg data add qa_new_rows.jsonl --table qa"
 
-#: docs/inference.md and the README: a corpus embedded with the trained folder (typed in tests/unit/test_batch_encode.py).
+#: docs/inference.md and the README: a corpus embedded with the trained folder (typed in
+#: tests/unit/test_batch_encode.py).
 ENCODE = "stsreg encode corpus.txt --out corpus.npy --model models/stage2"
 SERVE_BACKEND = "stsreg serve --backend onnx-int8"
 REPLICA_SERVE = "stsreg serve --host 0.0.0.0 --port 5001"
-REPLICAS_CADDY = 'STSREG_REPLICAS="10.0.0.11:5001 10.0.0.12:5001" STSREG_LB_PORT=8080 caddy run --config deploy/Caddyfile'
+REPLICAS_CADDY = (
+    'STSREG_REPLICAS="10.0.0.11:5001 10.0.0.12:5001" STSREG_LB_PORT=8080 caddy run --config deploy/Caddyfile'
+)
 
 #: docs/backbones.md: the packaged backbones, the second one installed on demand, and the comparison on it.
 BACKBONE_LIST = "stsreg backbone list"

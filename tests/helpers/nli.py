@@ -27,6 +27,7 @@ def tiny_nli(n: int) -> pd.DataFrame:
     for i in range(n):
         words = [TINY_WORDS[j] for j in torch.randint(len(TINY_WORDS), (5,), generator=g)]
         label = i % 3
-        hyp = words if label == 2 else (words[:3] + ["sad", "slow"] if label == 1 else ["blue", "car", "drives", "fast"])
+        hyp = words if label == 2 else (words[:3] + ["sad", "slow"] if label == 1
+                                        else ["blue", "car", "drives", "fast"])
         rows.append({"premise": " ".join(words), "hypothesis": " ".join(hyp), "label": label})
     return pd.DataFrame(rows)

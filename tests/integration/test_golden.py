@@ -43,18 +43,15 @@ def test_golden_holds_on_this_cpus_own_kernels():
 def test_golden_sees_a_change_in_what_training_computes():
     # the smallest change the tolerance promises to see: stage 2's learning rate scaled by 1.001
     prelude = ("import tests.golden.__main__\n"
-               "from stsreg.product.training import stage2_training as s\n"
-               "_build = s.build_optimizer\n"
-               "s.build_optimizer = lambda model, lr, *a: _build(model, lr * 1.001, *a)")
+               "from stsreg.product.training import stage2_training as s\n_build = "
+               "s.build_optimizer\ns.build_optimizer = lambda model, lr, *a: _build(model, lr * 1.001, *a)")
     assert "MOVED stage1" not in _stage2_moved(prelude)  # what came before the change holds
 
 
 def test_golden_sees_a_change_of_a_loss_constant():
     # the buffer of Smooth K2 one percent wider: a loss constant the weights feel
     prelude = ("import tests.golden.__main__\n"
-               "from stsreg.product import losses as L\n"
-               "def forward(self, pred, labels):\n"
-               "    x, active = L._buffer(pred, labels, self.x0 * 1.01, self.zero_negative)\n"
-               "    return (self.k * (x - self.x0 * 1.01).pow(2) * active).mean()\n"
-               "L.SmoothK2.forward = forward")
+               "from stsreg.product import losses as L\ndef forward(self, pred, labels):\n    x, active = "
+               "L._buffer(pred, labels, self.x0 * 1.01, self.zero_negative)\n    return (self.k * (x - self.x0 * "
+               "1.01).pow(2) * active).mean()\nL.SmoothK2.forward = forward")
     _stage2_moved(prelude)

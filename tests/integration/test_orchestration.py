@@ -46,7 +46,9 @@ def test_servers_deploy_trigger_overlap_and_failure(tiny_backbone, tmp_path, mon
                     return await c.read_deployment_by_name(name)
 
             weekly = run_coro_as_sync(read("stsreg-retrain/weekly"))
-            assert [s.schedule.cron for s in weekly.schedules] == ["0 3 * * 1"] and weekly.global_concurrency_limit.limit == 1
+            assert [s.schedule.cron for s in weekly.schedules] == [
+                "0 3 * * 1"
+            ] and weekly.global_concurrency_limit.limit == 1
             assert run_coro_as_sync(read("stsreg-profile-run/manual")).schedules == []
 
             # 1. triggered through the API, picked up by the worker: the whole DVC pipeline, v1 promoted
@@ -66,7 +68,9 @@ def test_servers_deploy_trigger_overlap_and_failure(tiny_backbone, tmp_path, mon
 
             states = [run_coro_as_sync(wait_for_flow_run(r.id, timeout=600)).state for r in runs]
             assert all(s.is_completed() for s in states), states
-            history = [json.loads(line) for line in (project / "reports/retrain/history.jsonl").read_text().splitlines()]
+            history = [
+                json.loads(line) for line in (project / "reports/retrain/history.jsonl").read_text().splitlines()
+            ]
             assert len(history) == 3 and [h["ran"] for h in history[1:]] == [[], []]
             spans = sorted((h["lock_acquired"], h["lock_released"]) for h in history)
             assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # lock held by one run at a time

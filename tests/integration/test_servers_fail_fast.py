@@ -30,7 +30,9 @@ def test_a_port_in_use_is_refused_at_once_naming_it_and_its_holder(tmp_path):
                       "--mlflow-port", str(free_port()), cwd=tmp_path)
         took = time.monotonic() - started
     assert run.returncode == 1 and took < 5, (took, run.stderr)
-    assert f"port {port} (Prefect) on 127.0.0.1 is in use by python" in run.stderr and f"pid {os.getpid()}" in run.stderr
+    assert (
+        f"port {port} (Prefect) on 127.0.0.1 is in use by python" in run.stderr and f"pid {os.getpid()}" in run.stderr
+    )
     status = _stsreg("servers", "status", "--project", str(tmp_path), cwd=tmp_path)
     assert status.returncode == 3 and '"running": false' in status.stdout
     assert not (tmp_path / ".stsreg/run").exists() or not any((tmp_path / ".stsreg/run").iterdir())

@@ -68,7 +68,8 @@ def test_leakage_counts(prepared):
         "sts12": 999, "sts13": 597, "sts14": 1860, "sts15": 1102, "sts16": 197, "stsb": 7, "sickr": 49}
     sts = pd.read_parquet(prepared / "prepared/sts.parquet")
     per_subset = sts[sts.dataset == "sts14"].groupby("subset").seen_in_train.sum().to_dict()
-    assert per_subset == {"OnWN": 0, "deft-forum": 450, "deft-news": 300, "headlines": 613, "images": 498, "tweet-news": 0}
+    assert per_subset == {"OnWN": 0, "deft-forum": 450, "deft-news": 300, "headlines": 613, "images": 498,
+                          "tweet-news": 0}
 
 
 def test_dvc_repro_twice_on_a_copy_of_the_repo(tmp_path):
@@ -112,7 +113,8 @@ def test_evaluator_reproduces_the_reference_row_of_the_untouched_backbone(prepar
 
     pairs = eval_pairs(pd.read_parquet(prepared / "prepared/sts.parquet"))
     # the reference row is fp32 arithmetic: reproduced exactly there
-    m = task_metrics(score_pairs(load_for_eval("default", max_length=256, precision="fp32"), pairs, show_progress=False))
+    m = task_metrics(score_pairs(load_for_eval("default", max_length=256, precision="fp32"), pairs,
+                                 show_progress=False))
     expected = REFERENCE_ROW
     assert {t: round(m[f"{t}_spearman"], 2) for t in expected} == expected
     # avg7 sits on a rounding edge: fp32 on one AMD EPYC gives 78.87502 (the same with the code of either layout),
@@ -140,7 +142,8 @@ def test_bf16_evaluation_stays_within_0_1_of_the_reference_row(prepared):
     from stsreg.product.runners.eval_runner import load_for_eval
 
     pairs = eval_pairs(pd.read_parquet(prepared / "prepared/sts.parquet"))
-    b = task_metrics(score_pairs(load_for_eval("default", max_length=256, precision="bf16"), pairs, show_progress=False))
+    b = task_metrics(score_pairs(load_for_eval("default", max_length=256, precision="bf16"), pairs,
+                                 show_progress=False))
     reference = {**REFERENCE_ROW, "avg7": 78.87}
     drift = {t: abs(b[f"{t}_spearman"] - v) for t, v in reference.items()}
     assert max(drift.values()) < 0.1, drift

@@ -35,7 +35,8 @@ def test_dvc_stage2_under_torchrun_leaves_the_single_process_outputs(tiny_backbo
     summary = json.loads((project / "models/stage2/training_summary.json").read_text())
     assert summary["world_size"] == 2
     mlflow = MlflowClient(f"sqlite:///{project}/mlflow/mlflow.db")
-    (stage2,) = mlflow.search_runs([mlflow.get_experiment_by_name("stsreg").experiment_id], "attributes.run_name = 'stage2'")
+    (stage2,) = mlflow.search_runs([mlflow.get_experiment_by_name("stsreg").experiment_id], "attributes.run_name = "
+                                                                                            "'stage2'")
     assert stage2.info.status == "FINISHED" and stage2.data.metrics["steps"] == headline["steps"]
     assert len(mlflow.get_metric_history(stage2.info.run_id, "train_loss")) == headline["steps"]  # per step, once
     assert {f.path for f in mlflow.list_artifacts(stage2.info.run_id)} >= {"model"}

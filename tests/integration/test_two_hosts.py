@@ -67,8 +67,10 @@ def test_stage2_runs_on_the_gpu_pool_in_a_second_clone_and_the_champion_is_promo
     origin, cpu, gpu, remote = hosts
     urls = local_servers.start(cpu, free_port(), free_port(), timeout=240, profile=False)
     gpu_worker = subprocess.Popen(["prefect", "worker", "start", "--pool", GPU_POOL, "--type", "process"], cwd=gpu,
-                                  env={**os.environ, "PREFECT_API_URL": urls["prefect_api"], "STSREG_WORKDIR": str(gpu)},
-                                  stdout=open(gpu / "worker.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+                                  env={**os.environ, "PREFECT_API_URL": urls["prefect_api"],
+                                       "STSREG_WORKDIR": str(gpu)},
+                                  stdout=open(gpu / "worker.log", "w"), stderr=subprocess.STDOUT,
+                                  start_new_session=True)
     try:
         with temporary_settings(updates={PREFECT_API_URL: urls["prefect_api"]}):
             names = deploy(cpu, load_params(cpu / "params.yaml").schedule)
@@ -108,7 +110,8 @@ def test_stage2_runs_on_the_gpu_pool_in_a_second_clone_and_the_champion_is_promo
     local = subprocess.run(["stsreg", "train", "--stage", "2", "--stage2-dir", "single-host/stage2", "--checkpoints",
                             "single-host/ckpt", "--metrics", "", "--curves", ""], cwd=cpu, capture_output=True,
                            text=True, env={**os.environ, "STSREG_USE_SERVERS": "0",
-                                           # its own store: the project's holds the server's proxied-artifact experiments
+                                           # its own store: the project's holds the server's proxied-artifact
+                                           # experiments
                                            "MLFLOW_TRACKING_URI": f"sqlite:///{cpu / 'single-host/mlflow.db'}"})
     assert local.returncode == 0, local.stderr[-3000:]
     a, b = weights(cpu / "models/stage2"), weights(cpu / "single-host/stage2")

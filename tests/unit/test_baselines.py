@@ -67,7 +67,8 @@ def test_glove_loss_value_and_gradient_by_hand():
 
 def _topic_similarity(vectors, topics) -> tuple[float, float]:
     """Mean cosine of two words of the same topic, and of two words of different topics."""
-    unit = {w: vectors.vectors[vectors.index[w]] / np.linalg.norm(vectors.vectors[vectors.index[w]]) for t in topics for w in t}
+    unit = {w: vectors.vectors[vectors.index[w]] / np.linalg.norm(vectors.vectors[vectors.index[w]]) for t in topics
+            for w in t}
     within = np.mean([unit[a] @ unit[b] for t in topics for a in t for b in t if a != b])
     across = np.mean([unit[a] @ unit[b] for a in topics[0] for b in topics[1]])
     return float(within), float(across)
@@ -248,7 +249,8 @@ def test_lora_trains_only_adapters_and_the_projection(tiny_backbone):
     lora = TransformerBiEncoder(tiny_backbone, "mean", "gelu", 12, 16, lora={"r": 2, "alpha": 4})
     trained = {n for n, p in lora.named_parameters() if p.requires_grad}
     assert trained and all("lora_" in n or n.startswith("projection.") for n in trained)
-    assert any("lora_" in n and "attention" in n for n in trained) and any("lora_" in n and "intermediate" in n for n in trained)
+    assert any("lora_" in n and "attention" in n for n in trained) and any("lora_" in n and "intermediate" in n
+                                                                           for n in trained)
     assert lora.n_parameters()[0] < full.n_parameters()[0] / 4
     assert lora.encode(["a man plays"]).shape == (1, 12)
 
@@ -314,7 +316,8 @@ def test_training_and_selection_read_only_stsb_train_and_dev():
     train = tiny_sts(10).assign(dataset="stsb", split="train", subset="", file="f", line=range(10), seen_in_train=False)
     sts = pd.concat([tiny_eval_table(12), train], ignore_index=True)
     tr, dev = experiment.study_splits(sts, 0, 0)
-    assert set(zip(tr.dataset, tr.split)) == {("stsb", "train")} and set(zip(dev.dataset, dev.split)) == {("stsb", "dev")}
+    assert set(zip(tr.dataset, tr.split)) == {("stsb", "train")} and set(zip(dev.dataset, dev.split)) == {("stsb",
+                                                                                                           "dev")}
     assert len(tr) == 10 and len(experiment.study_splits(sts, 4, 0)[0]) == 4
 
 

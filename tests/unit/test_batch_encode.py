@@ -63,10 +63,12 @@ def test_formats_dedupe_and_order(model_dir, tmp_path):
     assert not (tmp_path / "txt.npy.parts").exists()  # the parts go once the output is whole
     for corpus, extra in (("corpus.jsonl", ["--column", "body"]), ("corpus.csv", []), ("corpus.parquet", [])):
         out = corpus.replace(".", "-") + ".parquet"
-        done = _stsreg("encode", corpus, "--out", out, "--model", str(model_dir), "--backend", "onnx", *extra, cwd=tmp_path)
+        done = _stsreg("encode", corpus, "--out", out, "--model", str(model_dir), "--backend", "onnx", *extra,
+                       cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-2000:]
         table = pd.read_parquet(tmp_path / out)
-        assert len(table) == 50 and "embedding" in table and (corpus == "corpus.parquet" or list(table.id.astype(int)) == list(range(50)))
+        assert len(table) == 50 and "embedding" in table and (corpus == "corpus.parquet"
+                                                              or list(table.id.astype(int)) == list(range(50)))
         np.testing.assert_allclose(np.stack(table.embedding), fp32, atol=1e-4)  # ONNX fp32 = torch fp32
 
 
@@ -149,7 +151,12 @@ def test_unreadable_empty_and_long_lines_are_reported_not_fatal(model_dir, tmp_p
     lines cut at the maximum length passed without a word."""
     sentences = _sentences(12, seed=4)
     long = " ".join(TINY_WORDS * 10)  # far beyond the model's 16 tokens
-    body = "\n".join(sentences[:5]).encode() + b"\nbad \xff\xfe bytes\n\n" + "\n".join(sentences[5:] + [long]).encode() + b"\n"
+    body = (
+        "\n".join(sentences[:5]).encode()
+        + b"\nbad \xff\xfe bytes\n\n"
+        + "\n".join(sentences[5:] + [long]).encode()
+        + b"\n"
+    )
     (tmp_path / "corpus.txt").write_bytes(body)
     done = _stsreg("encode", "corpus.txt", "--out", "out.parquet", "--model", str(model_dir), "--backend", "torch",
                    cwd=tmp_path)

@@ -15,10 +15,15 @@ def test_bench_report_rows_targets_dates_and_flags():
                                                       "sentence_transformers": [350.0]},
                    "ratio": 2.0, "precision": "bf16", "date": "2026-01-01 00:00",
                    "stsb_test_spearman": {"stsreg": 82.05, "stsreg_fp32": 82.03, "sentence_transformers": 82.03}},
-        "train_grouped": {"unit": "pairs/s", "samples": {"stsreg": [60.0], "sentence_transformers": [20.0]}, "ratio": 3.0}}}
+        "train_grouped": {"unit": "pairs/s", "samples": {"stsreg": [60.0], "sentence_transformers": [20.0]},
+                          "ratio": 3.0}}}
     md = format_report(results)
     # the reference is the last side (not the fp32 twin); a miss says by how much; each row has its date
-    assert "| 700.00 sentences/s | 350.00 sentences/s (sentence_transformers) | 2.000 | >= 3.0 | no (missed by 33.3%) | 2026-01-01 00:00 |" in md
+    assert (
+        "| 700.00 sentences/s | 350.00 sentences/s (sentence_transformers) | 2.000 | >= 3.0 | no (missed by 33.3%) | "
+        "2026-01-01 00:00 |"
+        in md
+    )
     assert "| 3.000 | >= 2.0 | yes | 2026-01-02 03:04 |" in md  # no own date: the run's
     assert "avx512_bf16, avx512f; native bf16: True" in md
     assert "stsreg (bf16) 82.05, stsreg fp32 82.03, sentence-transformers 82.03" in md
@@ -26,7 +31,8 @@ def test_bench_report_rows_targets_dates_and_flags():
 
 
 def test_stage2_ab_report_means_per_precision_and_batching():
-    run = lambda prec, grouped, seed, dev, avg7: {"run": f"{prec}:{seed}", "precision": prec, "group_by_length": grouped,  # noqa: E731
+    run = lambda prec, grouped, seed, dev, avg7: {"run": f"{prec}:{seed}", "precision": prec,
+                                                  "group_by_length": grouped,  # noqa: E731
                                                "seed": seed, "wall_s": 120.0, "pairs_per_s": 50.0, "start_dev": 86.0,
                                                "best_dev": dev, "best_step": 600, "avg7": avg7, "avg7_unseen": avg7 - 1}
     runs = [run("fp32", False, 1, 89.0, 82.0), run("bf16", True, 1, 89.2, 82.2), run("bf16", True, 2, 89.0, 82.4)]
@@ -71,10 +77,12 @@ def test_inference_report_rows_ratios_and_targets_met_or_missed():
 
     row = lambda rate, avg7, long_rate=None: {"avg7": avg7, "stsb_test_spearman": 86.1,  # noqa: E731
                                               "short": {"sentences_per_s": rate, "p50_ms": 10.0, "p95_ms": 14.0},
-                                              "long": {"sentences_per_s": long_rate or rate / 4, "p50_ms": 30.0, "p95_ms": 40.0}}
+                                              "long": {"sentences_per_s": long_rate or rate / 4, "p50_ms": 30.0,
+                                                       "p95_ms": 40.0}}
     result = {"machine": {**MACHINE, "native_bf16": False}, "threads": 2, "repeats": 3, "model": "models:/m@champion",
               "sets": {"short": 2758, "long": 400},
-              "rows": {"torch fp32": row(400.0, 84.12), "torch bf16": row(100.0, None), "onnx int8": row(1000.0, 83.70)},
+              "rows": {"torch fp32": row(400.0, 84.12), "torch bf16": row(100.0, None),
+                       "onnx int8": row(1000.0, 83.70)},
               "served": {"torch fp32": {"backend": "torch", "p50_ms": 20.0, "p95_ms": 25.0},
                          "auto": {"backend": "onnx-int8", "p50_ms": 12.0, "p95_ms": 15.0}}, "served_n": 200}
     md = inference_report(result, "python -m benchmarks.inference --repeats 3")

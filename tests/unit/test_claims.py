@@ -26,10 +26,14 @@ def _paired():
                 "high": diff + 0.3, "p_value": p}
     rows = []
     for seed in (1, 2):
-        rows += [row("ours_cos", "contrast", "avg7", 3.8, 0.0, seed), row("ours_cos", "contrast", "avg7_unseen", 2.4, 0.0, seed),
-                 row("ours_cos", "cosent", "avg7", 0.9, 0.001, seed), row("ours_cos", "cosent", "avg7_unseen", 0.9, 0.2, seed),
-                 row("ours_cos", "cosine_mse", "avg7", 0.1, 0.3, seed), row("ours_cos", "cosine_mse", "avg7_unseen", 0.1, 0.4, seed),
-                 row("ours", "translated_relu", "avg7", 0.6, 0.01, seed), row("ours", "translated_relu", "avg7_unseen", 0.4, 0.03, seed),
+        rows += [row("ours_cos", "contrast", "avg7", 3.8, 0.0, seed),
+                 row("ours_cos", "contrast", "avg7_unseen", 2.4, 0.0, seed),
+                 row("ours_cos", "cosent", "avg7", 0.9, 0.001, seed),
+                 row("ours_cos", "cosent", "avg7_unseen", 0.9, 0.2, seed),
+                 row("ours_cos", "cosine_mse", "avg7", 0.1, 0.3, seed),
+                 row("ours_cos", "cosine_mse", "avg7_unseen", 0.1, 0.4, seed),
+                 row("ours", "translated_relu", "avg7", 0.6, 0.01, seed),
+                 row("ours", "translated_relu", "avg7_unseen", 0.4, 0.03, seed),
                  row("ours", "mse", "avg7", -0.1, 0.98, seed), row("ours", "mse", "avg7_unseen", -0.1, 0.96, seed)]
     return pd.DataFrame(rows)
 
@@ -78,7 +82,9 @@ def test_a_second_backbone_gets_its_own_column_and_not_run_where_it_lacks_a_row(
     md = claims.write([main, second], tmp_path / "none.json", tmp_path / "claims.md")
     assert "| claim | comparison | view | MiniLM | all-mpnet-base-v2 |" in md
     first, col2 = _lines(md, 4), _lines(md, 5)
-    assert col2["ours_cos vs cosent/all pairs"].startswith("+1.90") and first["ours_cos vs cosent/all pairs"].startswith("+0.90")
+    assert col2["ours_cos vs cosent/all pairs"].startswith("+1.90") and first[
+        "ours_cos vs cosent/all pairs"
+    ].startswith("+0.90")
     assert col2["ours_cos vs contrast/all pairs"] == "not run" and col2["ours vs mse/unseen pairs"] == "not run"
     assert "all-mpnet-base-v2: ours_cos avg7 82.40" in md
     assert md.count("target 83.6") == 1  # the targets are the default backbone's
@@ -92,21 +98,28 @@ def test_claims_1_and_2_come_from_the_nli_table_on_the_default_backbone_only(tmp
     main = claims.load(_write(tmp_path / "compare", _results(), _paired()), "MiniLM")
     second = claims.Comparison("mpnet", _results(), _paired())
     (tmp_path / "nli").mkdir()
-    rows = [{"reference": "smooth_k2", "other": o, "seed": 42, "view": v, "diff": d, "low": d - 0.2, "high": d + 0.2, "p_value": p}
-            for o, d, p in (("softmax", 1.5, 0.001), ("mse", 0.4, 0.02), ("l1", 2.0, 0.001), ("translated_relu", -0.3, 0.99),
+    rows = [{"reference": "smooth_k2", "other": o, "seed": 42, "view": v, "diff": d, "low": d - 0.2, "high": d + 0.2,
+             "p_value": p}
+            for o, d, p in (("softmax", 1.5, 0.001), ("mse", 0.4, 0.02), ("l1", 2.0, 0.001),
+                            ("translated_relu", -0.3, 0.99),
                             ("triplet", 0.1, 0.3), ("simcse_sup", -1.0, 1.0), ("simcse_unsup", 0.5, 0.01))
             for v in ("avg7", "avg7_unseen")]
     pd.DataFrame(rows).to_csv(tmp_path / "nli/paired.csv", index=False)
     md = claims.write([main, second], tmp_path / "nomemory.json", tmp_path / "claims.md", nli_dir=tmp_path / "nli")
-    lines = {ln.split("|")[2].strip() + "/" + ln.split("|")[3].strip(): ln for ln in md.splitlines() if ln.startswith("| ")}
+    lines = {ln.split("|")[2].strip() + "/" + ln.split("|")[3].strip(): ln for ln in md.splitlines()
+             if ln.startswith("| ")}
     assert lines["smooth_k2 vs softmax/all pairs"].startswith("| (1) NLI only")
     assert lines["smooth_k2 vs softmax/all pairs"].endswith("**supported** | not run |")
-    assert "**contradicted**" in lines["smooth_k2 vs translated_relu/unseen pairs"] and "(2) NLI only" in lines["smooth_k2 vs translated_relu/unseen pairs"]
+    assert (
+        "**contradicted**" in lines["smooth_k2 vs translated_relu/unseen pairs"]
+        and "(2) NLI only" in lines["smooth_k2 vs translated_relu/unseen pairs"]
+    )
     assert "**inconclusive**" in lines["smooth_k2 vs triplet/all pairs"]
     # the stage-2 claims still come from each comparison
     assert lines["ours vs translated_relu/all pairs"].count("**supported**") == 2
     # without the NLI table the claims table has no NLI rows
-    assert "NLI only" not in claims.write([main], tmp_path / "nomemory.json", tmp_path / "c2.md", nli_dir=tmp_path / "none")
+    assert "NLI only" not in claims.write([main], tmp_path / "nomemory.json", tmp_path / "c2.md",
+                                          nli_dir=tmp_path / "none")
 
 
 def test_stsreg_claims_typed_reads_every_backbone_folder(tmp_path, monkeypatch):

@@ -23,7 +23,10 @@ def test_one_entry_is_a_listed_checked_locked_command(toy, tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     assert "toy" in cli.build_parser().format_help()
     assert cli.main(["toy"]) == 2  # its input is missing: refused before anything runs, naming the stage to run
-    assert "data/prepared/toy.parquet is missing (written by the `prepare` stage): run `dvc repro prepare` first" in capsys.readouterr().err
+    assert (
+        "data/prepared/toy.parquet is missing (written by the `prepare` stage): run `dvc repro prepare` first"
+        in capsys.readouterr().err
+    )
     (tmp_path / "data/prepared").mkdir(parents=True)
     (tmp_path / "data/prepared/toy.parquet").write_bytes(b"")
     assert cli.main(["toy"]) == 0 and "toy ran" in capsys.readouterr().out

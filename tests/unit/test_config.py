@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 import stsreg.cli
-import stsreg.commands
+import stsreg.commands.pipeline
 from stsreg.infra.config import Params, load_params, param_keys
 from stsreg.infra.errors import ParamsError
 from tests.conftest import FIXTURE_RAW, REPO
@@ -47,14 +47,16 @@ def test_dvc_yaml_declares_exactly_what_each_stage_reads(tmp_path, monkeypatch, 
     (tmp_path / "sources.json").write_text("[]")
     seen: dict[str, set] = {}
     for stage, argv in {
-        "fetch": ["fetch", "--registry", str(tmp_path / "sources.json"), "--mirror", str(mirror), "--out", str(tmp_path / "raw")],
-        "prepare": ["prepare", "--raw", str(FIXTURE_RAW), "--registry", str(tmp_path / "sources.json"), "--prepared", str(tmp_path / "p"), "--rejected", str(tmp_path / "r"),
+        "fetch": ["fetch", "--registry", str(tmp_path / "sources.json"), "--mirror", str(mirror), "--out",
+                  str(tmp_path / "raw")],
+        "prepare": ["prepare", "--raw", str(FIXTURE_RAW), "--registry", str(tmp_path / "sources.json"), "--prepared",
+                    str(tmp_path / "p"), "--rejected", str(tmp_path / "r"),
                     "--metrics", str(tmp_path / "m.json")],
     }.items():
         seen[stage] = set()
         recorder = lambda path, s=seen[stage]: Recorder(real, s)  # noqa: E731
         monkeypatch.setattr(stsreg.cli, "load_params", recorder)
-        monkeypatch.setattr(stsreg.commands, "load_params", recorder)
+        monkeypatch.setattr(stsreg.commands.pipeline, "load_params", recorder)
         stsreg.cli.main(argv)
         assert seen[stage] == declared(stage), stage
     assert seen["fetch"] == {"fetch.mirror", "fetch.allow_download", "fetch.extra_nli"}
@@ -92,24 +94,29 @@ def test_training_stages_read_exactly_their_declared_sections(tiny_backbone, tmp
         model=dataclasses.replace(load_params(REPO / "params.yaml").model, backbone=tiny_backbone, max_length=16),
     )
     params = dataclasses.replace(params, stage2=dataclasses.replace(params.stage2, batch_size=8, eval_every=5))
-    grouped_nli(12).to_parquet(tmp_path / "nli.parquet")  # triples: the default stage 1 trains the encoder on them first
-    sts = pd.concat([tiny_sts(24).assign(dataset="stsb", split="train"), tiny_sts(16, 1).assign(dataset="stsb", split="dev")])
+    # triples: the default stage 1 trains the encoder on them first
+    grouped_nli(12).to_parquet(tmp_path / "nli.parquet")
+    sts = pd.concat([tiny_sts(24).assign(dataset="stsb", split="train"),
+                     tiny_sts(16, 1).assign(dataset="stsb", split="dev")])
     sts.to_parquet(tmp_path / "sts.parquet")
     top = lambda keys: {k.split(".")[0] for k in keys}  # noqa: E731
     seen1, seen2 = set(), set()
     run_stage1(SectionRecorder(params, seen1), tmp_path / "nli.parquet", tmp_path / "s1", tmp_path / "cache",
                ckpt_dir=tmp_path / "ck")
     assert seen1 == top(declared("stage1")) == {"seed", "model", "stage1"}
-    run_stage2(SectionRecorder(params, seen2), tmp_path / "sts.parquet", tmp_path / "s1", tmp_path / "s2", tmp_path / "ck")
-    # `launch` (how many processes) is read by the command that starts the runner (stsreg.commands_train.cmd_train);
+    run_stage2(SectionRecorder(params, seen2), tmp_path / "sts.parquet", tmp_path / "s1", tmp_path / "s2",
+               tmp_path / "ck")
+    # `launch` (how many processes) is read by the command that starts the runner (stsreg.commands.train.cmd_train);
     # `evaluate.max_length` by the flow's publish step, which gives the folder the length it is scored and served at
     seen_publish = set()
     from pipelines.product.stage2_flow import publish
 
-    publish(SectionRecorder(params, seen_publish), tmp_path / "s2", json.loads((tmp_path / "s2/training_summary.json").read_text()))
+    publish(SectionRecorder(params, seen_publish), tmp_path / "s2",
+            json.loads((tmp_path / "s2/training_summary.json").read_text()))
     assert json.loads((tmp_path / "s2/stsreg_model.json").read_text())["max_length"] == params.evaluate.max_length
     assert "evaluate" in seen_publish
-    assert seen2 | {"launch", "evaluate"} == top(declared("stage2")) == {"seed", "model", "stage2", "launch", "evaluate"}
+    assert seen2 | {"launch", "evaluate"} == top(declared("stage2")) == {"seed", "model", "stage2", "launch",
+                                                                         "evaluate"}
     assert (tmp_path / "s2/head.safetensors").exists()
 
 

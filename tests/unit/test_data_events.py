@@ -55,8 +55,10 @@ def test_the_trigger_expects_the_event_of_this_project_only(tmp_path):
 
 
 def test_table_changes_counts_by_content_not_by_position():
-    a = pd.DataFrame({"dataset": ["t"] * 3, "sentence1": ["x", "y", "z"], "sentence2": ["1", "2", "3"], "score": [1.0, 2.0, 3.0]})
-    b = pd.concat([a.iloc[[2, 0]], pd.DataFrame({"dataset": ["t", "u"], "sentence1": ["w", "v"], "sentence2": ["4", "5"],
+    a = pd.DataFrame({"dataset": ["t"] * 3, "sentence1": ["x", "y", "z"], "sentence2": ["1", "2", "3"],
+                      "score": [1.0, 2.0, 3.0]})
+    b = pd.concat([a.iloc[[2, 0]], pd.DataFrame({"dataset": ["t", "u"], "sentence1": ["w", "v"],
+                                                 "sentence2": ["4", "5"],
                                                  "score": [4.0, 5.0]})])
     assert table_changes(a, b) == {"t": {"added": 1, "removed": 1}, "u": {"added": 1, "removed": 0}}
     assert table_changes(a, a.iloc[::-1]) == {}
@@ -73,7 +75,9 @@ def test_the_event_message_says_what_happened_to_it(tmp_path):
     stopped = f"http://127.0.0.1:{free_port()}/api"
     with temporary_settings({PREFECT_API_URL: stopped}):
         said = emit_data_changed(tmp_path, "pairs", 3)
-    assert said.startswith("event stsreg.data.changed NOT delivered") and stopped in said and "dvc repro promote" in said
+    assert (
+        said.startswith("event stsreg.data.changed NOT delivered") and stopped in said and "dvc repro promote" in said
+    )
     with temporary_settings(restore_defaults={PREFECT_API_URL}):
         said = emit_data_changed(tmp_path, "pairs", 3)
     assert said.startswith("no Prefect server in use") and "dvc repro promote" in said

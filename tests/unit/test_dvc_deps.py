@@ -9,7 +9,9 @@ from stsreg.infra import codehash
 from tests.conftest import REPO
 
 #: a ``foreach`` stage's deps are those of its ``do`` (one stage per item, the same code)
-STAGES = {name: stage.get("do", stage) for name, stage in yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"].items()}
+STAGES = {
+    name: stage.get("do", stage) for name, stage in yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"].items()
+}
 ENTRIES = {**codehash.STAGE_ENTRIES, backbone_compare.DVC_STAGE: backbone_compare.STAGE_ENTRIES,
            backbone_search.DVC_STAGE: backbone_search.STAGE_ENTRIES}
 
@@ -27,7 +29,8 @@ def test_dvc_deps_equal_each_stages_import_closure():
         closure = {os.path.relpath(p, REPO) for p in codehash.import_closure(entries)}
         assert _code_deps(stage) == closure, (
             f"dvc.yaml stage {stage}: missing {sorted(closure - _code_deps(stage))}, "
-            f"not run by the stage {sorted(_code_deps(stage) - closure)}; `python scripts/sync_dvc_deps.py` writes them")
+            f"not run by the stage {sorted(_code_deps(stage) - closure)}; `python scripts/sync_dvc_deps.py` writes them"
+        )
 
 
 def test_closures_stay_narrow_so_a_change_reruns_only_what_it_can_change():
@@ -44,7 +47,8 @@ def test_closures_stay_narrow_so_a_change_reruns_only_what_it_can_change():
 def test_the_closure_follows_imports_inside_functions():
     # the CLI and flows import lazily: cli -> (inside _cmd_prepare) stsreg.product.data.prepare -> readers
     names = {os.path.relpath(p, REPO) for p in codehash.import_closure(["stsreg.cli"])}
-    assert {"src/stsreg/product/data/readers.py", "pipelines/experiments/compare_flow.py", "src/stsreg/infra/errors.py"} <= names
+    assert {"src/stsreg/product/data/readers.py", "pipelines/experiments/compare_flow.py",
+            "src/stsreg/infra/errors.py"} <= names
 
 
 def test_code_hash_can_leave_a_module_out():
@@ -104,11 +108,13 @@ def test_with_an_encoder_step_every_trained_comparison_row_starts_from_stage_1()
                                                                     encoder=Stage1EncoderParams(objective="none")))
     stepped = dataclasses.replace(plain, stage1=dataclasses.replace(plain.stage1,
                                                                     encoder=Stage1EncoderParams(objective="simcse_sup")))
-    assert [m for m in compare.METHODS if compare.METHODS[m] and compare.starts_from_stage1(plain, m)] == list(compare.REGRESSION)
+    assert [m for m in compare.METHODS if compare.METHODS[m]
+            and compare.starts_from_stage1(plain, m)] == list(compare.REGRESSION)
     assert all(compare.starts_from_stage1(stepped, m) for m in compare.METHODS if compare.METHODS[m])
     # the rows that then start from the stage-1 encoder are keyed by stage 1 and the NLI data too
     assert compare.run_key(plain, "cosent", 42, "sts", "nli") == compare.run_key(plain, "cosent", 42, "sts", "other")
-    assert compare.run_key(stepped, "cosent", 42, "sts", "nli") != compare.run_key(stepped, "cosent", 42, "sts", "other")
+    assert compare.run_key(stepped, "cosent", 42, "sts", "nli") != compare.run_key(stepped, "cosent", 42, "sts",
+                                                                                   "other")
 
 
 def test_code_keys_do_not_depend_on_where_modules_live(tmp_path):
@@ -153,4 +159,5 @@ def test_the_sync_script_rewrites_a_stage_to_its_closure_and_keeps_the_rest():
     at = broken.index("      - src/stsreg/product/data/prepare.py")
     broken.insert(at, "      - src/stsreg/product/serving/app.py")
     fixed, changes = sync.synced(broken, wanted)
-    assert fixed == lines and any(c.startswith("prepare: +['src/stsreg/infra/scales.py'] -['src/stsreg/product/serving/app.py']") for c in changes)
+    assert fixed == lines and any(c.startswith("prepare: +['src/stsreg/infra/scales.py'] "
+                                               "-['src/stsreg/product/serving/app.py']") for c in changes)

@@ -44,7 +44,8 @@ def test_task_metrics_follow_the_protocol(scored):
 def test_intervals_bracket_every_score_and_table_prints(scored):
     m = task_metrics(scored)
     m.update(intervals(scored, n_resamples=200))
-    for key in [f"{t}_spearman" for t in (*EVAL_TASKS, "avg7")] + [f"{t}_unseen_spearman" for t in (*EVAL_TASKS, "avg7")]:
+    for key in [f"{t}_spearman" for t in (*EVAL_TASKS, "avg7")] + [f"{t}_unseen_spearman"
+                                                                   for t in (*EVAL_TASKS, "avg7")]:
         assert m[key + "_low"] <= m[key] <= m[key + "_high"], key
     table = format_table(m)
     assert "| SICK-R |" in table and "| avg7 |" in table and "40/60" in table
@@ -62,12 +63,15 @@ def test_the_metric_key_set_is_pinned(scored):
 
     m = task_metrics(scored)
     m.update(intervals(scored, 50, 0, 0.95))
-    per_task = ("pairs", "pearson", "prediction_mae", "prediction_spearman", "spearman", "spearman_high", "spearman_low",
+    per_task = ("pairs", "pearson", "prediction_mae", "prediction_spearman", "spearman", "spearman_high",
+                "spearman_low",
                 "unseen_pairs", "unseen_spearman", "unseen_spearman_high", "unseen_spearman_low")
-    subsets = {f"{t}_{s.lower()}_spearman" for t, s in scored[scored.task != "stsb_dev"][["task", "subset"]].drop_duplicates()
+    subsets = {f"{t}_{s.lower()}_spearman" for t, s in scored[scored.task != "stsb_dev"][["task",
+                                                                                          "subset"]].drop_duplicates()
                .itertuples(index=False) if t != "sickr" and scored[scored.task == t].subset.nunique() > 1}
     expected = ({f"{t}_{k}" for t in EVAL_TASKS for k in per_task} | subsets | {"stsb_dev_spearman"} |
                 {f"avg7_{k}" for k in ("pearson", "prediction_mae", "prediction_spearman", "spearman", "spearman_high",
-                                       "spearman_low", "unseen_spearman", "unseen_spearman_high", "unseen_spearman_low")})
+                                       "spearman_low", "unseen_spearman", "unseen_spearman_high",
+                                       "unseen_spearman_low")})
     assert set(m) == expected
     assert PRIMARY_METRIC == HEADLINE[0] == "avg7_spearman" and set(HEADLINE) <= expected

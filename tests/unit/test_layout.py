@@ -28,7 +28,8 @@ def test_every_source_path_named_in_docstrings_and_dvc_comments_exists():
     texts = []
     for path in _py_files():
         texts += [(str(path.relative_to(REPO)), d) for d in _docstrings(path)]
-    texts += [("dvc.yaml", line.split("#", 1)[1]) for line in (REPO / "dvc.yaml").read_text().splitlines() if "#" in line]
+    texts += [("dvc.yaml", line.split("#", 1)[1]) for line in (REPO / "dvc.yaml").read_text().splitlines()
+              if "#" in line]
     missing = sorted({(where, p) for where, text in texts for p in _PATH.findall(text) if not (REPO / p).exists()})
     assert not missing, f"docs name paths that do not exist: {missing}"
 
@@ -37,7 +38,8 @@ def test_test_modules_share_code_only_through_helpers():
     offenders = []
     for path in sorted((REPO / "tests").rglob("test_*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and re.match(r"tests\.(unit|flows|integration)\b", node.module):
+            if isinstance(node, ast.ImportFrom) and node.module and re.match(r"tests\.(unit|flows|integration)\b",
+                                                                             node.module):
                 offenders.append(f"{path.relative_to(REPO)} imports {node.module}")
     assert not offenders, offenders
 
@@ -85,12 +87,14 @@ def test_modules_and_functions_stay_small():
 
 
 #: The wings of the tree and what each may import (besides itself): infrastructure nothing of the project, the
-#: product infrastructure, the experiments both. The CLI (``cli.py``, ``commands.py``) dispatches to every wing.
+#: product infrastructure, the experiments both. The CLI (``cli.py``, the ``commands`` package) dispatches to every
+#: wing.
 WINGS = {
     "infra": (("src/stsreg/infra",), ("stsreg.infra",)),
     "product": (("src/stsreg/product", "pipelines/product"), ("stsreg.infra", "stsreg.product", "pipelines.product")),
     "experiments": (("src/stsreg/experiments", "pipelines/experiments"),
-                    ("stsreg.infra", "stsreg.product", "pipelines.product", "stsreg.experiments", "pipelines.experiments")),
+                    ("stsreg.infra", "stsreg.product", "pipelines.product", "stsreg.experiments",
+                     "pipelines.experiments")),
 }
 
 
@@ -139,7 +143,8 @@ def test_one_direction_nothing_below_the_command_layer_imports_the_flows():
     from stsreg.infra import codehash
 
     below = [p for layer in ("product", "experiments", "infra") for p in (REPO / "src/stsreg" / layer).rglob("*.py")]
-    upward = {str(p.relative_to(REPO)): [m for m in codehash._imports(p) if m.split(".")[0] == "pipelines"] for p in below}
+    upward = {str(p.relative_to(REPO)): [m for m in codehash._imports(p) if m.split(".")[0] == "pipelines"]
+              for p in below}
     assert not {k: v for k, v in upward.items() if v}
 
 

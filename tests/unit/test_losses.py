@@ -168,10 +168,13 @@ def test_cosine_buffer_label_range_maps_cosine_onto_the_label_scale():
 
     u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
     sts = AffineCosine(SmoothK2(x0=0.0, k=1.0), cos_a=5.0, cos_b=0.0)
-    assert sts(u, torch.tensor([[2.0, 0.0], [0.0, 3.0]]), torch.tensor([5.0, 0.0])).item() == pytest.approx(0.0, abs=1e-6)
+    assert sts(u, torch.tensor([[2.0, 0.0], [0.0, 3.0]]), torch.tensor([5.0, 0.0])).item() == pytest.approx(0.0,
+                                                                                                            abs=1e-6)
     sick = AffineCosine(SmoothK2(x0=0.0, k=1.0), cos_a=2.0, cos_b=3.0)
-    assert sick(u, torch.tensor([[1.0, 0.0], [-1.0, 0.0]]), torch.tensor([5.0, 1.0])).item() == pytest.approx(0.0, abs=1e-6)
-    assert sick(u, torch.tensor([[0.0, 1.0], [0.0, 1.0]]), torch.tensor([3.0, 3.5])).item() == pytest.approx(0.25 / 2, rel=1e-5)
+    assert sick(u, torch.tensor([[1.0, 0.0], [-1.0, 0.0]]), torch.tensor([5.0, 1.0])).item() == pytest.approx(0.0,
+                                                                                                              abs=1e-6)
+    assert sick(u, torch.tensor([[0.0, 1.0], [0.0, 1.0]]), torch.tensor([3.0, 3.5])).item() == pytest.approx(0.25 / 2,
+                                                                                                             rel=1e-5)
 
 
 def test_joint_is_head_loss_plus_lambda_times_cosine_loss_by_hand():
@@ -192,7 +195,9 @@ def test_joint_is_head_loss_plus_lambda_times_cosine_loss_by_hand():
     g = 0.5 * 2 * 2.0 * (5 / 2 ** 0.5 - 2.5) / 2 * 5.0 * (0.5 ** 0.5 / 2)
     assert v.grad[0].tolist() == pytest.approx([g, -g], rel=1e-4)                   # only the cosine term, x lambda
     cos_only = Objective("translated_relu_cos", x0=0.5, k=2.0)
-    assert cos_only.kind == "cosine" and cos_only(u, v, score, labels).item() == pytest.approx(2 * (5 / 2 ** 0.5 - 2.5) / 2, rel=1e-5)
+    assert cos_only.kind == "cosine" and cos_only(u, v, score,
+                                                  labels).item() == pytest.approx(2 * (5 / 2 ** 0.5 - 2.5) / 2,
+                                                                                  rel=1e-5)
 
 
 def test_cosent_plus_cosine_buffer_is_cosent_plus_lambda_times_the_buffered_loss_by_hand():
@@ -273,7 +278,8 @@ def test_softmax_ce_label_range_is_the_class_index():
 
 
 def test_cosent_and_contrastive_ignore_the_label_scale():
-    u, v = torch.randn(4, 8, generator=torch.Generator().manual_seed(0)), torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    u, v = torch.randn(4, 8, generator=torch.Generator().manual_seed(0)), torch.randn(4, 8,
+                                                                                      generator=torch.Generator().manual_seed(1))
     labels = torch.tensor([0.5, 4.0, 2.0, 3.0])
     # CoSENT uses only the order of the labels: an increasing map of the scale gives the same loss
     assert CoSENT()(u, v, labels).item() == pytest.approx(CoSENT()(u, v, 2 * labels + 1).item())

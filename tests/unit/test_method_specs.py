@@ -31,7 +31,8 @@ ADD_ONE = textwrap.dedent('''
     spec = grid.GridSpec(methods=("toy_frozen",), batch_sizes=(8,), lengths=(16,))
     print(json.dumps({"methods": list(params.compare.methods), "default": list(parse_params({}).compare.methods),
                       "recipe": compare.METHODS["toy_l1"], "regression": "toy_l1" in compare.REGRESSION,
-                      "stage2_loss": compare.stage2_for(params, "toy_l1").loss, "nli": list(params.nli_table.objectives),
+                      "stage2_loss": compare.stage2_for(params, "toy_l1").loss,
+                      "nli": list(params.nli_table.objectives),
                       "kind": nli.KINDS["toy_triplet"], "profile": list(params.profile.methods),
                       "measured": "toy_frozen" in measure.METHODS, "points": spec.configs("toy_frozen")}))
 ''')
@@ -66,7 +67,8 @@ def test_a_row_without_a_declared_loss_or_start_is_refused_where_it_is_declared(
 def test_an_unknown_row_is_refused_by_params_with_the_declared_ones():
     from stsreg.infra.config import ParamsError, parse_params
 
-    with pytest.raises(ParamsError, match=r"compare.methods\[0\]: expected one of base, contrast, .*ours_joint, got 'toy'"):
+    with pytest.raises(ParamsError, match=r"compare.methods\[0\]: expected one of base, contrast, .*ours_joint, got "
+                                          r"'toy'"):
         parse_params({"compare": {"methods": ["toy"]}})
 
 

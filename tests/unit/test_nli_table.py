@@ -122,7 +122,8 @@ def test_a_row_killed_mid_training_resumes_to_the_same_weights(tiny_backbone, tm
 
     interrupted = fresh()
     with pytest.raises(Killed):
-        nli_training.train_encoder(interrupted, "simcse_sup", examples, p, 3, tmp_path / "b.pt", kill_at_2, checkpoint_every=1)
+        nli_training.train_encoder(interrupted, "simcse_sup", examples, p, 3, tmp_path / "b.pt", kill_at_2,
+                                   checkpoint_every=1)
     resumed = fresh()
     summary = nli_training.train_encoder(resumed, "simcse_sup", examples, p, 3, tmp_path / "b.pt", checkpoint_every=1)
     assert summary["steps"] == summary["total_steps"] == 3
@@ -132,7 +133,10 @@ def test_a_row_killed_mid_training_resumes_to_the_same_weights(tiny_backbone, tm
 
 def test_format_table_puts_the_paper_rows_beside_ours():
     row = {"method": "smooth_k2", "seeds": 1, **{f"{c}_{s}": 70.0 for c in
-           ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "avg7", "avg7_unseen") for s in ("mean", "std", "low", "high")}}
+           ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "avg7", "avg7_unseen")
+           for s in ("mean", "std", "low", "high")}}
     md = nli_table.format_table(pd.DataFrame([row]), None, [42], {"smooth_k2": 300.0}, "default")
     assert "| smooth_k2 | 70.00 |" in md and "| 5.0 |" in md
-    assert "| BERT + Smooth K2 (ours: smooth_k2) | 72.39 | 78.33 | 75.28 | 80.26 | 74.52 | 78.78 | 72.65 | 76.03 |" in md
+    assert (
+        "| BERT + Smooth K2 (ours: smooth_k2) | 72.39 | 78.33 | 75.28 | 80.26 | 74.52 | 78.78 | 72.65 | 76.03 |" in md
+    )

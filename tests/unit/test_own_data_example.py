@@ -56,7 +56,8 @@ def test_the_example_commands_as_the_page_prints_them(tmp_path):
 
 
 def test_the_example_without_a_mirror_says_what_to_pass_instead_of_a_traceback(tmp_path):
-    done = subprocess.run([sys.executable, str(REPO / "scripts/own_data_example.py"), "--mirror", str(tmp_path / "none")],
+    done = subprocess.run([sys.executable, str(REPO / "scripts/own_data_example.py"), "--mirror",
+                           str(tmp_path / "none")],
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "no STS15/STS16 raw files under" in done.stderr and "pass --mirror PATH" in done.stderr

@@ -47,7 +47,8 @@ def test_rows_inserted_at_the_top_of_a_test_file_still_pair_each_pair_with_its_t
 def test_matching_by_line_would_have_compared_other_pairs():
     """The hazard this guards against: with line keys, the shifted table pairs pair i with pair i-100 or nothing."""
     challenger, moved = _predictions(seed=0), _predictions(seed=1, offset=100)
-    by_line = challenger.merge(moved[["task", "file", "line", "cosine"]], on=["task", "file", "line"], suffixes=("", "_b"))
+    by_line = challenger.merge(moved[["task", "file", "line", "cosine"]], on=["task", "file", "line"],
+                               suffixes=("", "_b"))
     assert len(by_line) == 0
 
 

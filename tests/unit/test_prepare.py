@@ -51,7 +51,9 @@ def test_nothing_lost_read_equals_kept_plus_rejected(raw_tree, tmp_path):
         assert d["read"] == d["kept"] + d["rejected"], name
         table = sts[sts.dataset == name] if name in set(sts.dataset) else nli[nli.source == name]
         assert len(table) == d["kept"], name
-    assert metrics["datasets"]["sts15"]["unscored_skipped"] == 5 and metrics["datasets"]["sts16"]["unscored_skipped"] == 5
+    assert (
+        metrics["datasets"]["sts15"]["unscored_skipped"] == 5 and metrics["datasets"]["sts16"]["unscored_skipped"] == 5
+    )
     assert json.loads((prepared / "summary.json").read_text()) == metrics  # the full summary, beside the tables
     assert json.loads((tmp_path / "metrics.json").read_text()) == {   # its headline: what `dvc metrics show` prints
         "rows_kept": sum(d["kept"] for d in metrics["datasets"].values()), "rows_rejected": metrics["rejected_total"],
@@ -70,7 +72,9 @@ def test_tables_schema_and_normalisation(raw_tree, tmp_path):
     nli = pd.read_parquet(prepared / "nli.parquet")
     assert list(nli.columns[:5]) == ["source", "split", "premise", "hypothesis", "label"]
     labels = dict(zip(nli.hypothesis, nli.label))
-    assert labels["The sisters are hugging ."] == 1 and labels["A man sleeps ."] == 0 and labels["An animal moves ."] == 2
+    assert (
+        labels["The sisters are hugging ."] == 1 and labels["A man sleeps ."] == 0 and labels["An animal moves ."] == 2
+    )
     assert labels["Linguistics studies language."] == 2  # ANLI "e"
 
 
@@ -129,7 +133,9 @@ def test_leakage_marks_and_optionally_removes(raw_tree, tmp_path):
     assert sorted(seen.sentence1) == ["A plane is taking off.", "a man is exercising."]
     assert metrics["leakage"]["sts12"]["seen_exact"] == 1 and metrics["leakage"]["sts12"]["seen_normalized"] == 2
     # SICK test shares one pair with SICK train; STS-B test shares none
-    assert metrics["leakage"]["sickr"]["seen_in_sickr_train"] == 1 and metrics["leakage"]["stsb"]["seen_normalized"] == 0
+    assert (
+        metrics["leakage"]["sickr"]["seen_in_sickr_train"] == 1 and metrics["leakage"]["stsb"]["seen_normalized"] == 0
+    )
     assert not sts[sts.split != "test"].seen_in_train.any()
 
     metrics, prepared, _ = run(raw_tree, tmp_path / "b", prepare={"leakage": {"remove_from_training": True}})

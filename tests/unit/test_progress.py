@@ -50,7 +50,8 @@ def test_an_export_prints_none_of_the_third_party_advice(tiny_backbone, tmp_path
         export.export_all(tmp_path / "m")
         warnings.warn("a warning that matters", UserWarning)
     # DeprecationWarnings are hidden outside tests (Python's default filters); what a run shows is the rest
-    shown = [str(w.message) for w in seen if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning))]
+    shown = [str(w.message) for w in seen if not issubclass(w.category,
+                                                            (DeprecationWarning, PendingDeprecationWarning))]
     assert shown == ["a warning that matters"], shown
     assert not [r for r in caplog.records if "pre-processing before quantization" in r.getMessage()]
 

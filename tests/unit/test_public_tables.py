@@ -46,7 +46,8 @@ ADD_ONE = textwrap.dedent('''
 
 def test_one_entry_adds_a_public_table_everywhere(tmp_path):
     (tmp_path / "TOY").mkdir()
-    (tmp_path / "TOY/toy-test.csv").write_text("main-captions\tMSRvid\t2012test\t0001\t5.000\tA man plays.\tA man plays music.\n")
+    (tmp_path / "TOY/toy-test.csv").write_text("main-captions\tMSRvid\t2012test\t0001\t5.000\tA man plays.\tA man "
+                                               "plays music.\n")
     run = subprocess.run([sys.executable, "-c", ADD_ONE, str(tmp_path)], cwd=REPO, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
@@ -69,5 +70,6 @@ def test_the_registry_is_the_only_list_of_public_tables():
         (t.name, t.scale, t.rescale, t.d) for t in public_tables.PUBLIC]
     # no other module spells the display names out
     offenders = [str(p.relative_to(REPO)) for p in (REPO / "src").rglob("*.py")
-                 if p.name != "public_tables.py" and any(s in p.read_text() for s in ('"SICK-R"', '"STS12"', "'SICK-R'"))]
+                 if p.name != "public_tables.py" and any(s in p.read_text()
+                                                         for s in ('"SICK-R"', '"STS12"', "'SICK-R'"))]
     assert offenders == []

@@ -33,7 +33,8 @@ def test_sts16_input_has_four_fields():
     assert len(out.rows) == 2 and not out.rejects
     assert out.rows[0]["sentence2"] == "STS16 headlines second sentence 0."
     # read as 2-field files, the same lines are structural rejects
-    bad = readers.read_sts_year(R / "STS16/STS2016.input.headlines.txt", R / "STS16/STS2016.gs.headlines.txt", "headlines", R)
+    bad = readers.read_sts_year(R / "STS16/STS2016.input.headlines.txt", R / "STS16/STS2016.gs.headlines.txt",
+                                "headlines", R)
     assert len(bad.rejects) == 2 and "expected 2 tab-separated fields, got 4" in bad.rejects[0]["reason"]
 
 

@@ -68,8 +68,8 @@ def test_serve_without_a_champion_or_a_store_or_a_server_is_one_line_and_exit_2(
     MlflowClient(f"sqlite:///{tmp_path}/mlflow/mlflow.db").search_experiments()  # an empty registry
     run = _serve(tmp_path)
     assert run.returncode == 2 and run.stderr.strip().splitlines()[-1] == (
-        "stsreg serve: no version of sts-regression has the alias champion in sqlite:///mlflow/mlflow.db: "
-        "run `dvc repro promote`")
+        "stsreg serve: no version of sts-regression has the alias champion in sqlite:///mlflow/mlflow.db: run `dvc "
+        "repro promote`")
     assert "Traceback" not in run.stderr
     run = _serve(tmp_path, MLFLOW_TRACKING_URI="http://127.0.0.1:9")
     assert run.returncode == 2 and "the MLflow tracking server http://127.0.0.1:9 does not answer" in run.stderr

@@ -35,14 +35,19 @@ def test_every_mlflow_request_form_parses_to_the_same_pairs():
 
 @pytest.mark.parametrize("payload,status,says", [
     ({"dataframe_records": []}, 400, "dataframe_records is empty"),
-    ({"dataframe_records": [{"sentence1": "a", "sentence2": None}]}, 400, "dataframe_records[0].sentence2 must hold non-empty strings; got null"),
-    ({"dataframe_records": [{"sentence1": "a", "sentence2": "b"}, {"sentence1": "c"}]}, 400, "dataframe_records[1]: missing column(s) ['sentence2']"),
-    ({"dataframe_records": [{"sentence1": 3, "sentence2": "b"}]}, 400, "dataframe_records[0].sentence1 must hold non-empty strings; got int"),
+    ({"dataframe_records": [{"sentence1": "a", "sentence2": None}]}, 400, "dataframe_records[0].sentence2 must hold "
+                                                                          "non-empty strings; got null"),
+    ({"dataframe_records": [{"sentence1": "a", "sentence2": "b"}, {"sentence1": "c"}]}, 400, "dataframe_records[1]: "
+                                                                                             "missing column(s) "
+                                                                                             "['sentence2']"),
+    ({"dataframe_records": [{"sentence1": 3, "sentence2": "b"}]}, 400, "dataframe_records[0].sentence1 must hold "
+                                                                       "non-empty strings; got int"),
     ({"dataframe_records": [{"sentence1": " ", "sentence2": "b"}]}, 400, "got an empty one"),
     ({"dataframe_records": [{"sentence": "a", "sentence1": "b", "sentence2": "c"}]}, 400, "not both"),
     ({"dataframe_records": 5}, 400, "dataframe_records must be a list of row objects"),
     ({"dataframe_records": [5]}, 400, "dataframe_records[0] must be an object"),
-    ({"dataframe_split": {"columns": ["sentence1", "sentence2"], "data": [["a"]]}}, 400, "dataframe_split.data[0] must be a list of 2 values"),
+    ({"dataframe_split": {"columns": ["sentence1", "sentence2"], "data": [["a"]]}}, 400, "dataframe_split.data[0] must "
+                                                                                         "be a list of 2 values"),
     ({"rows": []}, 400, "exactly one of"),
     (42, 400, "exactly one of"),
     (b"{", 400, "not valid JSON"),

@@ -49,13 +49,15 @@ def test_the_optional_encoder_step_trains_the_encoder_on_nli_then_the_head(tiny_
                                stage1=dataclasses.replace(base.stage1, encoder=Stage1EncoderParams(objective="none")))
     backbone = weights_fingerprint(SiameseRegressor.from_pretrained(tiny_backbone).encoder)
 
-    frozen = run_stage1(base, tmp_path / "nli.parquet", tmp_path / "frozen", tmp_path / "cache", ckpt_dir=tmp_path / "ck")
+    frozen = run_stage1(base, tmp_path / "nli.parquet", tmp_path / "frozen", tmp_path / "cache",
+                        ckpt_dir=tmp_path / "ck")
     assert "encoder" not in frozen and frozen["config"]["encoder"]["objective"] == "none"
     assert weights_fingerprint(SiameseRegressor.load(tmp_path / "frozen").encoder) == backbone  # the paper's stage 1
 
     step = Stage1EncoderParams(objective="simcse_sup", batch_size=4, lr=1e-3)
     params = dataclasses.replace(base, stage1=dataclasses.replace(base.stage1, encoder=step))
-    summary = run_stage1(params, tmp_path / "nli.parquet", tmp_path / "s1", tmp_path / "cache", ckpt_dir=tmp_path / "ck")
+    summary = run_stage1(params, tmp_path / "nli.parquet", tmp_path / "s1", tmp_path / "cache",
+                         ckpt_dir=tmp_path / "ck")
     assert summary["encoder"]["objective"] == "simcse_sup" and summary["encoder"]["examples"] == 8
     assert summary["encoder"]["steps"] == 2 and summary["steps"] > 0          # 8 triples / batch 4, then the head
     trained = SiameseRegressor.load(tmp_path / "s1")

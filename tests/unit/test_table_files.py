@@ -114,7 +114,8 @@ def _writers():
         pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"]).to_csv(path, sep="\t", index=False)
 
     def tsv_raw(path, rows):  # no final newline, stray quotes
-        lines = ["sentence1\tsentence2\tscore"] + ["\t".join(r) for r in rows if not any("\t" in f or "\n" in f for f in r)]
+        lines = ["sentence1\tsentence2\tscore"] + ["\t".join(r) for r in rows
+                                                   if not any("\t" in f or "\n" in f for f in r)]
         lines.insert(3, '"Hello," he said.\tHe said hello.\t4')  # a leading quote that is text: unquoted form
         path.write_text("\n".join(lines) + '\nsaid "hi\tok\t2', encoding="utf-8")
 
@@ -159,7 +160,8 @@ def test_a_refused_add_leaves_the_file_byte_for_byte(tmp_path):
     path = tmp_path / table.file
     original = path.read_bytes()
     bad = tmp_path / "bad.csv"
-    pd.DataFrame({"sentence1": [f"s{i}" for i in range(400)], "sentence2": ["t"] * 400, "score": ["9"] * 400}).to_csv(bad, index=False)
+    pd.DataFrame({"sentence1": [f"s{i}" for i in range(400)], "sentence2": ["t"] * 400,
+                  "score": ["9"] * 400}).to_csv(bad, index=False)
     with pytest.raises(InputError, match="outside the declared scale"):
         append_rows(tmp_path, table, bad, check=read_table)
     assert path.read_bytes() == original
@@ -181,7 +183,8 @@ def test_two_concurrent_adds_serialise(tmp_path):
                      columns=["sentence1", "sentence2", "score"]).to_csv(f, index=False)
         files.append(f)
     before, _, _ = read_table(table, tmp_path)
-    threads = [threading.Thread(target=append_rows, args=(tmp_path, table, f), kwargs={"check": read_table}) for f in files]
+    threads = [threading.Thread(target=append_rows, args=(tmp_path, table, f), kwargs={"check": read_table})
+               for f in files]
     for t in threads:
         t.start()
     for t in threads:

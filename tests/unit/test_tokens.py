@@ -1,5 +1,5 @@
-"""Token tables (stsreg.product.tokens): cached ids equal fresh ones, the cache is hit by the same input only, and a model
-encodes and pads identically with and without the cache."""
+"""Token tables (stsreg.product.tokens): cached ids equal fresh ones, the cache is hit by the same input only, and a
+model encodes and pads identically with and without the cache."""
 
 from __future__ import annotations
 

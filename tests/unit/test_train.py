@@ -45,7 +45,8 @@ def test_fine_tune_improves_dev_and_keeps_best(tiny_backbone, tmp_path):
     reloaded = SiameseRegressor.load(tmp_path / "out")
     from stsreg.product.sts_eval import spearman_cosine
     dev = tiny_sts(60, seed=1)
-    assert spearman_cosine(reloaded, dev.sentence1, dev.sentence2, dev.score) == pytest.approx(summary["best_dev_spearman"], abs=1e-4)
+    assert spearman_cosine(reloaded, dev.sentence1, dev.sentence2,
+                           dev.score) == pytest.approx(summary["best_dev_spearman"], abs=1e-4)
 
 
 @pytest.mark.parametrize("keep", ["best", "trained"])
@@ -57,17 +58,21 @@ def test_keep_trained_never_hands_back_the_start_and_best_keeps_the_guard(tiny_b
     torch.manual_seed(0)
     train, dev = tiny_sts(200), tiny_sts(60, seed=1)
     trained = fine_tune(SiameseRegressor.from_pretrained(tiny_backbone, max_length=16), train, dev,
-                        Stage2Params(batch_size=8, epochs=1, eval_every=5, checkpoint_every=100, lr=1e-3, warmup_ratio=0.1),
+                        Stage2Params(batch_size=8, epochs=1, eval_every=5, checkpoint_every=100, lr=1e-3,
+                                     warmup_ratio=0.1),
                         seed=3, out_dir=tmp_path / "ok", ckpt_dir=tmp_path / "ck0", device=torch.device("cpu"))
     torch.manual_seed(0)
     wrecked = fine_tune(SiameseRegressor.load(tmp_path / "ok"), train, dev,
-                        Stage2Params(batch_size=8, epochs=1, eval_every=5, checkpoint_every=100, lr=0.5, warmup_ratio=0.0,
+                        Stage2Params(batch_size=8, epochs=1, eval_every=5, checkpoint_every=100, lr=0.5,
+                                     warmup_ratio=0.0,
                                      max_grad_norm=100.0),
-                        seed=3, out_dir=tmp_path / "out", ckpt_dir=tmp_path / "ck", device=torch.device("cpu"), keep=keep)
+                        seed=3, out_dir=tmp_path / "out", ckpt_dir=tmp_path / "ck", device=torch.device("cpu"),
+                        keep=keep)
     curve = dict((int(s), v) for s, v in wrecked["dev_curve"])
     assert wrecked["start_dev_spearman"] == curve[0] == pytest.approx(trained["best_dev_spearman"], abs=1e-4)
     assert wrecked["best_step"] == 0 and wrecked["best_dev_spearman"] == curve[0]  # nothing beat the start
-    assert wrecked["trained_best_step"] > 0 and wrecked["trained_best_dev_spearman"] == max(v for s, v in curve.items() if s > 0)
+    assert wrecked["trained_best_step"] > 0 and wrecked["trained_best_dev_spearman"] == max(v for s, v in curve.items()
+                                                                                            if s > 0)
     assert wrecked["trained_best_dev_spearman"] < curve[0] and wrecked["kept"] == keep
     expected = wrecked["best_dev_spearman"] if keep == "best" else wrecked["trained_best_dev_spearman"]
     out = SiameseRegressor.load(tmp_path / "out")
@@ -155,7 +160,8 @@ def test_cosine_buffer_objectives_train_the_encoder(tiny_backbone, tmp_path, los
                         device=torch.device("cpu"), keep="trained")
     assert summary["trained_best_dev_spearman"] > summary["start_dev_spearman"] + 5  # the cosine itself learned
     out = SiameseRegressor.load(tmp_path / "out")
-    assert spearman_cosine(out, dev.sentence1, dev.sentence2, dev.score) == pytest.approx(summary["trained_best_dev_spearman"], abs=1e-4)
+    assert spearman_cosine(out, dev.sentence1, dev.sentence2,
+                           dev.score) == pytest.approx(summary["trained_best_dev_spearman"], abs=1e-4)
     assert (not torch.equal(out.head.weight, head0)) == head_trains  # cosine-only objectives leave the head alone
     # the saved model serves the map its objective trained: clamp(5*cos + 0, 0, 5)
     assert out.config.score_map == [5.0, 0.0]
@@ -183,12 +189,13 @@ def test_a_head_trained_model_serves_its_head(tiny_backbone):
 
 def test_train_fresh_discards_only_stage2_checkpoints_and_never_under_torchrun(tmp_path, monkeypatch):
     from stsreg.cli import build_parser
-    from stsreg.commands_train import _discard_checkpoints, cmd_train
+    from stsreg.commands.train import _discard_checkpoints, cmd_train
 
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     (ckpt / "last.pt").write_bytes(b"a finished run")
-    parse = lambda stage: build_parser().parse_args(["train", "--stage", stage, "--fresh", "--checkpoints", str(ckpt)])  # noqa: E731
+    # noqa: E731
+    parse = lambda stage: build_parser().parse_args(["train", "--stage", stage, "--fresh", "--checkpoints", str(ckpt)])
     with pytest.raises(SystemExit, match="applies to stage 2"):
         cmd_train(parse("1"))
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -203,7 +210,8 @@ def test_train_fresh_discards_only_stage2_checkpoints_and_never_under_torchrun(t
 
 def test_a_change_to_the_loops_code_restarts_from_step_0_and_says_why(tiny_backbone, tmp_path):
     """A finished checkpoint is resumed by the same code; after a function of the loop's closure changes (here in a
-    copy of the package, as after a fix to the loss), the rerun starts from step 0 instead of handing back old weights."""
+    copy of the package, as after a fix to the loss), the rerun starts from step 0 instead of handing back old
+    weights."""
     import shutil
 
     code = tmp_path / "code"
@@ -217,8 +225,13 @@ def test_a_change_to_the_loops_code_restarts_from_step_0_and_says_why(tiny_backb
         assert proc.returncode == 0, proc.stderr[-2000:]
         return proc.stdout + proc.stderr
 
-    where = subprocess.run([sys.executable, "-c", "import stsreg.product.losses; print(stsreg.product.losses.__file__)"], env=env,
-                           capture_output=True, text=True, check=True).stdout.strip()
+    where = subprocess.run(
+        [sys.executable, "-c", "import stsreg.product.losses; print(stsreg.product.losses.__file__)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert where == str(code / "stsreg/product/losses.py")  # the runs below use the copy
     assert "resuming" not in run()
     assert "resuming stage 2 from step 12" in run()  # the finished run's checkpoint, same code: nothing to redo

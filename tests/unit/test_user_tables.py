@@ -65,8 +65,10 @@ def test_bad_rows_are_rejected_with_file_line_and_reason_and_counted(tmp_path):
 
 
 @pytest.mark.parametrize("change, table, message", [
-    (lambda d: d.rename(columns={"rating": "label"}), {}, r"no column 'rating' \(score\); the file has \['query', 'answer', 'label'\]"),
-    (lambda d: d.assign(rating=d.rating * 100), {}, r"lie outside the declared scale \[0, 1\]; the scores run 0..100, which looks like a 0-100 scale"),
+    (lambda d: d.rename(columns={"rating": "label"}), {}, r"no column 'rating' \(score\); the file has \['query', "
+                                                          r"'answer', 'label'\]"),
+    (lambda d: d.assign(rating=d.rating * 100), {}, r"lie outside the declared scale \[0, 1\]; the scores run 0..100, "
+                                                    r"which looks like a 0-100 scale"),
     (lambda d: d.head(30), {}, r"the (dev|test) split has \d pairs \(at least 10"),
     (lambda d: d.assign(rating=0.5), {}, r"every (dev|test) pair scores 2.5: Spearman is undefined"),
     (lambda d: pd.concat([d.assign(part="train"), d.head(12).assign(part="test"), d.iloc[20:32].assign(part="dev")]),

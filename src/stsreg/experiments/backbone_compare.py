@@ -7,8 +7,9 @@ data and stage-2 budget, with ``model.backbone`` set, into ``reports/compare_bac
 
 The folder holds ``params.yaml`` (params.yaml with the backbone's settings applied: what every row ran with),
 ``rows/`` (one folder per (method, seed) in git, :mod:`stsreg.experiments.row_results`, skipped on a rerun while its
-fingerprint holds, so the work can stop and go on another day or machine), ``runs/`` (the stage-1 model, a work folder), ``results.md``/``results.csv``/``paired.csv``/``avg7.png``
-and ``metrics.json``. :data:`SETTINGS` declares what differs from ``params.yaml`` per backbone, and why.
+fingerprint holds, so the work can stop and go on another day or machine), ``runs/`` (the stage-1 model, a work folder),
+``results.md``/``results.csv``/``paired.csv``/``avg7.png`` and ``metrics.json``. :data:`SETTINGS` declares what differs
+from ``params.yaml`` per backbone, and why.
 """
 
 from __future__ import annotations

@@ -58,7 +58,11 @@ def resolved(params: Params, backbone: str, sets: dict[str, Any]) -> Params:
 def stage1_folder(params: Params, nli_path: Path) -> Path:
     """The stage-1 model the backbone's comparison keeps for ``params.seed`` (``runs/_stage1-<seed>-<key>``, the key
     :func:`stsreg.experiments.compare.stage1_key`)."""
-    return backbone_compare.folder(params.model.backbone) / "runs" / f"_stage1-{params.seed}-{compare.stage1_key(params, nli_path)}"
+    return (
+        backbone_compare.folder(params.model.backbone)
+        / "runs"
+        / f"_stage1-{params.seed}-{compare.stage1_key(params, nli_path)}"
+    )
 
 
 def prepare(params: Params, out: Path, nli_path: Path = Path("data/prepared/nli_train.parquet")) -> Path:
@@ -70,7 +74,8 @@ def prepare(params: Params, out: Path, nli_path: Path = Path("data/prepared/nli_
     init = stage1_folder(params, nli_path)
     if not (init / "training_summary.json").exists():
         print(f"stage 1 of {params.model.backbone} (the head on NLI) -> {init}", flush=True)
-        run_stage1(params, nli_path, init, Path("cache/embeddings"), ckpt_dir=init.with_name(init.name + "-checkpoints"))
+        run_stage1(params, nli_path, init, Path("cache/embeddings"),
+                   ckpt_dir=init.with_name(init.name + "-checkpoints"))
     backbone_compare.write_params(params, out / "params.yaml")
     print(f"search on {params.model.backbone} from {init}: up to {params.search.trials} trial(s) -> {out}", flush=True)
     return init

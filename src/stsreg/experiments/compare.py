@@ -50,14 +50,16 @@ log = logging.getLogger(__name__)
 
 #: Each row's recipe ({"init", "loss"}; None: nothing trained), from the declared rows
 #: (:data:`stsreg.infra.method_specs.COMPARE`).
-METHODS: dict[str, dict | None] = {m.name: {"init": m.init, "loss": m.loss} if m.init else None for m in COMPARE.values()}
+METHODS: dict[str, dict | None] = {m.name: {"init": m.init, "loss": m.loss} if m.init else None
+                                   for m in COMPARE.values()}
 #: Rows trained with the paper's framework (stage 1 head on NLI, then a buffered / regression stage 2). The paired
 #: tests compare the one with the best mean STS-B *dev* score (never a test score) against every other row.
 REGRESSION = tuple(m.name for m in COMPARE.values() if m.init == "stage1")
 
 
 #: The code one (method, seed) run executes (training and evaluation); its hash is part of each run's fingerprint.
-RUN_CODE = ("stsreg.experiments.compare", "stsreg.product.runners.stage1_runner", "stsreg.product.runners.stage2_runner", "stsreg.product.runners.eval_runner")
+RUN_CODE = ("stsreg.experiments.compare", "stsreg.product.runners.stage1_runner",
+            "stsreg.product.runners.stage2_runner", "stsreg.product.runners.eval_runner")
 
 
 def stage2_for(params: Params, method: str):
@@ -82,7 +84,8 @@ def stage1_key(params: Params, nli_path: Path) -> str:
 def run_key(params: Params, method: str, seed: int, sts_sha: str, nli_sha: str) -> RowKey:
     """Settings, seed, data and code of one run: a rerun reuses a finished run only if all four are unchanged."""
     parts = {"method": method, "spec": METHODS[method], "seed": seed, "model": dataclasses.asdict(params.model),
-             "precision": cache_name(params.model.precision), "evaluate": dataclasses.asdict(params.evaluate), "sts": sts_sha}
+             "precision": cache_name(params.model.precision), "evaluate": dataclasses.asdict(params.evaluate),
+             "sts": sts_sha}
     if METHODS[method] is not None:
         parts["stage2"] = dataclasses.asdict(stage2_for(params, method))
         if starts_from_stage1(params, method):
@@ -110,14 +113,17 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
     if starts_from_stage1(p, method):
         stage1_dir = work.parent / f"_stage1-{seed}-{stage1_key(p, nli_path)}"
         if not (stage1_dir / "training_summary.json").exists():
-            run_stage1(p, nli_path, stage1_dir, cache_dir, ckpt_dir=stage1_dir.with_name(stage1_dir.name + "-checkpoints"))
+            run_stage1(
+                p, nli_path, stage1_dir, cache_dir, ckpt_dir=stage1_dir.with_name(stage1_dir.name + "-checkpoints")
+            )
         model = SiameseRegressor.load(stage1_dir, precision=params.model.precision)
     else:
         set_seed(seed)  # the (unused) head's initialisation draws from the global RNG
         model = SiameseRegressor.from_params(p.model)
     p = dataclasses.replace(p, stage2=stage2_for(p, method))
     run_stage2(p, sts_path, model, work / "model", work / "checkpoints", log_metric, keep="trained")
-    shutil.copyfile(work / "model" / "training_summary.json", work / "training_summary.json")  # kept after the weights go
+    # kept after the weights go
+    shutil.copyfile(work / "model" / "training_summary.json", work / "training_summary.json")
     shutil.rmtree(work / "checkpoints", ignore_errors=True)
     return work / "model"
 

@@ -44,7 +44,8 @@ PAPER_TABLE1 = {
 SBERT_NLI = ("SBERT-base (softmax CE)", (70.97, 76.53, 73.19, 79.09, 74.30, 77.03, 72.91, 74.89))
 
 
-def run_row(params: Params, name: str, seed: int, nli: pd.DataFrame, work: Path, log_metric=lambda k, v, s: None) -> Path:
+def run_row(params: Params, name: str, seed: int, nli: pd.DataFrame, work: Path, log_metric=lambda k, v,
+            s: None) -> Path:
     """Train row ``name`` with ``seed`` into ``work/model`` (returns it), or the backbone's path for ``base``."""
     from stsreg.product.model import resolve_backbone
 
@@ -71,7 +72,8 @@ def format_table(table: pd.DataFrame, tests: pd.DataFrame | None, seeds, seconds
     from stsreg.experiments.run_tables import paired_table
 
     head = [public_tables.display(t) for t in (*public_tables.AVG7, "avg7")]
-    fmt = lambda r, c: f"{r[c + '_mean']:.2f} ± {r[c + '_std']:.2f}" if r["seeds"] > 1 else f"{r[c + '_mean']:.2f}"  # noqa: E731
+    # noqa: E731
+    fmt = lambda r, c: f"{r[c + '_mean']:.2f} ± {r[c + '_std']:.2f}" if r["seeds"] > 1 else f"{r[c + '_mean']:.2f}"
     lines = [f"Whole encoder trained on NLI only ({backbone!r}), one row per objective; Spearman x100 of cosine, "
              f"mean ± std over {len(seeds)} seed(s) {list(seeds)}. Wall time = training + 7-task evaluation of one "
              "seed on this machine.", "",
@@ -81,15 +83,17 @@ def format_table(table: pd.DataFrame, tests: pd.DataFrame | None, seeds, seconds
         minutes = seconds.get(r["method"], float("nan")) / 60
         lines.append(f"| {r['method']} | " + " | ".join(fmt(r, c) for c in COLUMNS) +
                      f" | [{r['avg7_low']:.2f}, {r['avg7_high']:.2f}] | {minutes:.1f} |")
-    lines += ["", "The paper's Table 1 (BERT-base, whole model trained on full SNLI + MultiNLI for 1 epoch). Our default "
-                  "backbone was already trained contrastively on sentence pairs, so absolute numbers are not comparable "
+    lines += ["", "The paper's Table 1 (BERT-base, whole model trained on full SNLI + MultiNLI for 1 epoch). Our "
+                  "default backbone was already trained contrastively on sentence pairs, so absolute numbers are not "
+                  "comparable "
                   "across the two tables; the order of the objectives is what the claim is about.", "",
               "| paper row | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head),
               f"| {SBERT_NLI[0]} | " + " | ".join(f"{x:.2f}" for x in SBERT_NLI[1]) + " |"]
     lines += [f"| {label} (ours: {name}) | " + " | ".join(f"{x:.2f}" for x in values) + " |"
               for name, (label, values) in PAPER_TABLE1.items()]
     if tests is not None and not tests.empty:
-        lines += ["", f"Paired bootstrap on the same test pairs: {REFERENCE} minus each row (one-sided p that {REFERENCE} "
+        lines += ["", f"Paired bootstrap on the same test pairs: {REFERENCE} minus each row (one-sided p that "
+                      f"{REFERENCE} "
                       "is better; per seed).", "",
                   *paired_table(tests)]
     return "\n".join(lines)

@@ -11,11 +11,11 @@ travels with the repository::
                                              seen_in_train), written once for every row scored on the same pairs
     rows/<row>-<seed>/run.json               written last: the fingerprint a rerun matches, the MLflow run, the pairs
 
-A rerun reuses a row whose ``run.json`` still names its fingerprint (:class:`stsreg.infra.codehash.RowKey`: settings, seed, data, code),
-with or without its work folder: a fresh clone rebuilds every table from these files without training, and a row added
-to the settings is the only one that trains. ``run.json`` also keeps the key's parts and the code's entry modules, so
-that a change of shared code that ``make golden`` proves equal re-keys the finished rows (:func:`recommit`, ``make
-recommit``) instead of retraining them: the rows' counterpart of ``dvc commit``.
+A rerun reuses a row whose ``run.json`` still names its fingerprint (:class:`stsreg.infra.codehash.RowKey`: settings,
+seed, data, code), with or without its work folder: a fresh clone rebuilds every table from these files without
+training, and a row added to the settings is the only one that trains. ``run.json`` also keeps the key's parts and the
+code's entry modules, so that a change of shared code that ``make golden`` proves equal re-keys the finished rows
+(:func:`recommit`, ``make recommit``) instead of retraining them: the rows' counterpart of ``dvc commit``.
 """
 
 from __future__ import annotations

@@ -74,17 +74,20 @@ def format_compare(table: pd.DataFrame, tests: pd.DataFrame | None, seeds, setti
     """Markdown: mean ± std (and mean 95% CI) per task and avg7, then the paired tests; ``settings``: a line
     saying what every row trained with (:func:`stsreg.experiments.compare.budget`)."""
     head = [public_tables.display(t) for t in (*public_tables.AVG7, "avg7")] + ["avg7 unseen"]
-    lines = [f"Spearman x100 of cosine, mean ± std over {len(seeds)} seed(s) {list(seeds)}; avg7 95% CI = pair bootstrap, "
+    lines = [f"Spearman x100 of cosine, mean ± std over {len(seeds)} seed(s) {list(seeds)}; avg7 95% CI = pair "
+             f"bootstrap, "
              "bounds averaged over seeds." + (f" {settings}" if settings else ""), "",
              "STS-B dev: the dev Spearman at step 0 -> of the checkpoint the row evaluates (the best after step 0), "
              "and its step.", "",
              "| method | " + " | ".join(head) + " | avg7 95% CI | STS-B dev (start -> kept @ step) |",
              "|---|" + "---:|" * (len(head) + 1) + "---|"]
     for _, r in table.iterrows():
-        cells = [f"{r[c + '_mean']:.2f} ± {r[c + '_std']:.2f}" if r["seeds"] > 1 else f"{r[c + '_mean']:.2f}" for c in COLUMNS]
+        cells = [f"{r[c + '_mean']:.2f} ± {r[c + '_std']:.2f}" if r["seeds"] > 1 else f"{r[c + '_mean']:.2f}"
+                 for c in COLUMNS]
         dev = (f"{r['dev_start']:.2f} -> {r['dev_kept']:.2f} @ {r['kept_step']:.0f}/{r['total_steps']:.0f}"
                if pd.notna(r.get("dev_kept", np.nan)) else "untrained")
-        lines.append(f"| {r['method']} | " + " | ".join(cells) + f" | [{r['avg7_low']:.2f}, {r['avg7_high']:.2f}] | {dev} |")
+        lines.append(f"| {r['method']} | " + " | ".join(cells) + f" | [{r['avg7_low']:.2f}, {r['avg7_high']:.2f}] | "
+                                                                 f"{dev} |")
     if tests is not None and not tests.empty:
         ref = tests.reference.iloc[0]
         lines += ["", f"Paired bootstrap on the same test pairs, a minus b (one-sided p that a is better; per seed). "
@@ -97,10 +100,12 @@ def format_compare(table: pd.DataFrame, tests: pd.DataFrame | None, seeds, setti
 def paired_table(tests: pd.DataFrame) -> list[str]:
     """Markdown lines of paired tests (columns reference, other, seed, view, diff, low, high, p_value: one row per
     pair, view and seed): one line per (a, b, view) with the mean difference and every seed's CI and p."""
-    lines = ["| a | b | view | diff (mean over seeds) | 95% CI (per seed) | p (per seed) |", "|---|---|---|---:|---|---|"]
+    lines = ["| a | b | view | diff (mean over seeds) | 95% CI (per seed) | p (per seed) |",
+             "|---|---|---|---:|---|---|"]
     for (a, other, view), g in tests.groupby(["reference", "other", "view"], sort=False):
         cis = ", ".join(f"[{lo:+.2f}, {hi:+.2f}]" for lo, hi in zip(g.low, g.high))
-        lines.append(f"| {a} | {other} | {view} | {g['diff'].mean():+.2f} | {cis} | {', '.join(f'{p:.3f}' for p in g.p_value)} |")
+        lines.append(f"| {a} | {other} | {view} | {g['diff'].mean():+.2f} | {cis} | "
+                     f"{', '.join(f'{p:.3f}' for p in g.p_value)} |")
     return lines
 
 

@@ -41,7 +41,8 @@ def check_ranges(s: SearchParams, source: str = "params.yaml") -> None:
     """Every range is ``[low, high]`` with low <= high; raises :class:`ParamsError` listing the bad ones."""
     bad = [f"{source}: search.{name}: expected [low, high] with low <= high, got {list(getattr(s, name))}"
            for name in RANGES if len(getattr(s, name)) != 2 or getattr(s, name)[0] > getattr(s, name)[1]]
-    bad += [f"{source}: search.{name}: needs at least one choice" for name in ("losses", "epochs", "labels", "group_by_length")
+    bad += [f"{source}: search.{name}: needs at least one choice"
+            for name in ("losses", "epochs", "labels", "group_by_length")
             if not getattr(s, name)]
     if bad:
         raise ParamsError("\n".join(bad))
@@ -100,7 +101,8 @@ def trials_table(study) -> pd.DataFrame:
                "last_step": max(t.intermediate_values) if t.intermediate_values else None}
         row.update({k: t.params.get(k) for k in SEARCHED})
         rows.append(row)
-    return pd.DataFrame(rows, columns=["trial", "state", "dev_spearman", "best_step", "last_step", "minutes", *SEARCHED])
+    return pd.DataFrame(rows, columns=["trial", "state", "dev_spearman", "best_step", "last_step", "minutes",
+                                       *SEARCHED])
 
 
 def format_report(table: pd.DataFrame, best: dict | None, start_dev: float | None) -> str:

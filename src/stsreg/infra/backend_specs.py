@@ -35,7 +35,8 @@ BACKENDS: tuple[BackendSpec, ...] = (
                 "the saved weights in PyTorch, on this process's device (a GPU where there is one), in the model's "
                 "precision"),
     BackendSpec("onnx", "onnx_fp32", "onnx/model.onnx",
-                "the encoder exported to ONNX (fp32), run by ONNX Runtime on the CPU; pooling and head in torch", "fp32"),
+                "the encoder exported to ONNX (fp32), run by ONNX Runtime on the CPU; pooling and head in torch",
+                "fp32"),
     BackendSpec("onnx-int8", "onnx_int8", "onnx/model_qint8.onnx",
                 "the ONNX graph with int8 weights and dynamic int8 activations, run by ONNX Runtime on the CPU",
                 "int8 weights, fp32 activations"),

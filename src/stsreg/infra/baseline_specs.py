@@ -35,7 +35,8 @@ class System:
 
 #: Every system, in the order of the study's table. ``study_spearman`` is the study's figure as printed.
 SYSTEMS: dict[str, System] = {
-    "word2vec_pretrained": System("word vectors", "Word2Vec (pretrained)", "0.325", "nothing: mean of word vectors, cosine",
+    "word2vec_pretrained": System("word vectors", "Word2Vec (pretrained)", "0.325", "nothing: mean of word vectors, "
+                                                                                    "cosine",
                                   ("word2vec_path",)),
     "glove_pretrained": System("word vectors", "GloVe (pretrained)", "0.274", "nothing: mean of word vectors, cosine",
                                ()),
@@ -59,7 +60,8 @@ SYSTEMS: dict[str, System] = {
     "cross_mlp": System("cross-encoder", "BERT / ALBERT / RoBERTa (MLP+sigmoid)", "0.896 / 0.858 / 0.915",
                         "encoder + MLP(512) + sigmoid on the pair's CLS, MSE", _TRANSFORMER),
     "sbert": System("bi-encoder", "S-BERT", "0.868", "encoder, mean pooling, cosine MSE", _TRANSFORMER),
-    "sllm_full": System("bi-encoder", "S-LLM full fine-tuning", "0.869", "encoder + GeLU projection, cosine MSE", _SLLM),
+    "sllm_full": System("bi-encoder", "S-LLM full fine-tuning", "0.869", "encoder + GeLU projection, cosine MSE",
+                        _SLLM),
     "sllm_lora": System("bi-encoder", "S-LLM LoRA", "0.903", "LoRA adapters + GeLU projection, cosine MSE", _LORA),
 }
 #: The systems in the order of the study's table: params' choices and the default of ``baselines.systems``.

@@ -5,8 +5,8 @@ The sections live in the settings module of what reads them (``settings_data``, 
 carries its range and choices, so pydantic checks each key, type and range wherever a section is built. This module
 assembles them into :class:`Params`, adds the rules between sections (the buffers' ``x0 <= d/2``, the declared
 tables), and :func:`load_params` raises one :class:`~stsreg.infra.errors.ParamsError` listing every problem before any
-stage touches an output. And ``dvc.yaml`` declares exactly the sections a stage reads (``tests/unit/test_config.py`` checks both directions), so DVC reruns a stage whenever a knob
-it depends on changes.
+stage touches an output. And ``dvc.yaml`` declares exactly the sections a stage reads (``tests/unit/test_config.py``
+checks both directions), so DVC reruns a stage whenever a knob it depends on changes.
 
     >>> from stsreg.infra.config import load_params
     >>> p = load_params("params.yaml")
@@ -45,9 +45,11 @@ from stsreg.infra.settings_training import (HEAD_LOSSES, KEEP_MODES, LABEL_MODES
 __all__ = ["MIRROR_ENV", "PUBLIC_STS_TABLES", "PUBLIC_TABLES", "TABLES_DIR", "ExtraNLISource", "FetchParams",
            "LeakageParams", "PrepareParams", "StsTableColumns", "StsTableSource", "resolve_mirror", "BASELINE_SYSTEMS",
            "COMPARE_METHODS", "PROFILE_METHODS", "BaselinesParams", "CompareParams", "ProfileParams", "SearchParams",
-           "SearchPoint", "NliTableParams", "LaunchParams", "ScheduleParams", "ServeParams", "HEAD_LOSSES", "KEEP_MODES",
+           "SearchPoint", "NliTableParams", "LaunchParams", "ScheduleParams", "ServeParams", "HEAD_LOSSES",
+           "KEEP_MODES",
            "LABEL_MODES", "NLI_OBJECTIVES", "STAGE2_LOSSES", "EvaluateParams", "ModelParams", "NliTrainingParams",
-           "PromoteParams", "Stage1EncoderParams", "Stage1Params", "Stage2Params", "Params", "ParamsError", "BUFFER_GAPS",
+           "PromoteParams", "Stage1EncoderParams", "Stage1Params", "Stage2Params", "Params", "ParamsError",
+           "BUFFER_GAPS",
            "PRESETS", "load_params", "parse_params", "with_overrides", "param_keys"]
 
 
@@ -131,8 +133,10 @@ def _table_problems(params: Params, source: str) -> list[str]:
     missing = [n for n in PUBLIC_STS_TABLES if n not in declared]
     if missing:
         problems.append(f"{source}: prepare.sts_tables: the public table(s) {missing} are not declared; avg7 is the "
-                        f"mean over all {len(PUBLIC_STS_TABLES)}: keep their entries (params.yaml's defaults) and add yours after them")
-    for key, names in (("stage2.train_tables", params.stage2.train_tables), ("stage2.dev_table", (params.stage2.dev_table,)),
+                        f"mean over all {len(PUBLIC_STS_TABLES)}: keep their entries (params.yaml's defaults) and add "
+                        "yours after them")
+    for key, names in (("stage2.train_tables", params.stage2.train_tables),
+                       ("stage2.dev_table", (params.stage2.dev_table,)),
                        ("promote.metrics", tuple(n for n in params.promote.metrics if n != "avg7"))):
         unknown = [n for n in names if n not in declared]
         if unknown:
@@ -144,8 +148,8 @@ def _table_problems(params: Params, source: str) -> list[str]:
             continue
         gap = t.internal_gap()
         if params.stage2.x0 > gap / 2:
-            problems.append(f"{source}: stage2.x0: {params.stage2.x0:g} exceeds d/2 = {gap / 2:g} for table {name} "
-                            f"(d = {t.d:g} on its scale {list(t.scale)}, {gap:g} on the 0-5 scale the losses use): "
+            problems.append(f"{source}: stage2.x0: {params.stage2.x0:g} exceeds d/2 = {gap / 2:g} for table {name} (d "
+                            f"= {t.d:g} on its scale {list(t.scale)}, {gap:g} on the 0-5 scale the losses use): "
                             f"{_BUFFER_RULE}")
     return problems
 
@@ -170,9 +174,10 @@ def load_params(path: str | os.PathLike = "params.yaml") -> Params:
     """Load and validate ``params.yaml`` into :class:`Params`; missing keys take defaults.
 
     Read with YAML 1.2's booleans (only ``true``/``false``); a bare ``yes``/``no``/``on``/``off`` is refused in any
-    field (:class:`stsreg.infra.knobs.BareWord`). Unknown keys, wrong types (no coercion: ``'no'`` is not a boolean, ``'fast'`` not a float) and
-    out-of-range values raise :class:`ParamsError` (``params.yaml: stage2.lr: expected a float, got 'fast'``),
-    all of them in one message. Stages load the whole file, so one bad section stops every stage."""
+    field (:class:`stsreg.infra.knobs.BareWord`). Unknown keys, wrong types (no coercion: ``'no'`` is not a boolean,
+    ``'fast'`` not a float) and out-of-range values raise :class:`ParamsError` (``params.yaml: stage2.lr: expected a
+    float, got 'fast'``), all of them in one message. Stages load the whole file, so one bad section stops every
+    stage."""
     name = Path(path).name
     try:
         text = Path(path).read_bytes()

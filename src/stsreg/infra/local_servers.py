@@ -105,7 +105,8 @@ def _spawn(layout: Layout, name: str, cmd: list[str], env: dict[str, str]) -> in
     layout.pid_file(name).parent.mkdir(parents=True, exist_ok=True)
     layout.log_file(name).parent.mkdir(parents=True, exist_ok=True)
     log = open(layout.log_file(name), "ab")
-    proc = subprocess.Popen(cmd, cwd=layout.project, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(cmd, cwd=layout.project, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL,
                             start_new_session=True)  # own process group: stop() takes its children too
     layout.pid_file(name).write_text(str(proc.pid))
     return proc.pid
@@ -120,7 +121,8 @@ def wait_healthy(url: str, alive: Callable[[], bool], name: str, log: Path, time
             return
         time.sleep(0.5)
     why = f"did not answer {url} within {timeout:.0f} s" if alive() else "exited during start-up"
-    raise RuntimeError(f"{name} {why}; see {log}:\n" + (log.read_text(errors="replace")[-2000:] if log.exists() else ""))
+    raise RuntimeError(f"{name} {why}; see {log}:\n" + (log.read_text(errors="replace")[-2000:] if log.exists()
+                                                        else ""))
 
 
 def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, worker: bool = True,
@@ -192,7 +194,8 @@ def status(project: Path) -> dict:
     if not urls:
         return {"running": False, "processes": procs}
     health = {"prefect": healthy(urls["prefect_api"] + "/health"), "mlflow": healthy(urls["mlflow"] + "/health")}
-    return {**{k: v for k, v in urls.items() if k != "previous_profile"}, "running": all(health.values()), "healthy": health,
+    return {**{k: v for k, v in urls.items() if k != "previous_profile"}, "running": all(health.values()),
+            "healthy": health,
             "worker": procs["worker"]["alive"], "processes": procs}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -51,13 +52,55 @@ def pipeline_lock(project: Path, timeout_s: float = -1, announce: bool = False) 
         lock.acquire(timeout=0 if announce else timeout_s)
     except Timeout:
         if not announce:
-            raise TimeoutError(f"another pipeline run holds {path} for more than {timeout_s:.0f} s; not starting") from None
+            raise TimeoutError(
+                f"another pipeline run holds {path} for more than {timeout_s:.0f} s; not starting"
+            ) from None
         print(f"waiting for {path}: another stsreg stage or pipeline run holds it", file=sys.stderr, flush=True)
         try:
             lock.acquire(timeout=timeout_s)
         except Timeout:
-            raise TimeoutError(f"another pipeline run holds {path} for more than {timeout_s:.0f} s; not starting") from None
+            raise TimeoutError(
+                f"another pipeline run holds {path} for more than {timeout_s:.0f} s; not starting"
+            ) from None
     try:
         yield
     finally:
         lock.release()
+
+
+#: DVC's own repository lock: held by every ``dvc repro`` / ``dvc commit`` from start to end (dvc.lock included).
+DVC_LOCK = Path(".dvc") / "tmp" / "lock"
+
+
+@contextmanager
+def data_write_lock(project: Path, timeout_s: float = 3600.0) -> Iterator[None]:
+    """What a write into the project's data (``stsreg data add``) holds: the pipeline lock (no stage runs beside it)
+    and, in a DVC project, DVC's repository lock, so that no ``dvc repro`` is between reading a table and recording
+    it in ``dvc.lock`` while the file grows (a by-hand ``dvc repro`` holds it across every stage and the hashing
+    after them). Waits up to ``timeout_s`` seconds, saying once on stderr what it waits for; then ``TimeoutError``."""
+    from dvc.lock import Lock, LockError
+
+    deadline = time.monotonic() + timeout_s
+    with pipeline_lock(project, timeout_s, announce=True):
+        path = Path(project) / DVC_LOCK
+        if not path.parent.is_dir():  # not a DVC project (or never run): nothing to exclude
+            yield
+            return
+        lock, told = Lock(str(path)), False
+        while True:
+            try:
+                lock._do_lock()  # one attempt of DVC's own lock (zc.lockfile), so that the wait is said at once
+                break
+            except LockError:
+                if not told:
+                    print(f"waiting for {path}: a `dvc repro` or another DVC command is running in this project",
+                          file=sys.stderr, flush=True)
+                    told = True
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"a `dvc repro` (or another DVC command) holds {path} for more than "
+                                       f"{timeout_s:.0f} s; nothing was written") from None
+                time.sleep(0.5)
+        try:
+            yield
+        finally:
+            lock.unlock()

@@ -77,7 +77,8 @@ NLI_OBJECTIVES = tuple(NLI)
 class ProfileMethod:
     """A training step the profile measures (:mod:`stsreg.experiments.profiling.measure`): ``loss`` ``regression``
     (Smooth K2 on the head over a pair: 2 sequences) or ``contrastive`` (in-batch contrastive over anchor, positive
-    and hard negative: 3 sequences); ``frozen``: the encoder runs without gradients and only the head learns (stage 1)."""
+    and hard negative: 3 sequences); ``frozen``: the encoder runs without gradients and only the head learns (stage
+    1)."""
 
     name: str
     loss: str
@@ -85,7 +86,8 @@ class ProfileMethod:
 
     def __post_init__(self):
         if self.loss not in ("regression", "contrastive") or (self.frozen and self.loss != "regression"):
-            raise ValueError(f"{self.name}: loss must be regression or contrastive; only a regression step can be frozen")
+            raise ValueError(f"{self.name}: loss must be regression or contrastive; only a regression step can be "
+                             f"frozen")
 
     @property
     def sequences(self) -> int:

@@ -20,7 +20,9 @@ def runs_page(mlflow_url: str, experiment: str = "stsreg") -> str:
     except Exception:  # noqa: BLE001 (a link is not worth a failed start)
         exp = None
     query = "?workflowType=machine_learning"
-    return f"{mlflow_url}/#/experiments/{exp.experiment_id}/runs{query}" if exp else f"{mlflow_url}/#/experiments{query}"
+    return (
+        f"{mlflow_url}/#/experiments/{exp.experiment_id}/runs{query}" if exp else f"{mlflow_url}/#/experiments{query}"
+    )
 
 
 def label_experiments(mlflow_url: str) -> None:

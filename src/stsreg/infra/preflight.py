@@ -28,7 +28,8 @@ STS_COLUMNS = ("dataset", "split", "sentence1", "sentence2", "score")
 
 
 def sts_table_problem(path: str) -> str:
-    """Why ``path`` is not a prepared STS table (``""`` when it is): not Parquet, or columns missing (found ones listed)."""
+    """Why ``path`` is not a prepared STS table (``""`` when it is): not Parquet, or columns missing (found ones
+    listed)."""
     import pyarrow.parquet as pq
 
     try:

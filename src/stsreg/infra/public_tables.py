@@ -31,7 +31,8 @@ class YearFiles:
 
     def files(self) -> dict[str, tuple[str, ...]]:
         """split -> the raw files (relative to the mirror's root) that split reads."""
-        return {"test": tuple(f"{self.folder}/{pattern.format(s)}" for s in self.subsets for pattern in (self.input, self.gold))}
+        return {"test": tuple(f"{self.folder}/{pattern.format(s)}" for s in self.subsets
+                              for pattern in (self.input, self.gold))}
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ PUBLIC: tuple[PublicTable, ...] = (
                                                           "test": "STSBenchmark/sts-test.csv"}),
                 trains=True, selects=True, baselines=True),
     # SICK relatedness is 1-5, kept as annotated (the paper's setting); its annotators chose integers too
-    PublicTable("sickr", "SICK-R", SplitFiles("read_sick", {"train": "SICK/SICK_train.txt", "dev": "SICK/SICK_trial.txt",
+    PublicTable("sickr", "SICK-R", SplitFiles("read_sick", {"train": "SICK/SICK_train.txt",
+                                                            "dev": "SICK/SICK_trial.txt",
                                                             "test": "SICK/SICK_test_annotated.txt"}),
                 scale=(1.0, 5.0), rescale=False, trains=True, by_subset=False),
 )

@@ -2,7 +2,8 @@
 
 Each is named by its message, so that every other warning of the same library still shows:
 
-    with quiet(warnings=("Add type hints to the `predict` method",), logs={"mlflow.pyfunc": ("Passing a Python object",)}):
+    with quiet(warnings=("Add type hints to the `predict` method",), logs={"mlflow.pyfunc": ("Passing a Python
+    object",)}):
         mlflow.pyfunc.save_model(...)
 """
 
@@ -27,8 +28,8 @@ class _DropMessages(logging.Filter):
 def quiet(warnings: tuple[str, ...] = (), categories: tuple[type[Warning], ...] = (),
           logs: dict[str, tuple[str, ...]] | None = None) -> Iterator[None]:
     """Inside the block: warnings whose message contains one of ``warnings`` (plain text; MLflow colours some of its
-    messages, so they do not start with their words) or of a class in ``categories`` are not shown; log records of logger ``name`` (``""``: the root) whose message starts with one of
-    ``logs[name]`` are dropped."""
+    messages, so they do not start with their words) or of a class in ``categories`` are not shown; log records of
+    logger ``name`` (``""``: the root) whose message starts with one of ``logs[name]`` are dropped."""
     import re
 
     filters = [(logging.getLogger(name or None), _DropMessages(prefixes)) for name, prefixes in (logs or {}).items()]

@@ -18,8 +18,8 @@ import torch.distributed as dist
 
 
 def cache_dir(name: str) -> Path:
-    """``<cache root>/<name>``: a cache of the project's runs (``tokens``: token tables, :mod:`stsreg.product.tokens`). The
-    root is ``$STSREG_CACHE``, default ``cache`` under the working directory (the project root, where every stage
+    """``<cache root>/<name>``: a cache of the project's runs (``tokens``: token tables, :mod:`stsreg.product.tokens`).
+    The root is ``$STSREG_CACHE``, default ``cache`` under the working directory (the project root, where every stage
     runs). Deleting it loses nothing but time."""
     return Path(os.environ.get("STSREG_CACHE", "cache")) / name
 

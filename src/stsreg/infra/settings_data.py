@@ -72,7 +72,8 @@ class StsTableSource:
 
     name: str = knob(help="table name: a metric prefix and a value of `dataset`; a public table keeps its reader's "
                           "name", pattern=r"[a-z][a-z0-9_]*")
-    reader: str = knob("", f"a public benchmark read from the data mirror: {', '.join(PUBLIC_STS_TABLES)}; empty: `file`",
+    reader: str = knob("", f"a public benchmark read from the data mirror: {', '.join(PUBLIC_STS_TABLES)}; empty: "
+                           f"`file`",
                        choices=("", *PUBLIC_STS_TABLES))
     file: str = knob("", f"path under {TABLES_DIR}/ (e.g. {TABLES_DIR}/support_pairs.csv); empty for a `reader` table")
     columns: StsTableColumns = knob(factory=StsTableColumns)
@@ -122,8 +123,10 @@ OFFLINE_NLI = ("snli/dev", "snli/test", "mnli/dev_matched", "xnli/dev", "xnli/te
 class PrepareParams:
     nli_train: tuple[str, ...] = knob(OFFLINE_NLI, "NLI `source/split` entries that feed training (stage 1); see "
                                       "data/nli_sources in README")
-    max_rejected_fraction: float = knob(0.01, "stage fails if a dataset rejects more than this fraction of its rows", ge=0, le=1)
-    duplicate_pairs: str = knob("flag", "flag: count exact duplicate pairs within a split but keep them (published test "
+    max_rejected_fraction: float = knob(0.01, "stage fails if a dataset rejects more than this fraction of its rows",
+                                        ge=0, le=1)
+    duplicate_pairs: str = knob("flag", "flag: count exact duplicate pairs within a split but keep them (published "
+                                        "test "
                                 "sets contain them); reject: keep the first only", choices=("flag", "reject"))
     leakage: LeakageParams = knob(factory=LeakageParams)
     allow_local_edits: bool = knob(False, "prepare raw files whose size or sha256 differs from data/sources.json "

@@ -17,7 +17,8 @@ BASELINE_SYSTEMS = baseline_specs.BASELINE_SYSTEMS
 
 @section
 class CompareParams:
-    """Base vs +Contrast vs CoSENT vs cosine MSE vs +Ours vs Translated ReLU vs MSE on the same backbone, data and budget."""
+    """Base vs +Contrast vs CoSENT vs cosine MSE vs +Ours vs Translated ReLU vs MSE on the same backbone, data and
+    budget."""
 
     methods: tuple[str, ...] = knob(method_specs.DEFAULT_COMPARE, choices=COMPARE_METHODS)
     seeds: tuple[int, ...] = knob((42, 43, 44), ge=0)
@@ -59,7 +60,8 @@ class SearchParams:
     eval_every: int = knob(100, "dev evaluations (and pruning decisions) every N steps", ge=1)
     startup_trials: int = knob(2, "trials before the pruner may stop one (median of the dev curves so far)", ge=0)
     prune_after: int = knob(300, "no pruning before this step: early dev curves cross (warm-up, lr)", ge=0)
-    enqueue: tuple[SearchPoint, ...] = knob((SearchPoint(),), "configurations tried first, before sampling (each once per study)")
+    enqueue: tuple[SearchPoint, ...] = knob((SearchPoint(),), "configurations tried first, before sampling (each once "
+                                                              "per study)")
 
 
 @section
@@ -74,7 +76,8 @@ class NliTableParams(NliTrainingParams):
     objectives: tuple[str, ...] = knob(NLI_OBJECTIVES, choices=NLI_OBJECTIVES)
     seeds: tuple[int, ...] = knob((42,), ge=0)
     max_pairs: int = knob(1000, "examples per row and seed (0 = all); sized so that all rows of one seed take "
-                                "about half an hour on 2 CPU cores (the 7-task evaluation of each row is most of it)", ge=0)
+                                "about half an hour on 2 CPU cores (the 7-task evaluation of each row is most of it)",
+                                ge=0)
 
 
 @section
@@ -115,7 +118,8 @@ class BaselinesParams:
     lora_r: int = knob(16, ge=1)
     lora_alpha: int = knob(32, ge=1)
     lora_lr: float = knob(1e-4, "LoRA adapters learn at a higher rate than full fine-tuning", gt=0)
-    retrieval_candidates: int = knob(10000, "retrieval cost: candidates scored against one query, both architectures", ge=1)
+    retrieval_candidates: int = knob(10000, "retrieval cost: candidates scored against one query, both architectures",
+                                     ge=1)
 
 
 @section

@@ -27,8 +27,8 @@ class ModelParams:
 
 @section
 class NliTrainingParams:
-    """How the whole encoder trains on NLI (:mod:`stsreg.product.training.nli`): the NLI table's rows and stage 1's optional
-    encoder step."""
+    """How the whole encoder trains on NLI (:mod:`stsreg.product.training.nli`): the NLI table's rows and stage 1's
+    optional encoder step."""
 
     epochs: int = knob(1, ge=1)
     batch_size: int = knob(16, ge=2)
@@ -94,9 +94,11 @@ class Stage2Params:
     eval_batch_size: int = knob(64, ge=1)
     keep: str = knob("best", "best: the best dev evaluation including step 0 (never hands on a model worse than its "
                      "start) | trained: the best after step 0 (the authors' selection)", choices=KEEP_MODES)
-    train_tables: tuple[str, ...] = knob(public_tables.TRAINED, "STS tables whose train split stage 2 trains on (public "
+    train_tables: tuple[str, ...] = knob(public_tables.TRAINED, "STS tables whose train split stage 2 trains on "
+                                                                "(public "
                                          "or declared in prepare.sts_tables)", pattern=r"[a-z][a-z0-9_]*")
-    dev_table: str = knob(public_tables.DEV_TABLE, "the table whose dev split selects the checkpoint (the only labels any choice reads)",
+    dev_table: str = knob(public_tables.DEV_TABLE, "the table whose dev split selects the checkpoint (the only labels "
+                                                   "any choice reads)",
                           pattern=r"[a-z][a-z0-9_]*")
 
 

@@ -102,7 +102,8 @@ def flatten(d: dict, prefix: str = "") -> dict[str, str]:
 
 
 def start_run(experiment: str, run_name: str, params: dict, tags: dict[str, str], uri: str | None = None) -> str:
-    """Create a run with resolved params and tags in the store ``uri`` (default :func:`tracking_uri`); returns its id."""
+    """Create a run with resolved params and tags in the store ``uri`` (default :func:`tracking_uri`); returns its
+    id."""
     from mlflow.entities import Param
 
     c = client(uri)

@@ -40,9 +40,15 @@ def _task_bootstrap(tasks: list[tuple[np.ndarray, ...]], stat, n_resamples: int,
         return np.mean([stat(*(x[i] for x in t)) for t, i in zip(tasks, idx)], axis=0)
 
     data = tuple(np.arange(len(t[0])) for t in tasks)
-    res = bootstrap(data, mean_stat, paired=False, vectorized=True, n_resamples=n_resamples, confidence_level=confidence,
+    res = bootstrap(data, mean_stat, paired=False, vectorized=True, n_resamples=n_resamples,
+                    confidence_level=confidence,
                     method="percentile", rng=np.random.default_rng(seed), batch=100)
-    return float(mean_stat(*data)), float(res.confidence_interval.low), float(res.confidence_interval.high), res.bootstrap_distribution
+    return (
+        float(mean_stat(*data)),
+        float(res.confidence_interval.low),
+        float(res.confidence_interval.high),
+        res.bootstrap_distribution,
+    )
 
 
 def spearman_ci(tasks: list[tuple[np.ndarray, np.ndarray]], n_resamples: int = 1000, seed: int = 0,

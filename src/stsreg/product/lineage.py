@@ -31,14 +31,16 @@ def table_datasets(sts: pd.DataFrame, wanted: dict[str, list[tuple[str, str]]], 
             if rows.empty:
                 continue
             with warnings.catch_warnings():  # MLflow registers its local-file source twice and warns on each table
-                warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted in multiple ways")
+                warnings.filterwarnings("ignore", message="The specified dataset source can be interpreted in multiple "
+                                                          "ways")
                 ds = mlflow.data.from_pandas(rows, source=source, name=f"{table}/{split}", targets="score")
             inputs.append(DatasetInput(ds._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", context)]))
     return inputs
 
 
 def log_tables(client, run_id: str, sts_path: str | Path, wanted: dict[str, list[tuple[str, str]]]) -> None:
-    """Log the tables ``wanted`` (context -> [(table, split)]) of the prepared STS table at ``sts_path`` on ``run_id``."""
+    """Log the tables ``wanted`` (context -> [(table, split)]) of the prepared STS table at ``sts_path`` on
+    ``run_id``."""
     sts = pd.read_parquet(sts_path, columns=["dataset", "split", *PAIR_COLUMNS])
     inputs = table_datasets(sts, wanted, Path(sts_path).as_posix())
     if inputs:

@@ -21,7 +21,8 @@ from torch import nn
 from stsreg.infra.loss_specs import HEAD_LOSSES, LOSSES
 
 
-def _buffer(pred: torch.Tensor, labels: torch.Tensor, x0: float, zero_negative: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _buffer(pred: torch.Tensor, labels: torch.Tensor, x0: float, zero_negative: bool) -> tuple[torch.Tensor,
+                                                                                               torch.Tensor]:
     """x = |pred - label| and the mask of elements that contribute (outside the buffer)."""
     x = (pred - labels.to(pred.dtype)).abs()
     active = x >= x0

@@ -91,7 +91,8 @@ class SiameseRegressor(nn.Module):
         self.head = nn.Linear(3 * self.dim, 1)
         self._amp: tuple | None = None  # (device, precision mode, resolved dtype): the auto probe runs once
         #: What runs the encoder in :meth:`embed` when not torch: a callable from a tokenized batch to its (batch, seq,
-        #: d) float32 hidden states, e.g. an ONNX Runtime session (:class:`stsreg.product.serving.backends.onnx_fp32.OnnxEncoder`); None:
+        #: d) float32 hidden states, e.g. an ONNX Runtime session
+        #: (:class:`stsreg.product.serving.backends.onnx_fp32.OnnxEncoder`); None:
         #: :attr:`encoder`. Set by :func:`stsreg.product.serving.export.use_backend`; not part of the saved model.
         self.runtime = None
 
@@ -117,13 +118,15 @@ class SiameseRegressor(nn.Module):
         enc = self.encoder.module if hasattr(self.encoder, "module") else self.encoder
         enc.save_pretrained(path, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}, str(path / "head.safetensors"))
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()},
+                  str(path / "head.safetensors"))
         (path / "stsreg_model.json").write_text(json.dumps(asdict(self.config), indent=2))
         # sentence-transformers layout: Transformer module at the root, pooling in 1_Pooling
         (path / "modules.json").write_text(json.dumps([
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
             {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}], indent=2))
-        (path / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": self.config.max_length, "do_lower_case": False}))
+        (path / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": self.config.max_length,
+                                                                    "do_lower_case": False}))
         (path / "1_Pooling").mkdir(exist_ok=True)
         (path / "1_Pooling/config.json").write_text(json.dumps({
             "word_embedding_dimension": self.dim, "pooling_mode_cls_token": self.config.pooling == "cls",
@@ -137,14 +140,16 @@ class SiameseRegressor(nn.Module):
         path = Path(path)
         saved = json.loads((path / "stsreg_model.json").read_text())
         saved.pop("precision", None)  # folders saved before precision became a run setting recorded it
-        model = cls(AutoModel.from_pretrained(path), AutoTokenizer.from_pretrained(path), ModelConfig(**saved), precision)
+        model = cls(AutoModel.from_pretrained(path), AutoTokenizer.from_pretrained(path), ModelConfig(**saved),
+                    precision)
         model.head.load_state_dict(load_file(str(path / "head.safetensors")))
         return model
 
     # -- compute ----------------------------------------------------------------------------------
     def tokenize(self, sentences: list[str]) -> dict[str, torch.Tensor]:
         """Dynamic padding: pad to the longest sentence of this batch, truncate at ``max_length``."""
-        return self.tokenizer(sentences, padding=True, truncation=True, max_length=self.config.max_length, return_tensors="pt")
+        return self.tokenizer(sentences, padding=True, truncation=True, max_length=self.config.max_length,
+                              return_tensors="pt")
 
     def pretokenize(self, sentences: list[str]):
         """(n,) sentences -> their token table (:func:`stsreg.product.tokens.token_table`): ids per sentence, unpadded,

@@ -51,7 +51,8 @@ def _precision_served(setting: str) -> str:
 def _stage1(p: Params) -> str:
     enc = p.stage1.encoder
     step = ("none (the encoder stays the backbone)" if enc.objective == "none" else
-            f"`{enc.objective}`, {enc.epochs} epoch(s), batch {enc.batch_size}, lr {enc.lr:g}, warmup {enc.warmup_ratio:g}")
+            f"`{enc.objective}`, {enc.epochs} epoch(s), batch {enc.batch_size}, lr {enc.lr:g}, warmup "
+            f"{enc.warmup_ratio:g}")
     return (f"- **Stage 1, NLI** ({', '.join(p.prepare.nli_train)}): encoder step {step}; then the one-node head on "
             f"[u, v, |u-v|] with the encoder frozen: `{p.stage1.loss}` (x0 {p.stage1.x0:g}, k {p.stage1.k:g}), "
             f"{p.stage1.epochs} epochs, batch {p.stage1.batch_size}, lr {p.stage1.lr:g}.")
@@ -84,15 +85,16 @@ def _backends(verdicts: dict[str, dict] | None, setting: str) -> list[str]:
     if not verdicts:
         return []
     rows = ["## Serving backends", "",
-            f"`serve.backend` is `{setting}` (`auto`: torch on a GPU; on a CPU the fastest of the backends allowed below, "
-            "measured when serving starts; `GET /metadata` says which runs). Exports scored on the same test pairs as "
+            f"`serve.backend` is `{setting}` (`auto`: torch on a GPU; on a CPU the fastest of the backends allowed "
+            "below, measured when serving starts; `GET /metadata` says which runs). Exports scored on the same test "
+            "pairs as "
             "the model, at the same maximum length.", "",
             "| backend | file | avg7 | avg7 change vs torch | serving |", "|---|---|---|---|---|"]
     for backend, v in verdicts.items():
         file = f"`{v['file']}` ({v['mib']:g} MiB)" if "file" in v else "`model.safetensors`"
         change = round(-v["drop"], 2) + 0.0  # + 0.0: a drop of 0 prints +0.00, not -0.00
-        rows.append(f"| {backend} | {file} | {v['avg7']:.2f} | {change:+.2f} | "
-                    f"{'yes' if v['serving'] else 'no'}: {v['reason']} |")
+        rows.append(f"| {backend} | {file} | {v['avg7']:.2f} | {change:+.2f} | {'yes' if v['serving'] else 'no'}: "
+                    f"{v['reason']} |")
     return [*rows, ""]
 
 

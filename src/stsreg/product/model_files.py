@@ -11,7 +11,8 @@ ST_CONFIG = "config_sentence_transformers.json"  # sentence-transformers' file: 
 
 def write_st_config(folder: Path) -> None:
     """``config_sentence_transformers.json`` in a saved folder: cosine similarity (what every score of this project
-    is), and the library versions that wrote it, so ``SentenceTransformer(folder).similarity`` is the project's score."""
+    is), and the library versions that wrote it, so ``SentenceTransformer(folder).similarity`` is the project's
+    score."""
     from importlib.metadata import version
 
     versions = {p: version(p) for p in ("sentence-transformers", "transformers", "torch")}

@@ -3,7 +3,8 @@
 Input, one of two shapes:
 - pairs: string columns ``sentence1`` and ``sentence2`` (one row per pair) -> a DataFrame with ``cosine`` (cosine
   similarity of the embeddings, -1..1: the evaluation score) and ``score`` (the model's 0-5 similarity,
-  :meth:`~stsreg.product.model.SiameseRegressor.predict`: the cosine map its stage 2 trained, ``clamp(a*cos+b, 0, 5)``, or
+  :meth:`~stsreg.product.model.SiameseRegressor.predict`: the cosine map its stage 2 trained, ``clamp(a*cos+b, 0, 5)``,
+  or
   the head's output for a head-trained model; ``make run`` reports its Spearman and mean absolute error per task),
   mapped linearly to the served scale (model config ``scale``, ``serve.scale``; [0, 5] unless set);
 - sentences: one string column ``sentence`` -> a DataFrame with ``embedding`` (the pooled sentence vector, a list
@@ -42,7 +43,8 @@ def validate_request(frame, max_pairs: int) -> Parsed | None:
     ``sentence1``/``sentence2`` or one column ``sentence``, non-empty strings, at most ``max_pairs`` rows), refusals
     raised as MLflow's 400; None for an empty table (answered with an empty one)."""
     if not isinstance(frame, pd.DataFrame):
-        raise _bad(f"expected a table with columns {list(COLUMNS)} (or one column {SENTENCE!r}), got {type(frame).__name__}")
+        raise _bad(f"expected a table with columns {list(COLUMNS)} (or one column {SENTENCE!r}), got "
+                   f"{type(frame).__name__}")
     if frame.empty:
         return None
     # a value a row lacks is NaN in the frame: None to the rule, as in a JSON row
@@ -75,9 +77,10 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
         self.set_backend(config.get("backend", "auto"), int(config.get("threads", 0)))
 
     def set_backend(self, backend: str, threads: int = 0) -> None:
-        """Run the encoder on ``backend`` (torch | onnx | onnx-int8 | auto: :func:`stsreg.product.serving.export.choose`) with
-        ``threads`` intra-op threads (0: the library's default). A backend the version may not serve (no export, or
-        kept out by its quality at registration) is refused with the reason."""
+        """Run the encoder on ``backend`` (torch | onnx | onnx-int8 | auto:
+        :func:`stsreg.product.serving.export.choose`) with ``threads`` intra-op threads (0: the library's default). A
+        backend the version may not serve (no export, or kept out by its quality at registration) is refused with the
+        reason."""
         from stsreg.infra.errors import InputError
         from stsreg.product.serving import export
 
@@ -91,8 +94,8 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
         if backend not in allowed:
             verdict = export.read_quality(self.model_dir).get(backend, {})
             raise InputError(f"this version may not serve backend {backend!r}: "
-                             f"{verdict.get('reason', 'no export of it in the registered model')} "
-                             f"(it may serve: {', '.join(allowed)})")
+                             f"{verdict.get('reason', 'no export of it in the registered model')} (it may serve: "
+                             f"{', '.join(allowed)})")
         export.use_backend(self.model, backend, self.model_dir, threads)
         self.backend, self.rates = backend, {}
 

@@ -58,13 +58,14 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
                      uri: str | None = None, card: str | None = None, scale: tuple[float, float] = (0.0, 5.0),
                      backend: str = "auto"):
     """Log ``model_dir`` as a pyfunc in run ``run_id`` with ``predictions``; register a version, alias ``challenger``.
-    ``card``: the model card (:mod:`stsreg.product.model_card`), README.md of the logged model and the version's description.
-    ``scale``: the [lo, hi] its served ``score`` is given on (``serve.scale``), and ``backend`` what runs its encoder
-    (``serve.backend``), in the pyfunc's model config.
+    ``card``: the model card (:mod:`stsreg.product.model_card`), README.md of the logged model and the version's
+    description. ``scale``: the [lo, hi] its served ``score`` is given on (``serve.scale``), and ``backend`` what runs
+    its encoder (``serve.backend``), in the pyfunc's model config.
 
-    Everything goes through an explicit client of ``uri`` (default :func:`stsreg.infra.tracking.tracking_uri`). The pyfunc
-    becomes the run's ``model`` artifact: saved straight into a local artifact store (the weights are copied once),
-    or saved to a temporary folder and uploaded to a remote one. The version's source is ``runs:/<run_id>/model``. Returns the :class:`mlflow.entities.model_registry.ModelVersion`.
+    Everything goes through an explicit client of ``uri`` (default :func:`stsreg.infra.tracking.tracking_uri`). The
+    pyfunc becomes the run's ``model`` artifact: saved straight into a local artifact store (the weights are copied
+    once), or saved to a temporary folder and uploaded to a remote one. The version's source is
+    ``runs:/<run_id>/model``. Returns the :class:`mlflow.entities.model_registry.ModelVersion`.
     """
     import mlflow
 
@@ -83,18 +84,17 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
 
     def save(path: Path) -> None:
         with quiet(logs={"mlflow.pyfunc": ("Passing a Python object as `python_model`",)}):  # the pickle notice
-            _save(path)
-
-    def _save(path: Path) -> None:
-        mlflow.pyfunc.save_model(str(path), python_model=SentencePairModel(), artifacts={"model": str(model_dir)},
-                                 model_config={"precision": "auto", "scale": list(scale), "backend": backend},  # MLFLOW_PYFUNC_INFERENCE_CONFIG may override them
-                                 signature=SIGNATURE, pip_requirements=_requirements(), input_example=EXAMPLE,
-                                 code_paths=[str(Path(stsreg.__file__).parent)])
+            mlflow.pyfunc.save_model(str(path), python_model=SentencePairModel(), artifacts={"model": str(model_dir)},
+                                     # MLFLOW_PYFUNC_INFERENCE_CONFIG may override them
+                                     model_config={"precision": "auto", "scale": list(scale), "backend": backend},
+                                     signature=SIGNATURE, pip_requirements=_requirements(), input_example=EXAMPLE,
+                                     code_paths=[str(Path(stsreg.__file__).parent)])
         if card:
             _add_card(path, card)
 
     store = get_artifact_repository(c.get_run(run_id).info.artifact_uri)
-    if isinstance(store, LocalArtifactRepository):  # the embedded store: write the pyfunc in place, copying the weights once
+    # the embedded store: write the pyfunc in place, copying the weights once
+    if isinstance(store, LocalArtifactRepository):
         save(Path(store.artifact_dir) / "model")
     else:  # a remote store (a tracking server): save beside, then upload
         with tempfile.TemporaryDirectory() as tmp:
@@ -147,7 +147,8 @@ def _verdict(gate: PromoteParams, tests: dict[str, dict], against: str, kept: st
     for crit, test in tests.items():
         view = f"{crit}-unseen" if gate.unseen_only else crit
         pairs = f", {test['pairs']} pairs" if "pairs" in test else ""
-        gain = f"{view} {test['diff']:+.2f} (95% CI {test['low']:+.2f}..{test['high']:+.2f}, p={test['p_value']:.3f}{pairs})"
+        gain = (f"{view} {test['diff']:+.2f} (95% CI {test['low']:+.2f}..{test['high']:+.2f}, "
+                f"p={test['p_value']:.3f}{pairs})")
         ok_margin, ok_sig = test["diff"] >= gate.margin, test["p_value"] < gate.alpha
         passed &= ok_margin and ok_sig
         parts.append((gain, [f"gain below margin {gate.margin}"] * (not ok_margin)
@@ -206,7 +207,36 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
         out.update(promoted=passed, reason=reason, test=first, tests=tests)
     if out["promoted"]:
         c.set_registered_model_alias(name, "champion", challenger.version)
-    c.set_model_version_tag(name, challenger.version, "promotion.decision", "promoted" if out["promoted"] else "kept champion")
+    c.set_model_version_tag(name, challenger.version, "promotion.decision", "promoted" if out["promoted"]
+                            else "kept champion")
     c.set_model_version_tag(name, challenger.version, "promotion.reason", out["reason"])
     log.info("promotion: %s", out["reason"])
     return out
+
+
+def set_champion(version: int, reason: str, name: str = MODEL_NAME, uri: str | None = None) -> dict:
+    """Move alias ``champion`` to ``version`` by hand (a rollback after a bad promotion, or a pinned choice), without
+    the gate: the version must exist and hold the predictions the gate compares (a stsreg version). The move is
+    recorded as tags on the version (``champion.set_by_hand``: when, from which version, ``reason``); a running
+    ``stsreg serve`` following the alias swaps to it at its next poll. Returns ``{"champion", "previous"}``."""
+    import datetime
+
+    from mlflow.exceptions import MlflowException
+
+    from stsreg.infra.errors import InputError
+
+    c = tracking.client(uri)
+    try:
+        mv = c.get_model_version(name, str(version))
+    except MlflowException:
+        raise InputError(f"{name} has no version {version} in {uri or tracking.tracking_uri()}") from None
+    logged = {a.path for a in c.list_artifacts(mv.run_id, Path(PREDICTIONS).parent.as_posix())}
+    if PREDICTIONS not in logged:
+        raise InputError(f"version {version} of {name} is not a stsreg model version (no {PREDICTIONS} in its run)")
+    previous = version_by_alias(c, name, "champion")
+    c.set_registered_model_alias(name, "champion", mv.version)
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    was = f"v{previous.version}" if previous else "no champion"
+    c.set_model_version_tag(name, mv.version, "champion.set_by_hand", f"{when}: from {was}; {reason}")
+    log.info("champion: version %s set by hand (was %s): %s", mv.version, was, reason)
+    return {"champion": int(mv.version), "previous": int(previous.version) if previous else None}

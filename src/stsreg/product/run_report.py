@@ -11,10 +11,12 @@ from stsreg.infra import public_tables
 
 def format_data_report(metrics: dict) -> str:
     """Markdown tables of per-dataset counts and per-task leakage from ``data/prepared/summary.json``."""
-    lines = ["| dataset | source | scale (d) | train | dev | test | other | rejected | duplicate pairs | unscored skipped |",
+    lines = ["| dataset | source | scale (d) | train | dev | test | other | rejected | duplicate pairs | unscored "
+             "skipped |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, d in metrics["datasets"].items():
-        other = sum(v for k, v in d.items() if k.startswith("rows_") and k not in ("rows_train", "rows_dev", "rows_test"))
+        other = sum(v for k, v in d.items() if k.startswith("rows_")
+                    and k not in ("rows_train", "rows_dev", "rows_test"))
         source = d.get("file") or (f"mirror ({d['reader']})" if "reader" in d else "mirror")  # NLI: the mirror's files
         scale = f"{d['scale'][0]:g}-{d['scale'][1]:g} ({d['d']:g})" if "scale" in d else ""
         lines.append(f"| {name} | {source} | {scale} | {d.get('rows_train', 0)} | {d.get('rows_dev', 0)} | "
@@ -23,12 +25,14 @@ def format_data_report(metrics: dict) -> str:
     # one column per training table (STS-B, SICK-R, any declared table's train split, NLI), as prepare counted them
     first = next(iter(metrics["leakage"].values()), {})
     tables = [k.removeprefix("seen_in_") for k in first if k.startswith("seen_in_")]
-    names = {"nli_train": "NLI train", **{f"{t}_train": f"{public_tables.display(t)} train" for t in public_tables.TRAINED}}
+    names = {"nli_train": "NLI train", **{f"{t}_train": f"{public_tables.display(t)} train"
+                                          for t in public_tables.TRAINED}}
     mode = metrics["leakage_match"]
     lines += ["", f"NLI training rows: {metrics['nli_train_rows']}", "",
               f"Leakage ({mode} match) — evaluation test pairs also in a training table:", "",
               "| task | test pairs | seen (exact) | seen (normalized) | "
-              + " | ".join(f"in {names.get(t, t.replace('_train', ' train'))}" for t in tables) + f" | unseen ({mode}) |",
+              + " | ".join(f"in {names.get(t, t.replace('_train', ' train'))}" for t in tables) + f" | unseen ({mode}) "
+                                                                                                  f"|",
               "|---|---:|---:|---:|" + "---:|" * len(tables) + "---:|"]
     for task, d in metrics["leakage"].items():
         lines.append(f"| {task} | {d['test_pairs']} | {d['seen_exact']} | {d['seen_normalized']} | "
@@ -38,7 +42,8 @@ def format_data_report(metrics: dict) -> str:
     return "\n".join(lines)
 
 
-def run_report(data_summary: Path, models: Path, eval_metrics: Path, promotion: Path, dev_table: str = public_tables.DEV_TABLE) -> str:
+def run_report(data_summary: Path, models: Path, eval_metrics: Path, promotion: Path,
+               dev_table: str = public_tables.DEV_TABLE) -> str:
     """Every table of the last pipeline run, from its output files (each skipped when absent); ``dev_table``: the
     table whose dev split selected stage 2's checkpoint (``stage2.dev_table``)."""
     parts = [format_data_report(json.loads(data_summary.read_text(encoding="utf-8")))]
@@ -48,14 +53,16 @@ def run_report(data_summary: Path, models: Path, eval_metrics: Path, promotion: 
         curve = s["dev_curve"]
         trained = (f"; best after step 0 {s['trained_best_dev_spearman']:.2f} (step {s['trained_best_step']})"
                    if "trained_best_dev_spearman" in s else "")
-        parts.append(f"\nStage 2: {public_tables.display(dev_table)} dev Spearman (cosine, x100) {curve[0][1]:.2f} before -> {s['best_dev_spearman']:.2f} "
-                     f"kept (step {s['best_step']} of {s['total_steps']}; step 0 = nothing beat the start){trained}; curve: "
+        parts.append(f"\nStage 2: {public_tables.display(dev_table)} dev Spearman (cosine, x100) {curve[0][1]:.2f} "
+                     f"before -> {s['best_dev_spearman']:.2f} "
+                     f"kept (step {s['best_step']} of {s['total_steps']}; step 0 = nothing beat the start){trained}; "
+                     f"curve: "
                      + ", ".join(f"{int(step)}:{v:.2f}" for step, v in curve))
     if eval_metrics.exists():
         from stsreg.product.sts_eval import format_table
 
-        parts.append("\nEvaluation of models/stage2 (SentEval 'all', Spearman x100 of cosine; unseen = test pairs in no "
-                     "training table):\n")
+        parts.append("\nEvaluation of models/stage2 (SentEval 'all', Spearman x100 of cosine; unseen = test pairs in "
+                     "no training table):\n")
         parts.append(format_table(json.loads(eval_metrics.read_text(encoding="utf-8"))))
     if promotion.exists():
         d = json.loads(promotion.read_text(encoding="utf-8"))

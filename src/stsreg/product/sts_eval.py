@@ -66,7 +66,8 @@ def spearman(gold, pred) -> float:
     return float(spearmanr(np.asarray(pred, dtype=float), np.asarray(gold, dtype=float)).statistic * 100)
 
 
-def spearman_cosine(model, sentences1, sentences2, gold, batch_size: int = 64, show_progress: bool | None = None) -> float:
+def spearman_cosine(model, sentences1, sentences2, gold, batch_size: int = 64,
+                    show_progress: bool | None = None) -> float:
     """Spearman correlation x100 between cosine(u, v) and ``gold`` (any scale)."""
     return spearman(gold, cosine_scores(model, list(sentences1), list(sentences2), batch_size, show_progress))
 
@@ -132,14 +133,16 @@ def task_metrics(scored: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def intervals(scored: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict[str, float]:
+def intervals(scored: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict[str,
+                                                                                                              float]:
     """Bootstrap intervals (resampling pairs) of every task's cosine Spearman and of avg7, both views.
 
     Names: ``<task>_spearman_low`` / ``_high``, ``<task>_unseen_spearman_low`` / ``_high``, ``avg7_...`` likewise.
     """
     out: dict[str, float] = {}
     for view, rows in (("spearman", scored), ("unseen_spearman", scored[~scored.seen_in_train])):
-        tasks = {t: (g.score.to_numpy(), g.cosine.to_numpy()) for t, g in rows.groupby("task") if t != public_tables.DEV_TASK}
+        tasks = {t: (g.score.to_numpy(), g.cosine.to_numpy()) for t, g in rows.groupby("task")
+                 if t != public_tables.DEV_TASK}
         for task, arrays in list(tasks.items()) + [("avg7", None)]:
             # avg7: the 7 public tasks only, in groupby order (the resampling's order, so its numbers stay put)
             data = [a for t, a in tasks.items() if t in EVAL_TASKS] if arrays is None else [arrays]

@@ -32,7 +32,8 @@ def latest_runs(uri: str, experiment: str = "stsreg") -> dict:
         return {}
     found = {}
     for name in RUNS:
-        runs = client.search_runs([exp.experiment_id], f"attributes.run_name = '{name}' and attributes.status = 'FINISHED'",
+        runs = client.search_runs([exp.experiment_id], f"attributes.run_name = '{name}' and attributes.status = "
+                                                       f"'FINISHED'",
                                   order_by=["attributes.start_time DESC"], max_results=1)
         if runs:
             found[name] = runs[0]
@@ -48,7 +49,8 @@ RECORDS = Path(STATE_DIR) / "runs"
 
 
 def record(step: str, seconds: float, project: Path = Path(".")) -> None:
-    """The last run of ``step`` (its wall time and CPU) under ``<project>/.stsreg/runs/``, read by :func:`format_timings`."""
+    """The last run of ``step`` (its wall time and CPU) under ``<project>/.stsreg/runs/``, read by
+    :func:`format_timings`."""
     from stsreg.infra import atomic
     from stsreg.infra.tracking import cpu_name
 

@@ -2,8 +2,8 @@
 
 Modules: :mod:`~stsreg.experiments.baselines.scoring` (what a system is: a pair scorer, a bi-encoder),
 :mod:`~stsreg.experiments.baselines.fit` (the one training loop: MSE on label / 5, selection on STS-B dev),
-:mod:`~stsreg.experiments.baselines.wordvec` (averaged word vectors: pretrained GloVe, word2vec files, self-trained word2vec
-and GloVe), :mod:`~stsreg.experiments.baselines.recurrent` (RNN / LSTM / GRU, InferSent BiLSTM-max),
+:mod:`~stsreg.experiments.baselines.wordvec` (averaged word vectors: pretrained GloVe, word2vec files, self-trained
+word2vec and GloVe), :mod:`~stsreg.experiments.baselines.recurrent` (RNN / LSTM / GRU, InferSent BiLSTM-max),
 :mod:`~stsreg.experiments.baselines.encoders` (transformer bi-encoders, cross-encoders, LoRA) and
 :mod:`~stsreg.experiments.baselines.experiment` (the catalogue of systems, one run, the report).
 """

@@ -39,24 +39,29 @@ def rows_table(runs: pd.DataFrame) -> pd.DataFrame:
 def format_table(table: pd.DataFrame, unavailable: dict[str, str], compare: pd.DataFrame | None,
                  retrieval: dict | None, backbone: str, seed: int) -> str:
     """Markdown: the systems, the unavailable ones and why, the compare rows for reference, the retrieval cost."""
-    lines = [f"Trained on STS-B train, selected on STS-B dev (Spearman), scored on STS-B test and the 7 tasks; seed {seed}. "
-             f"Transformer systems run on {backbone!r} (the study's BERT / ALBERT / RoBERTa / Qwen2.5-0.5B rows need a "
-             "model hub: see the README). Pearson / Spearman x100 with 95% pair-bootstrap intervals; MSE of the score "
-             "against label / 5 (the study's scale); the study's Spearman x100 beside ours; avg7 = the 7-task protocol "
-             "(Spearman x100 of the system's similarity); dev = STS-B dev Spearman at the start -> of the kept weights.",
-             "", "| system | family | runs on | STS-B Pearson | STS-B Spearman | MSE (0-1) | study Spearman | avg7 | "
-                 "avg7 unseen | dev (start -> kept) | train min | params trained / total |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    lines = [
+        f"Trained on STS-B train, selected on STS-B dev (Spearman), scored on STS-B test and the 7 tasks; seed "
+        f"{seed}. "
+        f"Transformer systems run on {backbone!r} (the study's BERT / ALBERT / RoBERTa / Qwen2.5-0.5B rows need a "
+        "model hub: see the README). Pearson / Spearman x100 with 95% pair-bootstrap intervals; MSE of the score "
+        "against label / 5 (the study's scale); the study's Spearman x100 beside ours; avg7 = the 7-task protocol "
+        "(Spearman x100 of the system's similarity); dev = STS-B dev Spearman at the start -> of the kept weights.",
+        "",
+        "| system | family | runs on | STS-B Pearson | STS-B Spearman | MSE (0-1) | study Spearman | avg7 | "
+        "avg7 unseen | dev (start -> kept) | train min | params trained / total |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|",
+    ]
     for _, r in table.iterrows():
         dev = f"{r.dev_start:.2f} -> {r.dev_kept:.2f}" if pd.notna(r.dev_kept) else "untrained"
         lines.append(
             f"| {r.system} | {r.family} | {r.runs_on} | {r.stsb_pearson:.2f} [{r.stsb_pearson_low:.2f}, "
-            f"{r.stsb_pearson_high:.2f}] | {r.stsb_spearman:.2f} [{r.stsb_spearman_low:.2f}, {r.stsb_spearman_high:.2f}] | "
+            f"{r.stsb_pearson_high:.2f}] | {r.stsb_spearman:.2f} [{r.stsb_spearman_low:.2f}, "
+            f"{r.stsb_spearman_high:.2f}] | "
             f"{r.stsb_mse01:.4f} | {_study(r.study_spearman)} | {r.avg7_spearman:.2f} | {r.avg7_unseen_spearman:.2f} | "
             f"{dev} | {r.train_seconds / 60:.1f} | {_count(r.trainable_parameters)} / {_count(r.total_parameters)} |")
     for name, why in unavailable.items():
-        lines.append(f"| {name} | {SYSTEMS[name].family} | not run: {why} | | | | {_study(SYSTEMS[name].study_spearman)} "
-                     "| | | | | |")
+        lines.append(f"| {name} | {SYSTEMS[name].family} | not run: {why} | | | | "
+                     f"{_study(SYSTEMS[name].study_spearman)} | | | | | |")
     lines += ["", "What each system trains: " + "; ".join(f"`{n}` {SYSTEMS[n].trained}" for n in
                                                            list(table.system) + list(unavailable)) + ".",
               "The study's rows: " + "; ".join(f"`{n}` = {SYSTEMS[n].study_row}" for n in
@@ -69,15 +74,25 @@ def format_table(table: pd.DataFrame, unavailable: dict[str, str], compare: pd.D
                   for r in compare.itertuples()]
     if retrieval:
         r = retrieval
-        lines += ["", f"Retrieval cost (one query against {r['candidates']:,} candidates, {backbone!r}, "
-                      f"{r['precision']}, {r['threads']} threads): a cross-encoder reads every (query, candidate) pair, "
-                      f"**{r['cross_pairs_per_s']:,.0f} pairs/s** ({r['cross_seconds']:.1f} s per query); a bi-encoder "
-                      f"embeds the candidates once ({r['bi_index_seconds']:.1f} s, an index) and then scores "
-                      f"**{r['bi_pairs_per_s']:,.0f} pairs/s** ({1000 * r['bi_query_seconds']:.1f} ms per query: one "
-                      f"encoding and a matrix-vector product), {r['speedup_bi_over_cross']:,.0f}x faster per query. "
-                      f"Even counting the index build, the bi-encoder scores {r['bi_pairs_per_s_with_index']:,.0f} pairs/s "
-                      "for the first query. A cross-encoder yields no sentence embedding, so it cannot index a corpus: "
-                      "its accuracy is paid for by a full pass per query."]
+        lines += [
+            "",
+            f"Retrieval cost (one query against {r['candidates']:,} candidates, {backbone!r}, "
+            f"{r['precision']}, {r['threads']} threads): a cross-encoder reads every (query, candidate) pair, "
+            f""
+            f""
+            f""
+            f""
+            f""
+            f""
+            f"**{r['cross_pairs_per_s']:,.0f} pairs/s** ({r['cross_seconds']:.1f} s per query); a bi-encoder "
+            f"embeds the candidates once ({r['bi_index_seconds']:.1f} s, an index) and then scores "
+            f"**{r['bi_pairs_per_s']:,.0f} pairs/s** ({1000 * r['bi_query_seconds']:.1f} ms per query: one "
+            f"encoding and a matrix-vector product), {r['speedup_bi_over_cross']:,.0f}x faster per query. "
+            f"Even counting the index build, the bi-encoder scores {r['bi_pairs_per_s_with_index']:,.0f} "
+            f"pairs/s "
+            "for the first query. A cross-encoder yields no sentence embedding, so it cannot index a corpus: "
+            "its accuracy is paid for by a full pass per query.",
+        ]
     return "\n".join(lines)
 
 

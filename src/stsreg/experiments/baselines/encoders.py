@@ -1,5 +1,6 @@
 """Transformer systems of the comparative study, on any Hugging Face name or local path (offline: the packaged
-all-MiniLM-L6-v2, ``default``). All train on MSE against the STS label / 5 (:func:`stsreg.experiments.baselines.fit.fit`).
+all-MiniLM-L6-v2, ``default``). All train on MSE against the STS label / 5
+(:func:`stsreg.experiments.baselines.fit.fit`).
 
 Bi-encoders (:class:`TransformerBiEncoder`, cosine of two sentence embeddings):
 
@@ -14,8 +15,8 @@ Cross-encoders (:class:`CrossEncoder`, both sentences in one input ``[CLS] s1 [S
 embedding): the ``[CLS]`` output through ``sigmoid(W z)`` (``head="linear"``) or Linear(d, 512) -> ReLU ->
 Linear(512, 1) -> sigmoid (``head="mlp"``, the study's "(MLP+sigmoid)" rows). Score 0-1.
 
-Precision: :func:`set_precision` resolves ``model.precision`` (auto | fp32 | bf16, :mod:`stsreg.product.precision`) for a
-transformer system; ``auto`` probes the encoder's own mean-pooled states in fp32 against bf16.
+Precision: :func:`set_precision` resolves ``model.precision`` (auto | fp32 | bf16, :mod:`stsreg.product.precision`) for
+a transformer system; ``auto`` probes the encoder's own mean-pooled states in fp32 against bf16.
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ class TransformerBiEncoder(BiEncoder):
         return [max(x, y) for x, y in zip(a, b)]
 
     def encode(self, sentences: list[str]) -> torch.Tensor:
-        batch = self.tokenizer(list(sentences), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        batch = self.tokenizer(list(sentences), padding=True, truncation=True, max_length=self.max_length,
+                               return_tensors="pt")
         hidden = _features(self.encoder, batch, self.device)
         return self.projection(pool(hidden, batch["attention_mask"].to(self.device), self.pooling))
 

@@ -90,7 +90,8 @@ def _word_vectors(name: str, p, sts: pd.DataFrame, nli: pd.DataFrame, seed: int,
     return vectors
 
 
-def build(name: str, params: Params, sts: pd.DataFrame, nli: pd.DataFrame, work: Path) -> tuple[PairScorer, FitConfig | None]:
+def build(name: str, params: Params, sts: pd.DataFrame, nli: pd.DataFrame, work: Path) -> tuple[PairScorer,
+                                                                                                FitConfig | None]:
     """The system ``name`` before STS-B training, and how to train it (None: nothing to train)."""
     p, seed = _view(params, name), params.seed
     torch.manual_seed(seed)  # every initialisation below draws from the global RNG
@@ -101,7 +102,8 @@ def build(name: str, params: Params, sts: pd.DataFrame, nli: pd.DataFrame, work:
     if SYSTEMS[name].family == "recurrent":
         from stsreg.experiments.baselines import recurrent, wordvec
 
-        cfg = FitConfig(epochs=p.rnn_epochs, batch_size=p.rnn_batch_size, lr=p.rnn_lr, weight_decay=0.0, warmup_ratio=0.0,
+        cfg = FitConfig(epochs=p.rnn_epochs, batch_size=p.rnn_batch_size, lr=p.rnn_lr, weight_decay=0.0,
+                        warmup_ratio=0.0,
                         max_grad_norm=5.0, eval_every=0, checkpoint_every=100)
         if name == "infersent":
             return recurrent.RecurrentEncoder("lstm", p.infersent_hidden, glove=wordvec.load_glove_6b_50d(),
@@ -169,7 +171,8 @@ def run_system(params: Params, name: str, sts: pd.DataFrame, nli: pd.DataFrame, 
                    total_parameters=total)
     if cfg is not None:
         metrics.update(dev_start=summary["start_dev_spearman"], dev_kept=summary["kept_dev_spearman"],
-                       dev_mse01=summary["kept_dev_mse"], kept_step=summary["kept_step"], total_steps=summary["total_steps"])
+                       dev_mse01=summary["kept_dev_mse"], kept_step=summary["kept_step"],
+                       total_steps=summary["total_steps"])
     keep = ["task", "dataset", "subset", "file", "line", "score", "seen_in_train", "cosine", "prediction"]
     atomic.to_parquet(scored[keep], work / "predictions.parquet")
     atomic.write_json(work / "fit_summary.json", summary)

@@ -3,11 +3,12 @@
 Train pairs: STS-B train (labels 0-5, divided by 5: the 0-1 target the study uses for every system). The dev
 evaluation (Spearman x100 of the score on STS-B dev, and the dev MSE on the 0-1 scale: the study's "validation
 loss") runs every ``eval_every`` steps and at the end of each epoch; the weights of the best dev Spearman are the
-ones kept, among the evaluations after step 0 (selection reads STS-B dev only). AdamW (:func:`stsreg.product.optim.build_optimizer`:
-no decay on biases and norm weights, fused where the device has it), linear warm-up then decay (transformers'
-schedule), gradient clipping. The forward pass runs under the model's autocast (bf16 where ``model.precision``
-resolves to it for a transformer system), the loss in fp32. ``group_by_length`` batches pairs of similar length
-(:func:`stsreg.product.training.batches.length_grouped`, by :meth:`PairScorer.pair_lengths`): the same pairs per epoch, less padding.
+ones kept, among the evaluations after step 0 (selection reads STS-B dev only). AdamW
+(:func:`stsreg.product.optim.build_optimizer`: no decay on biases and norm weights, fused where the device has it),
+linear warm-up then decay (transformers' schedule), gradient clipping. The forward pass runs under the model's autocast
+(bf16 where ``model.precision`` resolves to it for a transformer system), the loss in fp32. ``group_by_length`` batches
+pairs of similar length (:func:`stsreg.product.training.batches.length_grouped`, by :meth:`PairScorer.pair_lengths`):
+the same pairs per epoch, less padding.
 
 Resumable (:func:`resumable_steps`, the loop every baseline trains with): every ``checkpoint_every`` steps the
 weights, optimizer, schedule, RNG state, step, the dev history and the best weights so far go to ``ckpt_path``
@@ -71,8 +72,8 @@ def resumable_steps(n: int, batch_size: int, epochs: int, seed: int, step_fn: Ca
     the torch RNG state and the step go to ``ckpt_path`` (atomically); a call with that checkpoint present restores
     them all and continues, so a killed run ends with the same weights. The batch order of each epoch comes from a
     generator seeded with ``seed + epoch``, so it does not depend on where a run was resumed. With ``lengths``
-    ((n,) padded length of each example) the batches are length-grouped (:func:`stsreg.product.training.batches.length_grouped`: the
-    same number of batches, of similar-length examples)."""
+    ((n,) padded length of each example) the batches are length-grouped
+    (:func:`stsreg.product.training.batches.length_grouped`: the same number of batches, of similar-length examples)."""
     steps_per_epoch = math.ceil(n / batch_size)
     total, step = steps_per_epoch * epochs, 0
     extra.setdefault("losses", [])

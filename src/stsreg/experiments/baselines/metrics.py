@@ -37,8 +37,8 @@ def score_table(model: PairScorer, sts: pd.DataFrame, batch_size: int = 64) -> p
 
 
 def metrics_of(scored: pd.DataFrame, params: Params) -> dict[str, float]:
-    """7-task metrics + intervals (:mod:`stsreg.product.sts_eval`), and the study's STS-B test view: Pearson interval and
-    ``stsb_mse01`` (MSE of the score against label / 5)."""
+    """7-task metrics + intervals (:mod:`stsreg.product.sts_eval`), and the study's STS-B test view: Pearson interval
+    and ``stsb_mse01`` (MSE of the score against label / 5)."""
     e = params.evaluate
     out = task_metrics(scored)
     out.update(intervals(scored, e.n_resamples, params.seed, e.confidence))

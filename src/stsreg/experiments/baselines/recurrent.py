@@ -1,7 +1,7 @@
 """Recurrent sentence encoders trained from scratch: RNN / LSTM / GRU, and an InferSent-style BiLSTM-max.
 
-A sentence is tokenized into lowercase words (:func:`stsreg.experiments.baselines.wordvec.tokenize`), embedded, and run through
-the recurrent layer; its embedding is the final hidden state (``pooling="last"``; both directions concatenated
+A sentence is tokenized into lowercase words (:func:`stsreg.experiments.baselines.wordvec.tokenize`), embedded, and run
+through the recurrent layer; its embedding is the final hidden state (``pooling="last"``; both directions concatenated
 when bidirectional) or the element-wise max over time of the outputs (``pooling="max"``, InferSent's BiLSTM-max).
 Pair score: cosine of the two embeddings (:class:`~stsreg.experiments.baselines.scoring.BiEncoder`), trained with
 :func:`stsreg.experiments.baselines.fit.fit`.
@@ -75,7 +75,8 @@ class RecurrentEncoder(BiEncoder):
 
     def encode(self, sentences: list[str]) -> torch.Tensor:
         ids, lengths = self.ids(sentences)
-        packed = pack_padded_sequence(self.embedding(ids.to(self.device)), lengths, batch_first=True, enforce_sorted=False)
+        packed = pack_padded_sequence(self.embedding(ids.to(self.device)), lengths, batch_first=True,
+                                      enforce_sorted=False)
         outputs, state = self.rnn(packed)
         if self.pooling == "last":
             h = state[0] if isinstance(state, tuple) else state  # (layers * directions, batch, hidden)
@@ -103,8 +104,8 @@ def pretrain_on_nli(encoder: RecurrentEncoder, nli: pd.DataFrame, epochs: int, b
                     ckpt_path: Path, checkpoint_every: int = 200, log_metric=lambda key, value, step: None) -> dict:
     """Train ``encoder`` (in place) with the NLI classifier on (premise, hypothesis, label 0/1/2); Adam, cross-entropy.
 
-    Resumable (:func:`stsreg.experiments.baselines.fit.resumable_steps`: a checkpoint every ``checkpoint_every`` steps). Returns a summary
-    with the training accuracy of the last 10% of steps."""
+    Resumable (:func:`stsreg.experiments.baselines.fit.resumable_steps`: a checkpoint every ``checkpoint_every`` steps).
+    Returns a summary with the training accuracy of the last 10% of steps."""
     torch.manual_seed(seed)
     with torch.no_grad():
         dim = encoder.encode(["a"]).shape[-1]

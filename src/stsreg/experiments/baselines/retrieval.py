@@ -42,6 +42,7 @@ def retrieval_cost(backbone: str, candidates: list[str], query: str, max_length:
     cross_s = time.perf_counter() - t
     del top
     return {"candidates": n, "bi_index_seconds": index_s, "bi_query_seconds": query_s, "bi_pairs_per_s": n / query_s,
-            "bi_pairs_per_s_with_index": n / (index_s + query_s), "cross_seconds": cross_s, "cross_pairs_per_s": n / cross_s,
+            "bi_pairs_per_s_with_index": n / (index_s + query_s), "cross_seconds": cross_s,
+            "cross_pairs_per_s": n / cross_s,
             "speedup_bi_over_cross": cross_s / query_s, "threads": torch.get_num_threads(),
             "precision": amp.describe(bi.amp_dtype)}

@@ -8,8 +8,8 @@
   embeddings ``encode(sentences) -> (batch, d)``; :meth:`BiEncoder.score` encodes each distinct sentence once.
 
 Precision: :attr:`PairScorer.amp_dtype` (``None`` = fp32; the transformer systems set it from ``model.precision``,
-see :mod:`stsreg.product.precision`) is the autocast dtype of :meth:`PairScorer.autocast`, which training and scoring run
-under. Weights stay fp32; scores come back as fp32.
+see :mod:`stsreg.product.precision`) is the autocast dtype of :meth:`PairScorer.autocast`, which training and scoring
+run under. Weights stay fp32; scores come back as fp32.
 """
 
 from __future__ import annotations

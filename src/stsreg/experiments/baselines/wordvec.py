@@ -108,7 +108,8 @@ def train_word2vec(sentences: list[list[str]], skipgram: bool, dim: int, window:
     return WordVectors(list(model.wv.index_to_key), model.wv.vectors, f"word2vec {name} {dim}d (self-trained)")
 
 
-def cooccurrences(sentences: list[list[str]], vocab: dict[str, int], window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def cooccurrences(sentences: list[list[str]], vocab: dict[str, int], window: int) -> tuple[np.ndarray, np.ndarray,
+                                                                                           np.ndarray]:
     """Symmetric co-occurrence counts within ``window`` words, each weighted 1 / distance (GloVe's counting).
 
     Returns (rows, cols, values): the non-zero entries of X, (nnz,) each."""
@@ -147,7 +148,8 @@ def train_glove(sentences: list[list[str]], dim: int, window: int, epochs: int, 
     rows, cols, x = (torch.from_numpy(a) for a in cooccurrences(sentences, vocab, window))
     x = x.float()
     g = torch.Generator().manual_seed(seed)
-    init = lambda *shape: ((torch.rand(*shape, generator=g) - 0.5) / dim).requires_grad_(True)  # noqa: E731 (GloVe's init)
+    # noqa: E731 (GloVe's init)
+    init = lambda *shape: ((torch.rand(*shape, generator=g) - 0.5) / dim).requires_grad_(True)
     w, w_ctx, b, b_ctx = init(len(words), dim), init(len(words), dim), init(len(words)), init(len(words))
     opt = torch.optim.Adagrad([w, w_ctx, b, b_ctx], lr=lr)
     for epoch in range(epochs):

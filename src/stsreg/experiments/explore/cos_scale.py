@@ -147,7 +147,8 @@ def production(params, a: float, b: float) -> str:
 
     committed = json.loads(Path("models/stage2/training_summary.json").read_text())["config"]
     if (committed["seed"] != params.seed
-            or dict(committed["stage2"], cos_a=a, cos_b=b) != dict(dataclasses.asdict(params.stage2), cos_a=a, cos_b=b)):
+            or dict(committed["stage2"], cos_a=a, cos_b=b) != dict(dataclasses.asdict(params.stage2), cos_a=a,
+                                                                   cos_b=b)):
         raise SystemExit("models/stage2 was trained with other stage-2 settings than params.yaml's: rerun "
                          "`dvc repro promote` first, so that the map is the only difference")
     out = OUT / f"production-{name_of(a, b)}"
@@ -160,7 +161,8 @@ def production(params, a: float, b: float) -> str:
         shutil.copyfile(work / "model" / "training_summary.json", out / "training_summary.json")
         shutil.rmtree(work)
     rows = []
-    for label, run, metrics in [("models/stage2 (a = 5, b = 0)", Path("models/stage2"), Path("reports/eval/metrics.json")),
+    for label, run, metrics in [("models/stage2 (a = 5, b = 0)", Path("models/stage2"),
+                                 Path("reports/eval/metrics.json")),
                                 (f"a = {a:g}, b = {b:g}", out, out / "metrics.json")]:
         s = json.loads((run / "training_summary.json").read_text())
         m = json.loads(metrics.read_text())
@@ -190,7 +192,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
     ap.add_argument("--maps", nargs="+", default=["10,-5", "7.5,-2.5"], help="a,b pairs")
     ap.add_argument("--production", metavar="A,B", help="train the production stage 2 with this map instead")
-    ap.add_argument("--report-only", action="store_true", help="train nothing: write results.md from the runs there are")
+    ap.add_argument(
+        "--report-only", action="store_true", help="train nothing: write results.md from the runs there are"
+    )
     a = ap.parse_args(argv)
     params = load_params("params.yaml")
     if a.production:

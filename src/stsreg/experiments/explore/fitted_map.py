@@ -108,9 +108,9 @@ def report(params, seeds: list[int]) -> str:
                              f"[{r.low:+.2f}, {r.high:+.2f}] | {r.p_value:.3f} |")
     return "\n".join([
         "Smooth K2 (x0 0.2, k 3 on the label scale) on |a*cos + b - label| with (a, b) the least-squares fit of each "
-        "batch, 1 epoch from the comparison's stage-1 model of the seed, best STS-B dev after step 0; `ours_cos` "
-        "(a = 5, b = 0) and `cosent` are the comparison's rows. Dev kept is the selection figure; the test columns and "
-        "the paired bootstraps (fitted map minus the row, one-sided p that the fitted map is better) are reporting only.",
+        "batch, 1 epoch from the comparison's stage-1 model of the seed, best STS-B dev after step 0; `ours_cos` (a = "
+        "5, b = 0) and `cosent` are the comparison's rows. Dev kept is the selection figure; the test columns and the "
+        "paired bootstraps (fitted map minus the row, one-sided p that the fitted map is better) are reporting only.",
         "", "| row | seed | " + " | ".join(COLUMNS) + " |", "|---|---:|" + "---:|" * len(COLUMNS), *rows, "",
         "| seed | against | view | diff | 95% CI | p |", "|---:|---|---|---:|---|---:|", *tests, ""])
 

@@ -1,10 +1,11 @@
 """Stage-2 exploration on a GPU: many (loss, settings, seed) runs in parallel processes on one card.
 
-usage: python -m stsreg.experiments.explore.gpu_3epochs JOBS.json OUT_DIR --workers 6 --budget 420, from a project root holding
-``.dev/stage1`` (models/stage1 with its weights stored in fp16), ``.dev/sts.parquet`` and ``.dev/nli_train.parquet``
-(copies of data/prepared/), on a machine without the ``datasets`` package (sentences are tokenized in memory).
-Each job: {"name", "seed", "stage2": {overrides}, "eval": bool, "nli": {"objective", "max_pairs", "epochs"} | null}.
-Writes OUT_DIR/results.jsonl (one line per finished job) and OUT_DIR/preds.tar (predictions of evaluated jobs).
+usage: python -m stsreg.experiments.explore.gpu_3epochs JOBS.json OUT_DIR --workers 6 --budget 420, from a project root
+holding ``.dev/stage1`` (models/stage1 with its weights stored in fp16), ``.dev/sts.parquet`` and
+``.dev/nli_train.parquet`` (copies of data/prepared/), on a machine without the ``datasets`` package (sentences are
+tokenized in memory). Each job: {"name", "seed", "stage2": {overrides}, "eval": bool, "nli": {"objective", "max_pairs",
+"epochs"} | null}. Writes OUT_DIR/results.jsonl (one line per finished job) and OUT_DIR/preds.tar (predictions of
+evaluated jobs).
 """
 import argparse
 import concurrent.futures as cf
@@ -105,8 +106,10 @@ def main():
                             tar.add(p, arcname=f"{name}.parquet")
                 print(f"[{time.time() - t0:6.0f}s] {job['name']}: "
                       + (r.get("error", "").splitlines()[-1] if "error" in r else
-                         f"dev {r['summary'].get('trained_best_dev_spearman')} @ {r['summary'].get('trained_best_step')}"
-                         + (f", avg7 {r['metrics']['avg7_spearman']:.2f} unseen {r['metrics']['avg7_unseen_spearman']:.2f}"
+                         f"dev {r['summary'].get('trained_best_dev_spearman')} @ "
+                         f"{r['summary'].get('trained_best_step')}"
+                         + (f", avg7 {r['metrics']['avg7_spearman']:.2f} unseen "
+                            f"{r['metrics']['avg7_unseen_spearman']:.2f}"
                             if 'metrics' in r else "") + f", {r['wall_s']:.0f}s"), flush=True)
     print("not started:", [j["name"] for j in pending], flush=True)
 

@@ -1,4 +1,5 @@
-"""Train the soup's ingredients and keep their models (see soup.py): one compare-like ``ours_cos`` row per (map, seed)."""
+"""Train the soup's ingredients and keep their models (see soup.py): one compare-like ``ours_cos`` row per (map,
+seed)."""
 
 from __future__ import annotations
 

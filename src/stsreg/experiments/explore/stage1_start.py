@@ -22,8 +22,10 @@ def main() -> int:
     rows = []
     for seed in params.compare.seeds:
         found = [d for d in RUNS.glob(f"_stage1-{seed}-*") if not d.name.endswith("-checkpoints")]
-        if len(found) != 1:  # one per stage-1 key: more means older settings are still there, and the pick would be a guess
-            raise SystemExit(f"expected one stage-1 model of seed {seed} in {RUNS}, found {sorted(d.name for d in found)}")
+        # one per stage-1 key: more means older settings are still there, and the pick would be a guess
+        if len(found) != 1:
+            raise SystemExit(f"expected one stage-1 model of seed {seed} in {RUNS}, found "
+                             f"{sorted(d.name for d in found)}")
         start = found[0]
         out = OUT / str(seed)
         if not (out / "metrics.json").exists():
@@ -33,7 +35,8 @@ def main() -> int:
     mean = [sum(c) / len(c) for c in zip(*rows)]
     text = ("The comparison's start (`reports/compare/runs/_stage1-<seed>-*`: stage 1 with its SimCSE encoder step), "
             f"mean of seeds {list(params.compare.seeds)}, Spearman x100 of cosine:\n\n"
-            "| " + " | ".join(KEYS) + " |\n" + "|---" * len(KEYS) + "|\n| " + " | ".join(f"{v:.2f}" for v in mean) + " |\n")
+            "| " + " | ".join(KEYS) + " |\n" + "|---" * len(KEYS) + "|\n| " + " | ".join(f"{v:.2f}"
+                                                                                         for v in mean) + " |\n")
     (OUT / "results.md").write_text(text)
     print(text)
     return 0

@@ -4,8 +4,8 @@ The protocol scores each STS year on all of its pairs pooled ("all" Spearman), s
 pairs inside a subset (MSRpar, MSRvid, ...) and by placing whole subsets against each other. This splits a row's
 difference to a reference row into the two: the mean within-subset Spearman, and the rest (all minus within-mean).
 It reads the finished rows of ``reports/compare/rows/<method>-<seed>/metrics.json`` (Spearman x100; subset keys are
-``<task>_<subset>_spearman``) and writes ``reports/explore/subset_breakdown.md``. Test numbers only describe what was trained:
-nothing here feeds a choice.
+``<task>_<subset>_spearman``) and writes ``reports/explore/subset_breakdown.md``. Test numbers only describe what was
+trained: nothing here feeds a choice.
 
     python -m stsreg.experiments.explore.subset_breakdown --reference ours_cos
 """
@@ -53,11 +53,14 @@ def breakdown(table: pd.DataFrame, reference: str) -> pd.DataFrame:
 
 
 def to_markdown(b: pd.DataFrame, reference: str) -> str:
-    lines = [f"Difference to `{reference}` per STS year (test sets, Spearman x100, mean over the seeds both rows have): "
-             "`all` = the protocol's pooled score, `within` = the mean of the per-subset Spearmans, `between` = "
-             "all - within (how whole subsets are placed against each other). Reporting only.", "",
-             "| method | seeds | " + " | ".join(f"{t} all / within / between" for t in TASKS) + " |",
-             "|---|---:|" + "---|" * len(TASKS)]
+    lines = [
+        f"Difference to `{reference}` per STS year (test sets, Spearman x100, mean over the seeds both rows have): "
+        "`all` = the protocol's pooled score, `within` = the mean of the per-subset Spearmans, `between` = all - "
+        "within (how whole subsets are placed against each other). Reporting only.",
+        "",
+        "| method | seeds | " + " | ".join(f"{t} all / within / between" for t in TASKS) + " |",
+        "|---|---:|" + "---|" * len(TASKS),
+    ]
     for method, t in b.groupby("method"):
         t = t.set_index("task")
         cells = [f"{t.loc[k, 'all']:+.2f} / {t.loc[k, 'within']:+.2f} / {t.loc[k, 'between']:+.2f}" for k in TASKS]

@@ -18,7 +18,8 @@ def main() -> int:
     from stsreg.infra import runtime
     from stsreg.product.model import SiameseRegressor
 
-    start, end = (SiameseRegressor.load(d).to(runtime.resolve_device()).eval() for d in ("models/stage1", "models/stage2"))
+    start, end = (SiameseRegressor.load(d).to(runtime.resolve_device()).eval()
+                  for d in ("models/stage1", "models/stage2"))
     scores = dev_along(start, end)
     text = "\n".join([
         "STS-B dev Spearman x100 of cosine of `(1 - alpha) * W(models/stage1) + alpha * W(models/stage2)` "

@@ -100,7 +100,8 @@ def measure(backbone: str, method: str, batch: int, length: int, steps: int, dev
 def measure_in_subprocess(backbone: str, method: str, batch: int, length: int, steps: int, device: str,
                           timeout: float = 1800) -> dict:
     """:func:`measure` in a fresh Python process, so peaks of different configurations never mix."""
-    cmd = [sys.executable, "-m", "stsreg.experiments.profiling.measure", "one", "--backbone", backbone, "--method", method, "--batch", str(batch),
+    cmd = [sys.executable, "-m", "stsreg.experiments.profiling.measure", "one", "--backbone", backbone, "--method",
+           method, "--batch", str(batch),
            "--length", str(length), "--steps", str(steps), "--device", device]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
@@ -110,7 +111,9 @@ def measure_in_subprocess(backbone: str, method: str, batch: int, length: int, s
 
 
 def _cli(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m stsreg.experiments.profiling.measure", description="Measure one profile configuration.")
+    ap = argparse.ArgumentParser(
+        prog="python -m stsreg.experiments.profiling.measure", description="Measure one profile configuration."
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     one = sub.add_parser("one", help="one configuration in this process; prints JSON")
     one.add_argument("--backbone", default="default")

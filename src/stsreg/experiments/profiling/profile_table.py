@@ -25,18 +25,22 @@ def results_frame(rows: list[dict], spec: GridSpec):
 def format_table(df, spec: GridSpec, device: str) -> str:
     """Markdown: measured vs predicted peak MB and step time, ratio to the contrastive reference point."""
     b, l = spec.reference
-    lines = [f"Device: {device}. Peak = training memory above the loaded model ({'CUDA max_memory_allocated' if device != 'cpu' else 'CPU peak RSS'}); "
+    lines = [f"Device: {device}. Peak = training memory above the loaded model "
+             f"({'CUDA max_memory_allocated' if device != 'cpu' else 'CPU peak RSS'}); "
              f"predicted = cost model c0 + c1·B·L + c2·B·L² fitted on the measured points of the method.", "",
-             f"| method | batch | length | status | peak MB | predicted MB | ratio to contrastive b{b}/len{l} | s/step | predicted s/step |",
+             f"| method | batch | length | status | peak MB | predicted MB | ratio to contrastive b{b}/len{l} | s/step "
+             "| predicted s/step |",
              "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
 
     def f(x, fmt):
         return "–" if x != x else format(x, fmt)
 
     for r in df.itertuples():
-        mark = "**" if (r.batch, r.length) in (spec.headline, spec.reference) and r.method in ("regression_full", "contrastive") else ""
+        mark = "**" if (r.batch, r.length) in (spec.headline, spec.reference) and r.method in ("regression_full",
+                                                                                               "contrastive") else ""
         lines.append(f"| {mark}{r.method}{mark} | {r.batch} | {r.length} | {r.status} | {f(r.peak_mb, '.0f')} | "
-                     f"{f(r.predicted_mb, '.0f')} | {f(r.ratio_to_reference, '.3f')} | {f(r.step_s, '.3f')} | {f(r.predicted_step_s, '.3f')} |")
+                     f"{f(r.predicted_mb, '.0f')} | {f(r.ratio_to_reference, '.3f')} | {f(r.step_s, '.3f')} | "
+                     f"{f(r.predicted_step_s, '.3f')} |")
     return "\n".join(lines)
 
 

@@ -35,7 +35,8 @@ class Part:
     split: str
     read: Callable[[Path], Parsed]
     kind: str  # "sts" or "nli"
-    files: tuple[str, ...] = ()  # paths relative to the raw root; checked by stsreg.product.data.precheck before reading
+    # paths relative to the raw root; checked by stsreg.product.data.precheck before reading
+    files: tuple[str, ...] = ()
 
 
 def _parts(table: PublicTable) -> list[Part]:

@@ -18,6 +18,7 @@ from stsreg.infra.config import TABLES_DIR, StsTableColumns, StsTableSource
 from stsreg.infra.scales import from_internal, valid_scale
 from stsreg.infra.errors import InputError
 from stsreg.product.data import user_tables
+from stsreg.product.data.delimited import NOT_UTF8
 
 
 #: At most this many distinct scores make a category grid (0-20 in steps of 1, 0-5 in quarters); more are averaged
@@ -36,7 +37,8 @@ def guess_gap(scores: np.ndarray, scale: tuple[float, float]) -> tuple[float, st
         if on_grid:
             return round(step, 6), f"the scores take {len(values)} distinct values, {step:g} apart"
     return round(span / 5, 6), (f"the scores take {len(values)} distinct values (averaged or continuous ratings): "
-                                f"d proposed as a fifth of the scale, as STS's 0-5; state your annotators' step with --d")
+                                "d proposed as a fifth of the scale, as STS's 0-5; state your annotators' step with "
+                                "--d")
 
 
 def buffer_advice(x0: float, table: StsTableSource) -> str:
@@ -58,11 +60,13 @@ def histogram(scores: np.ndarray, scale: tuple[float, float], bins: int = 10, wi
 
 def check(file: str, sentence1: str, sentence2: str, score: str, split: str = "", scale: tuple | None = None,
           d: float | None = None, name: str | None = None, dev_fraction: float = 0.1, test_fraction: float = 0.1,
-          x0: float | None = None) -> str:
-    """The preview's text; raises :class:`~stsreg.infra.errors.InputError` where ``prepare`` would refuse the table.
-    ``x0``: stage 2's buffer (params.yaml), judged against the table's ``d``."""
+          x0: float | None = None, encoding: str = "auto", max_rejected_fraction: float | None = None) -> str:
+    """The preview's text; raises :class:`~stsreg.infra.errors.InputError` where ``prepare`` would refuse the table
+    (its reject cap ``max_rejected_fraction``, ``prepare.max_rejected_fraction``, included). ``x0``: stage 2's buffer
+    (params.yaml), judged against the table's ``d``. ``encoding``: the file's, as ``prepare.sts_tables[].encoding``
+    (auto: a BOM, else UTF-8)."""
     path = Path(file)
-    read = user_tables.read_frame(path)
+    read = user_tables.read_frame(path, encoding=encoding)
     frame = read.frame
     name = name or re.sub(r"[^a-z0-9_]+", "_", path.stem.lower()).strip("_") or "mine"
     if not name[0].isalpha():
@@ -83,9 +87,11 @@ def check(file: str, sentence1: str, sentence2: str, score: str, split: str = ""
             d, why_d = guess_gap(numeric[(numeric >= scale[0]) & (numeric <= scale[1])], scale)
     table = knobs.build(StsTableSource, "stsreg data check", name=name, file=file, columns=columns,
                         scale=tuple(scale or (0.0, 5.0)), d=d if d is not None else 1.0, dev_fraction=dev_fraction,
-                        test_fraction=test_fraction, quoting=read.dialect.quoting if read.dialect else "auto")
+                        test_fraction=test_fraction, quoting=read.dialect.quoting if read.dialect else "auto",
+                        encoding=encoding)
     # a missing score column is refused here, by the column check, before any scale is used
     kept, rejects, counts = user_tables.read_table(table, Path("."))
+    _refuse_over_cap(file, counts, rejects, max_rejected_fraction, encoding)
     lines = [f"{file}: {counts['read']} rows read, {counts['kept']} kept "
              f"(train {counts['rows_train']}, dev {counts['rows_dev']}, test {counts['rows_test']}), "
              f"{counts['rejected']} rejected" + (f" (split by a stable hash of each pair: dev {dev_fraction:g}, test "
@@ -97,8 +103,22 @@ def check(file: str, sentence1: str, sentence2: str, score: str, split: str = ""
         lines += [f"  {r.line}: {r.reason}" for r in rejects.head(5).itertuples()]
     on_scale = from_internal(kept.score, table.scale)  # back on the file's scale, for the histogram
     lines += [f"scores on the scale [{table.scale[0]:g}, {table.scale[1]:g}] (d = {table.d:g}"
-              f"{': ' + why_d if why_d else ''}; mapped to 0-5 for training):", histogram(on_scale.to_numpy(), table.scale)]
+              f"{': ' + why_d if why_d else ''}; mapped to 0-5 for training):",
+              histogram(on_scale.to_numpy(), table.scale)]
     return "\n".join(lines + _entry(table, path, read.dialect, x0))
+
+
+def _refuse_over_cap(file: str, counts: dict, rejects, cap: float | None, encoding: str) -> None:
+    """Where prepare would refuse the table for its rejects: one message, with the encoding to try when most of them
+    are undecodable bytes (a cp1252 file read as UTF-8)."""
+    if cap is None or not counts["read"] or counts["rejected"] / counts["read"] <= cap:
+        return
+    undecodable = int((rejects.reason == NOT_UTF8).sum()) if len(rejects) else 0
+    hint = (f"; {undecodable} of them are not valid UTF-8: if the file is cp1252 (Excel on Windows) or latin-1, "
+            "check it with --encoding cp1252 and declare that encoding" if undecodable and encoding == "auto" else "")
+    raise InputError(f"{file}: {counts['rejected']} of {counts['read']} rows rejected "
+                     f"({counts['rejected'] / counts['read']:.2%} > prepare.max_rejected_fraction={cap}): prepare "
+                     f"would refuse this table{hint}")
 
 
 def _entry(table: StsTableSource, path: Path, dialect, x0: float | None) -> list[str]:
@@ -108,7 +128,8 @@ def _entry(table: StsTableSource, path: Path, dialect, x0: float | None) -> list
     lines = [] if declared else [f"\ncopy it under {TABLES_DIR}/ first (`cp {path} {where}`; `dvc add {where}` for a "
                                  "large file)"]
     c, name = table.columns, table.name
-    cols = {"sentence1": c.sentence1, "sentence2": c.sentence2, "score": c.score, **({"split": c.split} if c.split else {})}
+    cols = {"sentence1": c.sentence1, "sentence2": c.sentence2, "score": c.score,
+            **({"split": c.split} if c.split else {})}
     lines += ["\nparams.yaml: add it to prepare.sts_tables, after the public tables:", f"    - name: {name}",
               f"      file: {where}", "      columns: {" + ", ".join(f"{k}: {v}" for k, v in cols.items()) + "}",
               f"      scale: [{table.scale[0]:g}, {table.scale[1]:g}]", f"      d: {table.d:g}"]
@@ -116,6 +137,8 @@ def _entry(table: StsTableSource, path: Path, dialect, x0: float | None) -> list
         lines += [f"      dev_fraction: {table.dev_fraction:g}", f"      test_fraction: {table.test_fraction:g}"]
     if dialect and dialect.note:
         lines.append(f"      quoting: {dialect.quoting}")
+    if table.encoding != "auto":
+        lines.append(f"      encoding: {table.encoding}")
     advice = buffer_advice(x0, table) if x0 is not None else ""
     trains = "REFUSED" not in advice
     return lines + ([advice] if advice else []) + [

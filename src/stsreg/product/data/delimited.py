@@ -70,9 +70,12 @@ def decode(data: bytes, path: Path, encoding: str = "auto") -> tuple[str, str, b
         for bom, codec in BOMS:
             if data.startswith(bom):
                 try:
-                    return data[len(bom):].decode(codec, errors="surrogateescape" if codec == "utf-8" else "strict"), codec, bom
+                    return data[len(bom):].decode(codec, errors="surrogateescape" if codec == "utf-8"
+                                                  else "strict"), codec, bom
                 except UnicodeDecodeError as exc:
-                    raise InputError(f"{path}: starts with a {codec} byte-order mark but is not {codec}: {exc}") from None
+                    raise InputError(
+                        f"{path}: starts with a {codec} byte-order mark but is not {codec}: {exc}"
+                    ) from None
         return data.decode("utf-8", errors="surrogateescape"), "utf-8", b""
     try:
         return data.decode(encoding), encoding, b""
@@ -181,7 +184,8 @@ def read(path: Path, delimiter: str, quoting: str = "auto", encoding: str = "aut
 
 
 def _detect(lines: list[str], delimiter: str, path: Path) -> tuple[str, str]:
-    """``(quoting, note)`` for ``quoting: auto``: the reading that rejects fewer records (RFC 4180 on a tie), and why."""
+    """``(quoting, note)`` for ``quoting: auto``: the reading that rejects fewer records (RFC 4180 on a tie), and
+    why."""
     if not any('"' in ln for ln in lines):
         return "rfc4180", ""  # no quote anywhere: both readings are the same
     n = len(_header(lines[0], delimiter, "rfc4180", path))

@@ -69,11 +69,13 @@ def find_leaks(sts: pd.DataFrame, nli_train: pd.DataFrame, mode: str,
     """
     keys = pair_keys(sts.sentence1, sts.sentence2, mode)
     is_test = sts.split == "test"
-    return pd.DataFrame({name: is_test & keys.isin(ks) for name, ks in training_keys(sts, nli_train, mode, trained).items()},
+    return pd.DataFrame({name: is_test & keys.isin(ks) for name, ks in training_keys(sts, nli_train, mode,
+                                                                                     trained).items()},
                         index=sts.index)
 
 
-def leakage_metrics(sts: pd.DataFrame, nli_train: pd.DataFrame, mode: str, trained: tuple[str, ...] | None = None) -> dict:
+def leakage_metrics(sts: pd.DataFrame, nli_train: pd.DataFrame, mode: str,
+                    trained: tuple[str, ...] | None = None) -> dict:
     """Per evaluation task: test pairs, seen/unseen pairs under both match modes, and per training
     table the pairs seen in it under ``mode`` (the configured one)."""
     metrics = {}
@@ -90,7 +92,8 @@ def leakage_metrics(sts: pd.DataFrame, nli_train: pd.DataFrame, mode: str, train
     return metrics
 
 
-def remove_from_training(table: pd.DataFrame, a: str, b: str, eval_keys: set[str], mode: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def remove_from_training(table: pd.DataFrame, a: str, b: str, eval_keys: set[str], mode: str) -> tuple[pd.DataFrame,
+                                                                                                       pd.DataFrame]:
     """Split a training table into (kept, removed): removed rows are pairs that occur in a test set."""
     hit = pair_keys(table[a], table[b], mode).isin(eval_keys)
     return table[~hit], table[hit]

@@ -56,7 +56,8 @@ def rel(path: Path, root: Path) -> str:
 
 
 def text(path: Path) -> str:
-    """The file decoded as UTF-8 (BOM dropped); undecodable bytes survive as lone surrogates (see :func:`undecodable`)."""
+    """The file decoded as UTF-8 (BOM dropped); undecodable bytes survive as lone surrogates (see
+    :func:`undecodable`)."""
     return path.read_bytes().decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
 
 

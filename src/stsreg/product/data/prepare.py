@@ -168,7 +168,8 @@ def _mark_leakage(sts: pd.DataFrame, nli_train: pd.DataFrame, lp, trained: tuple
         sts = pd.concat([sts[~is_train], sts_kept]).sort_index().reset_index(drop=True)
         nli_train, nli_removed = leakage.remove_from_training(nli_train, "premise", "hypothesis", eval_keys, mode)
         for frame in (sts_removed, nli_removed):
-            frame = frame.rename(columns={"dataset": "table", "source": "table", "premise": "sentence1", "hypothesis": "sentence2"})
+            frame = frame.rename(columns={"dataset": "table", "source": "table", "premise": "sentence1",
+                                          "hypothesis": "sentence2"})
             leak_rows.append(frame.assign(removed_from_training=True))
         removed_counts = {**{f"{t}_train": int((sts_removed.dataset == t).sum()) for t in tables},
                           "nli_train": len(nli_removed)}
@@ -203,8 +204,8 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
     """Run the whole stage; returns the full summary (``prepared_dir/summary.json``; its :func:`headline` goes to
     ``metrics_path``). Raises :class:`PrepareError` last.
 
-    Every raw file is checked first against ``registry`` (:func:`~stsreg.product.data.precheck.check_inputs`: size, sha256,
-    ``min_rows``); the outputs are written atomically, folders first and the metrics file last."""
+    Every raw file is checked first against ``registry`` (:func:`~stsreg.product.data.precheck.check_inputs`: size,
+    sha256, ``min_rows``); the outputs are written atomically, folders first and the metrics file last."""
     p = params.prepare
     public = {t.name: t for t in p.sts_tables if t.reader}  # declared public tables, read by the mirror's readers
     parts = sts_parts(tuple(t.reader for t in public.values())) + nli_parts(params.fetch.extra_nli)
@@ -213,9 +214,11 @@ def prepare(raw_root: Path, prepared_dir: Path, rejected_dir: Path, metrics_path
     kept, rejects, duplicates, stats = _read_parts(parts, public, raw_root, p.duplicate_pairs)
     user_kept = user_tables.read_tables(tuple(t for t in p.sts_tables if not t.reader), project, rejects, stats)
 
-    datasets = {name: {**entry, "rejected_fraction": round(entry["rejected"] / entry["read"], 6) if entry["read"] else 0.0}
+    datasets = {name: {**entry, "rejected_fraction": round(entry["rejected"] / entry["read"], 6) if entry["read"]
+                       else 0.0}
                 for name, entry in stats.items()}
-    rejects, duplicates = {n: pd.concat(f, ignore_index=True) for n, f in rejects.items()}, pd.concat(duplicates, ignore_index=True)
+    rejects, duplicates = {n: pd.concat(f, ignore_index=True) for n, f in rejects.items()}, pd.concat(duplicates,
+                                                                                                      ignore_index=True)
     # a refused run replaces nothing: its rejects go aside, the previous tables and metrics stay as they were
     check_rejected_fraction(datasets, p.max_rejected_fraction, rejects, duplicates, refused_dir(rejected_dir))
 

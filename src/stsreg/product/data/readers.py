@@ -54,7 +54,8 @@ def read_stsb(path: Path, root: Path) -> Parsed:
         if parsed.undecodable(line) or len(fields) not in (7, 9):
             continue
         genre, source_file, year, _id, score, s1, s2 = fields[:7]
-        out.rows.append({"subset": source_file, "sentence1": s1, "sentence2": s2, "score": score, "file": rel, "line": n})
+        out.rows.append({"subset": source_file, "sentence1": s1, "sentence2": s2, "score": score, "file": rel,
+                         "line": n})
     return out
 
 
@@ -77,10 +78,13 @@ def read_sts_year(input_path: Path, gold_path: Path, subset: str, root: Path, n_
             continue
         fields = line.split("\t")
         if len(fields) != n_fields:
-            out.rejects.append(parsed.reject(rel, n, f"expected {n_fields} tab-separated fields, got {len(fields)}", line))
+            out.rejects.append(parsed.reject(rel, n, f"expected {n_fields} tab-separated fields, got {len(fields)}",
+                                             line))
             continue
-        out.rows.append({"subset": subset, "sentence1": fields[0], "sentence2": fields[1], "score": gold.strip(), "file": rel,
-                         "line": n, "gold_file": parsed.rel(gold_path, root)})  # a bad score is reported against gold_file
+        out.rows.append({"subset": subset, "sentence1": fields[0], "sentence2": fields[1], "score": gold.strip(),
+                         "file": rel,
+                         # a bad score is reported against gold_file
+                         "line": n, "gold_file": parsed.rel(gold_path, root)})
     return out
 
 
@@ -93,7 +97,8 @@ def _read_header_tsv(path: Path, root: Path, columns: dict[str, str]) -> Parsed:
     header = lines[0].split("\t")
     missing = [c for c in columns.values() if c not in header]
     if missing:
-        raise InputError(f"{rel}: line 1: header lacks column(s) {missing}; found {[parsed.printable(h) for h in header]}")
+        raise InputError(f"{rel}: line 1: header lacks column(s) {missing}; found "
+                         f"{[parsed.printable(h) for h in header]}")
     idx = {key: header.index(col) for key, col in columns.items()}
     for n, line in enumerate(lines[1:], start=2):
         out.read[rel] += 1
@@ -102,7 +107,8 @@ def _read_header_tsv(path: Path, root: Path, columns: dict[str, str]) -> Parsed:
             out.rejects.append(parsed.reject(rel, n, NOT_UTF8, line))
             continue
         if len(fields) != len(header):
-            out.rejects.append(parsed.reject(rel, n, f"expected {len(header)} tab-separated fields, got {len(fields)}", line))
+            out.rejects.append(parsed.reject(rel, n, f"expected {len(header)} tab-separated fields, got {len(fields)}",
+                                             line))
             continue
         row = {key: fields[i] for key, i in idx.items()}
         row.update(file=rel, line=n)
@@ -112,7 +118,8 @@ def _read_header_tsv(path: Path, root: Path, columns: dict[str, str]) -> Parsed:
 
 def read_sick(path: Path, root: Path) -> Parsed:
     """SICK SemEval-2014 files (and SICK.txt): pair_ID, sentence_A, sentence_B, relatedness_score, ..."""
-    out = _read_header_tsv(path, root, {"sentence1": "sentence_A", "sentence2": "sentence_B", "score": "relatedness_score"})
+    out = _read_header_tsv(path, root, {"sentence1": "sentence_A", "sentence2": "sentence_B",
+                                        "score": "relatedness_score"})
     for row in out.rows:
         row["subset"] = "SICK"
     return out
@@ -186,7 +193,8 @@ def read_anli_csv(path: Path, root: Path) -> Parsed:
         if fields is None:
             out.rejects.append(parsed.reject(rel, line, reason, raw[:2000]))
         elif len(fields) != len(header):
-            out.rejects.append(parsed.reject(rel, line, f"expected {len(header)} fields, got {len(fields)}", raw[:2000]))
+            out.rejects.append(parsed.reject(rel, line, f"expected {len(header)} fields, got {len(fields)}",
+                                             raw[:2000]))
         elif parsed.undecodable(*fields):
             out.rejects.append(parsed.reject(rel, line, NOT_UTF8, raw[:2000]))
         else:
@@ -205,7 +213,8 @@ def read_senteval_snli(folder: Path, split: str, root: Path) -> Parsed:
     s1, s2, labels = (parsed.lines(p) for p in paths)
     if not (len(s1) == len(s2) == len(labels)):
         raise InputError(
-            f"{parsed.rel(paths[0], root)}: parallel files differ in length (s1 {len(s1)}, s2 {len(s2)}, labels {len(labels)})"
+            f"{parsed.rel(paths[0], root)}: parallel files differ in length (s1 {len(s1)}, s2 {len(s2)}, labels "
+            f"{len(labels)})"
         )
     rel = parsed.rel(paths[0], root)
     for n, (a, b, lab) in enumerate(zip(s1, s2, labels), start=1):

@@ -104,7 +104,8 @@ def fetch_one(source: Source, mirror: Path, out_dir: Path, allow_download: bool)
         if not source.sha256 or got == source.sha256:
             _write_atomic(dest, copy_from=candidate)
             return None
-        problems.append(f"mirror copy {candidate} has sha256 {got}, expected {source.sha256} (corrupted or a different version)")
+        problems.append(f"mirror copy {candidate} has sha256 {got}, expected {source.sha256} (corrupted or a different "
+                        "version)")
     else:
         problems.append(f"not in mirror {mirror}")
     if allow_download and source.url:

@@ -7,7 +7,8 @@ One path for every format, chosen by the file's extension: ``.csv``, ``.tsv``, `
   declared ``scale`` to 0-5, the scale of the losses, the buffer and the cosine map), ``file``, ``line`` (the row's
   line in a CSV/TSV/JSONL file, header counted; its row number, from 1, in Parquet) and ``raw_score`` (as written);
 - rejected (named by file, line and reason, kept in ``data/rejected/<name>.parquet`` and counted): an empty
-  sentence, a score that is not a number or lies outside the scale, a split value other than train/dev/test.
+  sentence, a sentence that is a JSON object or list, a score that is not a number or lies outside the scale, a split
+  value other than train/dev/test.
 
 Splits come from a split column, or from a stable hash of the pair's content (:func:`hash_split`): appending or
 reordering rows never moves a pair from one split to another, so the test set stays the test set as data grows.
@@ -64,6 +65,10 @@ def guess_scale(scores) -> tuple[float, float] | None:
     return min(fits, key=lambda s: s[1] - s[0]) if fits else None
 
 
+def _nested(value) -> bool:
+    return isinstance(value, (dict, list, tuple)) or (hasattr(value, "ndim") and getattr(value, "ndim", 0) > 0)
+
+
 def _looks_like(values: pd.Series) -> str:
     guess = guess_scale(values.to_numpy())
     seen = f"the scores run {float(values.min()):g}..{float(values.max()):g}"
@@ -90,13 +95,17 @@ def read_table(t: StsTableSource, project: Path) -> tuple[pd.DataFrame, pd.DataF
                          f"prepare.sts_tables[{t.name}].columns")
     df = pd.DataFrame({k: frame[v] for k, v in wanted.items()})
     df["line"] = read.line
+    # a JSON object or list where a sentence belongs is structure, not text: rejected, never kept as its repr
+    nested = df.sentence1.map(_nested) | df.sentence2.map(_nested)
     for c in ("sentence1", "sentence2"):
         df[c] = df[c].map(lambda x: "" if x is None or (isinstance(x, float) and np.isnan(x)) else str(x)).str.strip()
     df["raw_score"] = df["score"].astype(str)
     score = pd.to_numeric(df["score"].astype(str).str.strip(), errors="coerce")
     lo, hi = t.scale
     reasons = pd.Series("", index=df.index, dtype=object)
-    reasons[(df.sentence1 == "") | (df.sentence2 == "")] = "empty sentence after stripping whitespace"
+    reasons[nested] = "a sentence is a JSON object or list, not text"
+    empty = (df.sentence1 == "") | (df.sentence2 == "")
+    reasons[(reasons == "") & empty] = "empty sentence after stripping whitespace"
     reasons[(reasons == "") & score.isna()] = "score is not a number"
     outside = score.notna() & ((score < lo) | (score > hi))
     reasons[(reasons == "") & outside] = f"score outside the declared scale [{lo:g}, {hi:g}]"
@@ -110,15 +119,10 @@ def read_table(t: StsTableSource, project: Path) -> tuple[pd.DataFrame, pd.DataF
     else:
         split = hash_split(df.sentence1, df.sentence2, t.dev_fraction, t.test_fraction)
     bad = reasons != ""
-    rejects = pd.DataFrame({"dataset": t.name, "split": split[bad].where(split[bad].isin(SPLITS), "unknown"),
-                            "file": t.file, "line": df.line[bad], "reason": reasons[bad],
-                            "raw": df.sentence1[bad] + "\t" + df.sentence2[bad] + "\t" + df.raw_score[bad]})
-    unread = pd.DataFrame({"dataset": t.name, "split": "unknown", "file": t.file,
-                           "line": [n for n, _, _ in read.rejects], "reason": [r for _, r, _ in read.rejects],
-                           "raw": [raw for _, _, raw in read.rejects]})
-    rejects = pd.concat([unread, rejects]).sort_values("line", kind="stable") if len(unread) else rejects
+    rejects = _rejects(t, df[bad], split[bad], reasons[bad], read)
     kept = pd.DataFrame({"dataset": t.name, "subset": t.name, "split": split[~bad], "sentence1": df.sentence1[~bad],
-                         "sentence2": df.sentence2[~bad], "score": to_internal(score[~bad], (lo, hi), t.rescale).astype(float),
+                         "sentence2": df.sentence2[~bad], "score": to_internal(score[~bad], (lo, hi),
+                                                                               t.rescale).astype(float),
                          "file": t.file, "line": df.line[~bad].astype(int)}).reset_index(drop=True)
     _check_splits(t, kept)
     repeated = kept.duplicated(["split", "sentence1", "sentence2"])  # kept, counted, as prepare's flag mode does
@@ -128,13 +132,27 @@ def read_table(t: StsTableSource, project: Path) -> tuple[pd.DataFrame, pd.DataF
     return kept, rejects.reset_index(drop=True), counts
 
 
+def _rejects(t: StsTableSource, bad: pd.DataFrame, split: pd.Series, reasons: pd.Series, read: TableFile):
+    """The rejected rows (``bad``, with their ``split`` and ``reasons``) and the records the reader could not read,
+    in file order: dataset, split, file, line, reason, raw."""
+    rejects = pd.DataFrame({"dataset": t.name, "split": split.where(split.isin(SPLITS), "unknown"), "file": t.file,
+                            "line": bad.line, "reason": reasons,
+                            "raw": bad.sentence1 + "\t" + bad.sentence2 + "\t" + bad.raw_score})
+    unread = pd.DataFrame({"dataset": t.name, "split": "unknown", "file": t.file,
+                           "line": [n for n, _, _ in read.rejects], "reason": [r for _, r, _ in read.rejects],
+                           "raw": [raw for _, _, raw in read.rejects]})
+    return pd.concat([unread, rejects]).sort_values("line", kind="stable") if len(unread) else rejects
+
+
 def _check_splits(t: StsTableSource, kept: pd.DataFrame) -> None:
     """Refuse a table whose splits cannot be used: too few or constant dev/test pairs, or a pair in train and test."""
     for split in ("dev", "test"):
         rows = kept[kept.split == split]
         if len(rows) < MIN_SPLIT_PAIRS:
-            raise InputError(f"{t.file}: the {split} split has {len(rows)} pairs (at least {MIN_SPLIT_PAIRS} are needed "
-                             f"for a Spearman): add rows or raise {split}_fraction")
+            raise InputError(
+                f"{t.file}: the {split} split has {len(rows)} pairs (at least {MIN_SPLIT_PAIRS} are needed for a "
+                f"Spearman): add rows or raise {split}_fraction"
+            )
         if rows.score.nunique() < 2:
             raise InputError(f"{t.file}: every {split} pair scores {rows.score.iloc[0]:g}: Spearman is undefined on "
                              "constant scores")

@@ -9,7 +9,8 @@ only what that stage runs: a change to the stage-2 objective does not make stage
 
     stage1.run_stage1      data/prepared/nli_train.parquet -> models/stage1     (training.stage1.train_head)
     stage2.run_stage2      models/stage1 + data/prepared/sts.parquet -> models/stage2   (training.stage2.fine_tune)
-    evaluate.run_evaluate  a model folder or backbone -> reports/eval/          (evaluate.score_pairs, evaluate.task_metrics)
+    evaluate.run_evaluate  a model folder or backbone -> reports/eval/          (evaluate.score_pairs,
+    evaluate.task_metrics)
 """
 
 #: The default ``log_metric``: drops every metric.

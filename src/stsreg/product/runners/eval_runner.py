@@ -39,7 +39,8 @@ def headline(metrics: dict) -> dict:
 
 
 def run_evaluate(params: Params, model_dir: Path, sts_path: Path, out_dir: Path) -> dict:
-    """7-task evaluation of ``model_dir`` -> ``out_dir``/{metrics.json, predictions.parquet, table.md}; returns metrics."""
+    """7-task evaluation of ``model_dir`` -> ``out_dir``/{metrics.json, predictions.parquet, table.md}; returns
+    metrics."""
     p = params.evaluate
     runtime.set_seed(params.seed)
     model = load_for_eval(model_dir, p.max_length, params.model.pooling, params.model.precision)
@@ -52,5 +53,6 @@ def run_evaluate(params: Params, model_dir: Path, sts_path: Path, out_dir: Path)
             "prediction"]
     atomic.to_parquet(scored[keep], out_dir / "predictions.parquet")
     atomic.write_text(out_dir / "table.md", format_table(metrics) + "\n")
-    atomic.write_text(out_dir / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True))  # last: the stage's marker
+    # last: the stage's marker
+    atomic.write_text(out_dir / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True))
     return metrics

@@ -32,7 +32,8 @@ def encoder_checkpoint(ckpt_dir: Path, parts: dict) -> Path:
         for other in sorted(ckpt_dir.glob("encoder-*.json")):
             if other.with_suffix(".pt").exists():
                 why = key_mismatch(json.loads(other.read_text(encoding="utf-8")), digests)
-                print(f"encoder step starts from step 0: checkpoint {other.with_suffix('.pt')} was made with other {why}")
+                print(f"encoder step starts from step 0: checkpoint {other.with_suffix('.pt')} was made with other "
+                      f"{why}")
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     atomic.write_text(path.with_suffix(".json"), json.dumps(digests, sort_keys=True))
     return path
@@ -52,7 +53,8 @@ def run_stage1(params: Params, nli_path: Path, out_dir: Path, cache_dir: Path, l
     key = encoder_checkpoint(ckpt_dir, {
         "settings": [dataclasses.asdict(p.encoder), dataclasses.asdict(params.model), params.seed],
         "data": sha256_file(nli_path), "code": code_hash(ENCODER_CODE)})
-    encoder = train_encoder_step(model, nli, p.encoder, params.seed, key, log_metric)  # deletes the checkpoint when done
+    # deletes the checkpoint when done
+    encoder = train_encoder_step(model, nli, p.encoder, params.seed, key, log_metric)
     key.with_suffix(".json").unlink(missing_ok=True)
     summary = train_head(model, nli, p, params.seed, cache_dir, log_metric)
     if encoder is not None:

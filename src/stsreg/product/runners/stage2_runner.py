@@ -40,7 +40,8 @@ def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, ou
     ``on_eval(step, dev_spearman)``: see :class:`stsreg.product.training.selection.DevSelector`."""
     device = runtime.resolve_device()
     runtime.init_distributed(device)
-    model = init if isinstance(init, SiameseRegressor) else SiameseRegressor.load(init, precision=params.model.precision)
+    model = init if isinstance(init, SiameseRegressor) else SiameseRegressor.load(init,
+                                                                                  precision=params.model.precision)
     model.token_cache = runtime.cache_dir("tokens")
     runtime.set_seed(params.seed)
     p = params.stage2

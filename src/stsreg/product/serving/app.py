@@ -1,14 +1,14 @@
 """The ASGI app of ``stsreg serve``: every endpoint answered by one batched request path.
 
-| endpoint | what |
-|---|---|
-| ``POST /invocations`` | MLflow's scoring protocol (:mod:`.protocol`): pairs -> ``{"predictions": [{cosine, score}]}``, sentences -> ``[{embedding}]`` |
-| ``POST /v1/embeddings`` | OpenAI's embeddings API (``input``, ``model``, ``encoding_format`` float / base64, ``dimensions``, ``usage``) |
-| ``POST /similarity`` | ``{sentence1, sentence2}`` (strings or lists) -> ``{cosine, score, scale}`` on the served scale |
-| ``GET /health``, ``/ping`` | live: the process answers |
-| ``GET /ready`` | 200 once a model is loaded and has answered, 503 before (a load balancer's health check) |
-| ``GET /metadata`` | what is served: version, backend, precision, device, max length, scale, what ``auto`` measured |
-| ``GET /metrics`` | Prometheus (:mod:`.prometheus`) |
+- ``POST /invocations``: MLflow's scoring protocol (:mod:`.protocol`): pairs -> ``{"predictions": [{cosine,
+  score}]}``, sentences -> ``[{embedding}]``;
+- ``POST /v1/embeddings``: OpenAI's embeddings API (``input``, ``model``, ``encoding_format`` float / base64,
+  ``dimensions``, ``usage``);
+- ``POST /similarity``: ``{sentence1, sentence2}`` (strings or lists) -> ``{cosine, score, scale}`` on the served scale;
+- ``GET /health``, ``/ping``: live: the process answers;
+- ``GET /ready``: 200 once a model is loaded and has answered, 503 before (a load balancer's health check);
+- ``GET /metadata``: what is served: version, backend, precision, device, max length, scale, what ``auto`` measured;
+- ``GET /metrics``: Prometheus (:mod:`.prometheus`).
 
 Errors are ``{"error_code", "message"}`` on every endpoint; a failure inside the server is a 500 whose message says
 so, logged with its trace on the server, never sent. A pyfunc that is not a stsreg model is answered by MLflow's own
@@ -139,7 +139,8 @@ class ServingApp:
         if method == "GET" and path == "/ready":
             ready = self.served is not None
             body = {"ready": ready, **({"version": self.served.info.get("version")} if ready else
-                                       {"error_code": "NOT_READY", "message": self.load_error or "the model is loading"})}
+                                       {"error_code": "NOT_READY", "message": self.load_error
+                                        or "the model is loading"})}
             await _send(send, 200 if ready else 503, json.dumps(body).encode())
             return 200 if ready else 503
         if method == "GET" and path == "/metrics":
@@ -158,7 +159,8 @@ class ServingApp:
             await asyncio.sleep(0.1)  # a request sent as the server starts waits for the model, not a retry loop
             waited += 0.1
         if self.served is None:
-            return await self._error(send, 503, self.load_error or "the model is loading; GET /ready says when it is served")
+            return await self._error(send, 503, self.load_error or "the model is loading; GET /ready says when it is "
+                                                                   "served")
         if self.fallback is not None:
             await self.fallback(scope, receive, send)
             return 200

@@ -1,7 +1,8 @@
 """Batch embedding of a corpus: ``stsreg encode INPUT --out OUT``, chunked, resumable, each distinct sentence once.
 
 Input: a text file (one sentence per line), or a CSV, TSV, JSONL or Parquet table (read as
-:func:`stsreg.product.corpus.read_corpus`; tables as :func:`stsreg.product.data.user_tables.read_frame` reads yours) and its text column. Output, in input order:
+:func:`stsreg.product.corpus.read_corpus`; tables as :func:`stsreg.product.data.user_tables.read_frame` reads yours) and
+its text column. Output, in input order:
 
 - ``.parquet``: the input's columns (a text file: ``text``; CSV/TSV columns as text, as your tables are read) plus
   ``embedding``, a list of ``d`` float32 per row;
@@ -169,7 +170,8 @@ def encode_corpus(job: Job, fresh: bool = False, progress: bool | None = None) -
     todo = job.prepare(fresh)
     size = job.manifest.chunk_size
     done = job.n_chunks - len(todo)
-    with progress_bar.bar(total=len(job.unique), initial=min(done * size, len(job.unique)) if done else 0, unit="sentence",
+    with progress_bar.bar(total=len(job.unique), initial=min(done * size, len(job.unique)) if done else 0,
+                          unit="sentence",
                           desc="encode", enabled=progress) as bar:
         for i in todo:
             job.run_chunk(i)
@@ -197,8 +199,13 @@ def load_model(model: str, backend: str = "auto", threads: int = 0, tracking_uri
         from stsreg.product.serving.model_uri import resolve
 
         uri = tracking_uri or tracking.tracking_uri()
-        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=resolve(model, uri), tracking_uri=uri,
-                                                         dst_path=str(dst or tempfile.mkdtemp(prefix="stsreg-encode-"))))
+        local = Path(
+            mlflow.artifacts.download_artifacts(
+                artifact_uri=resolve(model, uri),
+                tracking_uri=uri,
+                dst_path=str(dst or tempfile.mkdtemp(prefix="stsreg-encode-")),
+            )
+        )
         folders = [p.parent for p in (local / "artifacts").glob("*/stsreg_model.json")]
         if len(folders) != 1:
             raise InputError(f"{model}: not a stsreg model (no model folder in its artifacts)")

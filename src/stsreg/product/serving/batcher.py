@@ -93,4 +93,5 @@ class MicroBatcher:
 
 def as_array(vectors) -> np.ndarray:
     """A torch tensor or array of embeddings -> a float32 numpy array."""
-    return vectors.float().numpy() if hasattr(vectors, "numpy") and hasattr(vectors, "float") else np.asarray(vectors, np.float32)
+    return vectors.float().numpy() if hasattr(vectors, "numpy") and hasattr(vectors, "float") else np.asarray(vectors,
+                                                                                                              np.float32)

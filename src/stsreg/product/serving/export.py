@@ -76,8 +76,8 @@ PROBE_BATCH, PROBE_SINGLE = 256, 16
 
 def measure(model, sentences: list[str] | None = None) -> dict[str, float]:
     """``{"sentences_s", "batch1_p50_ms"}`` of ``model`` on its current backend: the best of three passes over
-    :data:`PROBE_BATCH` sentences in one call (throughput under load), and the median of :data:`PROBE_SINGLE` one-sentence
-    calls (latency when idle); one warm-up pass of each first."""
+    :data:`PROBE_BATCH` sentences in one call (throughput under load), and the median of :data:`PROBE_SINGLE`
+    one-sentence calls (latency when idle); one warm-up pass of each first."""
     import statistics
     import time
 
@@ -116,7 +116,8 @@ def choose(model, model_dir: str | os.PathLike, threads: int = 0) -> tuple[str, 
 
 def describe_rates(rates: dict[str, dict]) -> str:
     """``torch 612/s batched, p50 9.1 ms alone; onnx ...``: what :func:`choose` measured, for the start line."""
-    return "; ".join(f"{b} {r['sentences_s']:.0f}/s batched, p50 {r['batch1_p50_ms']:.1f} ms alone" for b, r in rates.items())
+    return "; ".join(f"{b} {r['sentences_s']:.0f}/s batched, p50 {r['batch1_p50_ms']:.1f} ms alone"
+                     for b, r in rates.items())
 
 
 def judge(avg7: dict[str, float], max_drop: float) -> dict[str, dict]:
@@ -131,7 +132,8 @@ def judge(avg7: dict[str, float], max_drop: float) -> dict[str, dict]:
         ok = drop <= max_drop
         out[backend] = {"avg7": score, "drop": drop, "serving": ok,
                         "reason": (f"avg7 drop {drop:.2f} <= bound {max_drop:g}" if ok else
-                                   f"kept out of serving: avg7 drop {drop:.2f} > bound {max_drop:g} (serve.max_avg7_drop)")}
+                                   f"kept out of serving: avg7 drop {drop:.2f} > bound {max_drop:g} "
+                                   "(serve.max_avg7_drop)")}
     return out
 
 

@@ -52,8 +52,8 @@ def served_version(model_uri: str, tracking_uri: str) -> str | None:
 
 def resolve(model_uri: str, tracking_uri: str) -> str:
     """The artifact URI behind ``model_uri``, looked up in ``tracking_uri``'s registry (not MLflow's process-wide
-    default, which is ``./mlflow.db``). Raises :class:`~stsreg.infra.errors.InputError` in one line when the store does not
-    answer or no version has the alias: serving never starts on a guess."""
+    default, which is ``./mlflow.db``). Raises :class:`~stsreg.infra.errors.InputError` in one line when the store does
+    not answer or no version has the alias: serving never starts on a guess."""
     import mlflow.exceptions
 
     from stsreg.infra.errors import InputError
@@ -68,7 +68,8 @@ def resolve(model_uri: str, tracking_uri: str) -> str:
         from stsreg.infra import tracking
 
         try:
-            return f"runs:/{tracking.client(tracking_uri).get_model_version(pinned['name'], pinned['version']).run_id}/model"
+            version = tracking.client(tracking_uri).get_model_version(pinned["name"], pinned["version"])
+            return f"runs:/{version.run_id}/model"
         except mlflow.exceptions.MlflowException:
             raise InputError(f"no version {pinned['version']} of {pinned['name']} in {tracking_uri}") from None
     match = ALIAS_URI.fullmatch(model_uri)

@@ -6,7 +6,8 @@
   evaluation's ``max_length`` (``evaluate.max_length``), so the served model truncates where the scored one did;
 - **sentence-transformers' files**: ``config_sentence_transformers.json`` names the similarity function (cosine), so
   ``SentenceTransformer(folder).similarity`` is the score the card reports (the card itself is added at logging);
-- **exports** (:mod:`stsreg.product.serving.export`): ONNX fp32 and int8, each scored on the evaluation's pairs (the 7 tasks
+- **exports** (:mod:`stsreg.product.serving.export`): ONNX fp32 and int8, each scored on the evaluation's pairs (the 7
+tasks
   and every declared test table) and judged against torch's avg7 with ``serve.max_avg7_drop``; the verdicts go to
   ``onnx/backends.json`` (what serving reads) and to the version's tags (:func:`tags`).
 """
@@ -50,7 +51,8 @@ def package(params: Params, model_dir: Path, dst: Path, sts_path: Path, torch_me
     scores = {"torch": torch_metrics}
     for backend in export.FILES:
         scores[backend] = score_backend(dst, backend, pairs, params.evaluate.batch_size)
-        log.info("%s: avg7 %.2f (torch %.2f)", backend, scores[backend]["avg7_spearman"], torch_metrics["avg7_spearman"])
+        log.info("%s: avg7 %.2f (torch %.2f)", backend, scores[backend]["avg7_spearman"],
+                 torch_metrics["avg7_spearman"])
     verdicts = export.judge({b: m["avg7_spearman"] for b, m in scores.items()}, params.serve.max_avg7_drop)
     for backend, verdict in verdicts.items():
         verdict["tables"] = {t: round(scores[backend][f"{t}_spearman"], 4) for t in own}

@@ -132,7 +132,8 @@ def parse_invocations(body: bytes, content_type: str, max_rows: int) -> Parsed:
     key = given[0]
     value = data[key]
     if key == "dataframe_split":
-        if not isinstance(value, dict) or not isinstance(value.get("columns"), list) or not isinstance(value.get("data"), list):
+        if not isinstance(value, dict) or not isinstance(value.get("columns"),
+                                                         list) or not isinstance(value.get("data"), list):
             raise RequestError(400, "dataframe_split must be an object with lists 'columns' and 'data'")
         columns = value["columns"]
         for i, row in enumerate(value["data"]):

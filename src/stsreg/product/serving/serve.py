@@ -96,7 +96,9 @@ class RequestGuard:
         if b"json" in headers[b"content-type"].lower():
             depth = json_depth(body)
             if depth > self.max_depth:
-                return await _reply(send, 400, f"JSON nested {depth} levels deep; at most {self.max_depth} are accepted")
+                return await _reply(
+                    send, 400, f"JSON nested {depth} levels deep; at most {self.max_depth} are accepted"
+                )
         sent = False
 
         async def replay():
@@ -128,7 +130,8 @@ def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAUL
     settings = {"precision": precision, "scale": scale, "backend": backend, "threads": threads}
 
     def load():
-        served = Served(artifact_uri, tracking_uri, settings, served_version(model_uri, tracking_uri) if model_uri else None)
+        served = Served(artifact_uri, tracking_uri, settings, served_version(model_uri, tracking_uri) if model_uri
+                        else None)
         if follow_s > 0 and model_uri:
             Follower(model_uri, tracking_uri, settings, follow_s, lambda: app.served.version, app.swap).start()
         return served

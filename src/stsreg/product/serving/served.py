@@ -40,7 +40,8 @@ class Served:
         given = {"precision": settings.get("precision"), "backend": settings.get("backend"),
                  "scale": list(settings["scale"]) if settings.get("scale") is not None else None}
         with quiet(warnings=("Add type hints to the `predict` method",), logs={"mlflow.pyfunc": ("Argument(s) ",)}):
-            self.pyfunc = mlflow.pyfunc.load_model(local, model_config={k: v for k, v in given.items() if v is not None})
+            self.pyfunc = mlflow.pyfunc.load_model(local, model_config={k: v for k, v in given.items()
+                                                                        if v is not None})
         inner = self.pyfunc.unwrap_python_model()
         self.artifact_uri, self.version = artifact_uri, version
         self.info = {"model_uri": artifact_uri, **({"version": version} if version else {})}
@@ -60,7 +61,8 @@ class Served:
         return self.inner.scale
 
     def encode(self, sentences: list[str]) -> np.ndarray:
-        """(n,) sentences -> (n, d) float32 embeddings (mean-pooled, not normalised), as the pyfunc's ``sentence`` rows."""
+        """(n,) sentences -> (n, d) float32 embeddings (mean-pooled, not normalised), as the pyfunc's ``sentence``
+        rows."""
         return self.model.encode(sentences, self.batch_size, show_progress=False).float().numpy()
 
     def pair_scores(self, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

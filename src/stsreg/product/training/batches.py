@@ -13,7 +13,8 @@ def pair_lengths(ids_a, ids_b) -> list[int]:
     return [max(a, b) for a, b in zip(tokens.lengths(ids_a), tokens.lengths(ids_b))]
 
 
-def length_grouped(order: list[int], lengths: list[int], batch_size: int, seed: int, window: int = 50) -> list[list[int]]:
+def length_grouped(order: list[int], lengths: list[int], batch_size: int, seed: int,
+                   window: int = 50) -> list[list[int]]:
     """Batches of similar-length pairs: the shuffled ``order`` is cut into windows of ``window`` batches, each
     window sorted by length and cut into batches, then the batch order is shuffled. Random batches pad to their
     longest pair; grouped ones pad far less (same pairs per epoch, different batch composition)."""

@@ -65,7 +65,8 @@ class Checkpointer:
             rngs = [runtime.rng_state()]
         if rank == 0:
             tmp = self.path.with_suffix(".tmp")
-            torch.save({"fingerprint": self.fingerprint, "key_parts": self.key_parts, "config": self.config, "model": self.model.state_dict(),
+            torch.save({"fingerprint": self.fingerprint, "key_parts": self.key_parts, "config": self.config,
+                        "model": self.model.state_dict(),
                         "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                         "rng": rngs, "state": state}, tmp)
             os.replace(tmp, self.path)

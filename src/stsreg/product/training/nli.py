@@ -14,8 +14,8 @@ What each objective trains on (:data:`KINDS`):
 
 Training keeps the final weights (no selection: the paper trains one epoch and scores what it gets) and is
 resumable from its checkpoint. The encoder runs in the model's precision (``model.precision``: bf16 autocast where it
-resolves to it, :mod:`stsreg.product.precision`), the embeddings, losses, weights and optimizer in fp32, as in stage 2; with
-``group_by_length`` each epoch's batches hold examples of similar token length (less padding).
+resolves to it, :mod:`stsreg.product.precision`), the embeddings, losses, weights and optimizer in fp32, as in stage 2;
+with ``group_by_length`` each epoch's batches hold examples of similar token length (less padding).
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ def training_examples(nli: pd.DataFrame, kind: str, n: int, seed: int) -> pd.Dat
     if kind == "pair":
         examples = sample_pairs(nli[["premise", "hypothesis", "label"]], n, seed)
     elif kind == "triple":
-        first = lambda label: nli[nli.label == label].drop_duplicates("premise").set_index("premise").hypothesis  # noqa: E731
+        # noqa: E731
+        first = lambda label: nli[nli.label == label].drop_duplicates("premise").set_index("premise").hypothesis
         both = pd.concat({"positive": first(2), "negative": first(0)}, axis=1, join="inner")
         triples = both.reset_index().rename(columns={"premise": "anchor"})
         examples = sample_pairs(triples, n, seed)
@@ -160,15 +161,9 @@ def train_encoder(model: SiameseRegressor, name: str, examples: pd.DataFrame, p:
             param.requires_grad_(False)
     model.head.requires_grad_(name in HEAD_LOSSES)
     opt, sched = _optimizer(model, objective, p, total)
-    step, losses = 0, []
-    if ckpt_path.exists():
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        model.load_state_dict(ckpt["model"])
-        objective.load_state_dict(ckpt["objective"])
-        opt.load_state_dict(ckpt["optimizer"])
-        sched.load_state_dict(ckpt["scheduler"])
-        torch.set_rng_state(ckpt["rng"])
-        step, losses = ckpt["step"], ckpt["losses"]
+    parts = {"model": model, "objective": objective, "optimizer": opt, "scheduler": sched}
+    step, losses = _resume(ckpt_path, parts)
+    if step:
         log.info("resuming %s from step %d of %d", name, step, total)
     params = [q for g in opt.param_groups for q in g["params"]]
     tables, labels = tokenized_examples(model, examples)
@@ -189,13 +184,31 @@ def train_encoder(model: SiameseRegressor, name: str, examples: pd.DataFrame, p:
             log_metric("train_loss", losses[-1], step)
             bar.update(1)
             if step % checkpoint_every == 0 or step == total:
-                tmp = ckpt_path.with_suffix(".tmp")
-                torch.save({"model": model.state_dict(), "objective": objective.state_dict(), "optimizer": opt.state_dict(),
-                            "scheduler": sched.state_dict(), "rng": torch.get_rng_state(), "step": step, "losses": losses}, tmp)
-                os.replace(tmp, ckpt_path)
+                _save(ckpt_path, parts, step, losses)
     bar.close()
     model.eval()
     tail = losses[-max(1, steps_per_epoch // 10):]
     return {"objective": name, "examples": len(examples), "steps": step, "total_steps": total,
-            "first_loss": losses[0] if losses else None, "final_loss_mean_last_10pct": sum(tail) / len(tail) if tail else None,
+            "first_loss": losses[0] if losses else None,
+            "final_loss_mean_last_10pct": sum(tail) / len(tail) if tail else None,
             "params": dataclasses.asdict(p), "seed": seed, "precision": amp_name}
+
+
+def _resume(ckpt_path: Path, parts: dict) -> tuple[int, list[float]]:
+    """Load ``parts`` (model, objective, optimizer, scheduler: each ``load_state_dict``) and torch's RNG state from
+    the checkpoint; returns (its step, its losses), or (0, []) when there is none."""
+    if not ckpt_path.exists():
+        return 0, []
+    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    for key, part in parts.items():
+        part.load_state_dict(ckpt[key])
+    torch.set_rng_state(ckpt["rng"])
+    return ckpt["step"], ckpt["losses"]
+
+
+def _save(ckpt_path: Path, parts: dict, step: int, losses: list[float]) -> None:
+    """``parts``' states, torch's RNG state, the step and the losses, written atomically."""
+    tmp = ckpt_path.with_suffix(".tmp")
+    torch.save({**{key: part.state_dict() for key, part in parts.items()}, "rng": torch.get_rng_state(), "step": step,
+                "losses": losses}, tmp)
+    os.replace(tmp, ckpt_path)

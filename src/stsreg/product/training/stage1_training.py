@@ -41,7 +41,8 @@ def encoder_fingerprint(model: SiameseRegressor) -> str:
     return h.hexdigest()
 
 
-def cached_embeddings(model: SiameseRegressor, sentences: list[str], cache_dir: Path, batch_size: int) -> tuple[torch.Tensor, bool]:
+def cached_embeddings(model: SiameseRegressor, sentences: list[str], cache_dir: Path,
+                      batch_size: int) -> tuple[torch.Tensor, bool]:
     """(n,) distinct sentences -> ((n, d) embeddings, cache_hit). Writes the cache atomically."""
     key = hashlib.sha256((encoder_fingerprint(model) + sha256_lines(sentences)).encode()).hexdigest()[:32]
     path = cache_dir / f"{key}.safetensors"
@@ -57,9 +58,10 @@ def cached_embeddings(model: SiameseRegressor, sentences: list[str], cache_dir: 
 
 def train_encoder_step(model: SiameseRegressor, nli: pd.DataFrame, p: Stage1EncoderParams, seed: int, ckpt_path: Path,
                        log_metric=lambda key, value, step: None) -> dict | None:
-    """Train the whole encoder (in place) on NLI with ``p.objective`` (:func:`stsreg.product.training.nli.train_encoder`,
-    resumable from ``ckpt_path``, which it deletes when done); None and no change for ``none``. Its per-step loss is
-    logged as ``encoder_train_loss``. The head is left trainable for :func:`train_head`."""
+    """Train the whole encoder (in place) on NLI with ``p.objective``
+    (:func:`stsreg.product.training.nli.train_encoder`, resumable from ``ckpt_path``, which it deletes when done); None
+    and no change for ``none``. Its per-step loss is logged as ``encoder_train_loss``. The head is left trainable for
+    :func:`train_head`."""
     if p.objective == "none":
         return None
     examples = training_examples(nli, KINDS[p.objective], p.max_pairs, seed)
@@ -93,7 +95,8 @@ def train_head(model: SiameseRegressor, nli: pd.DataFrame, p: Stage1Params, seed
     step, last = 0, float("nan")
     for epoch in range(p.epochs):
         order = torch.randperm(len(labels), generator=gen)
-        bar = progress.bar(range(0, len(order), p.batch_size), desc=f"stage1 head, epoch {epoch + 1}/{p.epochs}", unit="batch")
+        bar = progress.bar(range(0, len(order), p.batch_size), desc=f"stage1 head, epoch {epoch + 1}/{p.epochs}",
+                           unit="batch")
         for start in bar:
             idx = order[start:start + p.batch_size]
             loss = loss_fn(model.score_embeddings(u[idx], v[idx]), labels[idx])

@@ -1,8 +1,9 @@
-"""Stage 2: unfreeze everything and fine-tune on STS pairs with a stage-2 objective (:class:`stsreg.product.objective.Objective`).
+"""Stage 2: unfreeze everything and fine-tune on STS pairs with a stage-2 objective
+(:class:`stsreg.product.objective.Objective`).
 
 AdamW (no decay on bias/LayerNorm) with layer-wise lr decay, linear warm-up schedule, gradient clipping,
-STS-B dev Spearman every ``eval_every`` steps (:class:`~stsreg.product.training.selection.DevSelector` keeps the selected
-model). A resumable checkpoint (:class:`~stsreg.product.training.checkpoint.Checkpointer`) is written every
+STS-B dev Spearman every ``eval_every`` steps (:class:`~stsreg.product.training.selection.DevSelector` keeps the
+selected model). A resumable checkpoint (:class:`~stsreg.product.training.checkpoint.Checkpointer`) is written every
 ``checkpoint_every`` steps; rerunning after a crash (even ``kill -9``) resumes and ends with the same weights as
 an uninterrupted run. The pairs are tokenized once (batches are padded from the ids); the encoder runs under the
 model's ``precision`` (bf16 autocast where it resolves to it, :mod:`stsreg.product.precision`), the loss in fp32.
@@ -48,8 +49,8 @@ LOOP_CODE = ("stsreg.product.training.stage2_training", "stsreg.product.objectiv
 
 
 def _prepare_model(model: SiameseRegressor, objective: Objective, device: torch.device, world_size: int):
-    """Move to ``device``, unfreeze what the objective trains, set the served score; returns (the module to call: DDP-wrapped when
-    distributed, the resolved autocast dtype)."""
+    """Move to ``device``, unfreeze what the objective trains, set the served score; returns (the module to call:
+    DDP-wrapped when distributed, the resolved autocast dtype)."""
     model.config.score_map = objective.score_map  # what the saved model serves as its 0-5 score (see Objective)
     model.to(device)
     amp_dtype = model.amp_dtype  # resolved (and, for auto, probed) before training touches the weights
@@ -123,7 +124,7 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
     the same configuration and data. ``on_eval(step, dev_spearman)``: see :class:`DevSelector`."""
     device = device or runtime.resolve_device()
     world_size, rank = runtime.world()
-    per_rank, config = _per_rank(p.batch_size, world_size), {"seed": seed, "stage2": asdict(p)}
+    per_rank = _per_rank(p.batch_size, world_size)
     runtime.set_seed(seed)
     ids_a, ids_b, y, lengths, pairs_digest = _training_data(model, train, objective, p)
     sampler = DistributedSampler(range(len(y)), num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
@@ -131,10 +132,8 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
     total_steps = steps_per_epoch * p.epochs
     runner, amp_dtype = _prepare_model(model, objective, device, world_size)
     opt, sched = build_optimizer(model, p.lr, p.weight_decay, p.layer_decay, total_steps, p.warmup_ratio)
-    # a checkpoint is resumed only by the same config, seed, process count, starting weights, data and loop code
-    ckpt = Checkpointer(ckpt_dir, {"config": asdict(p), "seed": seed, "processes": world_size, "precision": precision.describe(amp_dtype),
-                                   "weights": weights_fingerprint(model), "data": [pairs_digest, y.tolist(), len(dev)],
-                                   "code": code_hash(LOOP_CODE)}, config, model, opt, sched)
+    data = [pairs_digest, y.tolist(), len(dev)]
+    ckpt = _checkpointer(ckpt_dir, p, seed, world_size, amp_dtype, data, (model, opt, sched))
     state = ckpt.resume(rank) or {"step": 0, **new_state()}
     select = DevSelector(model, dev, p.eval_batch_size, keep or p.keep, state,
                          {"best": ckpt_dir / "best", "trained": ckpt_dir / "best_trained"}, log_metric, on_eval)
@@ -148,15 +147,16 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
         sampler.set_epoch(epoch)
         batches = epoch_batches(list(sampler), per_rank, lengths, seed + epoch)
         for b in range(step - epoch * steps_per_epoch, len(batches)):
-            idx, step, epoch_end = batches[b], step + 1, b == len(batches) - 1
+            idx = batches[b]
+            step += 1
+            epoch_end = b == len(batches) - 1
             loss = _step(runner, model, objective, opt, sched, model.collate(ids_a, idx), model.collate(ids_b, idx),
                          y[idx].to(device), amp_dtype, device, p.max_grad_norm)
             state["step"] = step
             bar.update(1)
             losses.add(loss, step)
             if rank == 0:
-                log_metric("train_loss", loss.detach(), step)  # a tensor: read when the buffer flushes, no sync here
-                log_metric("lr", sched.get_last_lr()[-1], step)
+                _log_step(log_metric, loss, sched, step)
             if (step % p.eval_every == 0 or epoch_end) and rank == 0:
                 bar.set_postfix(dev=f"{select(step):.2f}", best=f"{state['best']:.2f}")
             if step % p.checkpoint_every == 0 or epoch_end:
@@ -167,11 +167,27 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
     losses.close(step)
     # only rank 0 evaluates: the other DDP ranks have no dev curve; the loss curve is rank 0's share of the batches
     summary = {"steps": step, "total_steps": total_steps, **select.summary(), "loss_curve": state["loss_curve"],
-               "world_size": world_size, "precision": precision.describe(amp_dtype), "config": config}
+               "world_size": world_size, "precision": precision.describe(amp_dtype),
+               "config": {"seed": seed, "stage2": asdict(p)}}
     if rank == 0:
         _write_output(select.kept_dir, summary, out_dir)
     runtime.barrier()
     return summary
+
+
+def _checkpointer(ckpt_dir: Path, p: Stage2Params, seed: int, world_size: int, amp_dtype, data: list,
+                  trained: tuple) -> Checkpointer:
+    """The run's checkpoints of ``trained`` (model, optimizer, scheduler): a checkpoint is resumed only by the same
+    config, seed, process count, precision, starting weights, ``data`` and loop code."""
+    model = trained[0]
+    key = {"config": asdict(p), "seed": seed, "processes": world_size, "precision": precision.describe(amp_dtype),
+           "weights": weights_fingerprint(model), "data": data, "code": code_hash(LOOP_CODE)}
+    return Checkpointer(ckpt_dir, key, {"seed": seed, "stage2": asdict(p)}, *trained)
+
+
+def _log_step(log_metric, loss: torch.Tensor, sched, step: int) -> None:
+    log_metric("train_loss", loss.detach(), step)  # a tensor: read when the buffer flushes, no sync here
+    log_metric("lr", sched.get_last_lr()[-1], step)
 
 
 def _per_rank(batch_size: int, world_size: int) -> int:

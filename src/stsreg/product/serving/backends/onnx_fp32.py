@@ -1,11 +1,12 @@
 """The ``onnx`` backend: the encoder exported to ONNX (fp32), run by ONNX Runtime on the CPU.
 
-Its file (``onnx/model.onnx``, the sentence-transformers layout, beside the weights): inputs ``input_ids``, ``attention_mask``
-(and ``token_type_ids`` where the tokenizer makes them), int64 of shape (batch, seq); output ``last_hidden_state``
-(batch, seq, d) float32. Pooling and the head stay in torch (:meth:`~stsreg.product.model.SiameseRegressor.embed`), so
-every backend pools alike. ONNX Runtime optimises the graph for the host when a session loads it (``ORT_ENABLE_ALL``);
-the offline transformer optimiser (fused attention) is not used: on a Xeon with AMX at 2 threads its graph encoded the
-STS-B test sentences at 0.96x torch fp32 against 1.07x for the plain export, and its int8 copy at 2.05x against 2.44x.
+Its file (``onnx/model.onnx``, the sentence-transformers layout, beside the weights): inputs ``input_ids``,
+``attention_mask`` (and ``token_type_ids`` where the tokenizer makes them), int64 of shape (batch, seq); output
+``last_hidden_state`` (batch, seq, d) float32. Pooling and the head stay in torch
+(:meth:`~stsreg.product.model.SiameseRegressor.embed`), so every backend pools alike. ONNX Runtime optimises the graph
+for the host when a session loads it (``ORT_ENABLE_ALL``); the offline transformer optimiser (fused attention) is not
+used: on a Xeon with AMX at 2 threads its graph encoded the STS-B test sentences at 0.96x torch fp32 against 1.07x for
+the plain export, and its int8 copy at 2.05x against 2.44x.
 
 Made with torch's own exporter (``torch.onnx.export``, TorchScript path): optimum, which sentence-transformers'
 ``backend="onnx"`` needs, does not install beside transformers 5. The export traces a fresh copy of the model loaded
@@ -54,7 +55,8 @@ def export(folder: Path, out: Path) -> None:
 
 class OnnxEncoder:
     """An ONNX Runtime session as :attr:`SiameseRegressor.runtime`: a tokenized batch (torch tensors) -> its (batch,
-    seq, d) float32 last hidden states. ``threads``: intra-op threads (0: ONNX Runtime's default, the physical cores)."""
+    seq, d) float32 last hidden states. ``threads``: intra-op threads (0: ONNX Runtime's default, the physical
+    cores)."""
 
     def __init__(self, path: str | os.PathLike, threads: int = 0):
         import onnxruntime as ort

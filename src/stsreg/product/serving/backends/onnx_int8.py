@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from stsreg.infra.backend_specs import BY_NAME
-from stsreg.product.serving.backends import onnx_fp32
+from stsreg.product.serving.backends.onnx_fp32 import export as export_fp32
+from stsreg.product.serving.backends.onnx_fp32 import load  # noqa: F401 (the same runtime on the quantised graph)
 
 #: The graph this backend quantises: the ``onnx`` backend's.
 SOURCE = "onnx"
-load = onnx_fp32.load  # the same runtime on the quantised graph
 
 
 def export(folder: Path, out: Path) -> None:
@@ -23,7 +23,7 @@ def export(folder: Path, out: Path) -> None:
 
     source = Path(folder) / BY_NAME[SOURCE].file
     if not source.is_file():
-        onnx_fp32.export(folder, source)
+        export_fp32(folder, source)
     # the quantiser advises pre-processing (shape inference for static quantisation) through the root logger on
     # every call; dynamic quantisation does not use it, so the line is noise here and is dropped at its source
     with quiet(logs={"": ("Please consider to run pre-processing before quantization",)}):

@@ -1,6 +1,5 @@
-"""The command layer's ``stsreg train``: how a training stage is launched — one process as a Prefect flow, or stage 2 as torchrun
-processes (started by hand, or by this command itself when ``launch.stage2_nproc > 1``), each leaving the same outputs.
-"""
+"""``stsreg train``: stage 1 or stage 2 as a Prefect flow (stage 2 under torchrun when asked), its parser beside its
+handler."""
 
 from __future__ import annotations
 
@@ -8,8 +7,33 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
-
+from stsreg.commands import add_params
 from stsreg.infra.config import load_params
+
+
+def train(sub, name: str) -> None:
+    t = sub.add_parser(name, help="run training stage 1 (head on NLI) or 2 (fine-tune on STS) as a Prefect flow",
+                       description="Stage 1: the encoder trained on NLI (stage1.encoder.objective), then frozen while "
+                                   "the head trains on cached NLI embeddings. Stage 2: everything fine-tuned on STS-B "
+                                   "+ SICK-R train, best STS-B dev checkpoint kept, resumable; under torchrun (or "
+                                   "launch.stage2_nproc > 1) as DDP, rank 0 writing the same outputs and MLflow run "
+                                   "as one process.")
+    t.add_argument("--stage", choices=["1", "2"], required=True, help="1: NLI (encoder step, head); 2: STS fine-tuning")
+    add_params(t)
+    t.add_argument("--nli", default="data/prepared/nli_train.parquet", help="stage 1: the NLI training table")
+    t.add_argument("--sts", default="data/prepared/sts.parquet", help="stage 2: the STS table (train and dev rows)")
+    t.add_argument("--stage1-dir", default="models/stage1", help="stage 1's model (stage 2 starts from it)")
+    t.add_argument("--stage2-dir", default="models/stage2", help="stage 2's model")
+    t.add_argument("--cache", default="cache/embeddings", help="stage-1 embedding cache")
+    t.add_argument("--checkpoints", default="checkpoints/stage2", help="stage-2 resumable checkpoints")
+    t.add_argument("--fresh", action="store_true", help="stage 2: delete --checkpoints and train from step 0 (a "
+                                                        "checkpoint "
+                   "of other code, settings or data is never resumed anyway)")
+    t.add_argument("--metrics", default=None, help="headline metrics file (none given: metrics/stage<N>.json; '' = "
+                                                   "none)")
+    t.add_argument("--curves", default="reports/stage2", help="stage 2: folder for dev_curve.csv and loss_curve.csv "
+                                                              "('' = none)")
+    t.set_defaults(func=cmd_train)
 
 
 def _discard_checkpoints(stage: str, ckpt_dir: Path, world_size: int) -> None:
@@ -60,7 +84,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         stage2 = dict(params_path=args.params, sts_path=args.sts, init_dir=args.stage1_dir, out_dir=args.stage2_dir,
                       ckpt_dir=args.checkpoints, metrics_path=metrics, curves_dir=args.curves or None)
-        if world_size > 1:  # under torchrun: every process runs the same loop, rank 0 writes (no Prefect flow per process)
+        # under torchrun: every process runs the same loop, rank 0 writes (no Prefect flow per process)
+        if world_size > 1:
             from pipelines.product.stage2_flow import tracked_stage2
 
             summary = tracked_stage2(**stage2)
@@ -70,5 +95,6 @@ def cmd_train(args: argparse.Namespace) -> int:
             summary = stage2_flow(**stage2)
     if runtime.is_main_process():
         shown = {k: v for k, v in summary.items() if not isinstance(v, (list, dict))}
-        print(f"stage {args.stage}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
+        print(f"stage {args.stage}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                                  for k, v in shown.items()))
     return 0

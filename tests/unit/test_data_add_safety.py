@@ -1,0 +1,191 @@
+"""``stsreg data add`` never writes what ``prepare`` would not read back exactly: Parquet tables with categorical,
+nullable and string columns grow without a null, a value the file cannot hold (a character its encoding lacks, a word
+in a numeric column) is refused in one line naming the row, UTF-16 tables grow without blank lines, a grown table
+prepare would refuse (its reject cap) is restored byte for byte, and an add waits for a running ``dvc repro``."""
+
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from pipelines.product.data_events import add_rows
+from stsreg.infra.config import StsTableColumns, StsTableSource
+from stsreg.infra.errors import InputError
+from stsreg.infra.locking import data_write_lock
+from stsreg.product.data.append import append_rows
+from stsreg.product.data.table_files import read_frame
+from stsreg.product.data.user_tables import read_table
+from tests.conftest import tiny_sts
+
+COLUMNS = ["sentence1", "sentence2", "score"]
+
+
+def _declare(tmp_path, ext: str, **kw) -> StsTableSource:
+    (tmp_path / "data/tables").mkdir(parents=True, exist_ok=True)
+    return StsTableSource(name="mine", file=f"data/tables/mine{ext}", columns=StsTableColumns(), scale=(0.0, 5.0),
+                          **kw)
+
+
+def _pairs(n: int, seed: int, tag: str = "") -> pd.DataFrame:
+    t = tiny_sts(n, seed)
+    return pd.DataFrame({"sentence1": [s + tag for s in t.sentence1], "sentence2": list(t.sentence2),
+                         "score": [round(float(s), 1) for s in t.score]})
+
+
+def _new_rows(tmp_path, frame: pd.DataFrame, name: str = "new.csv"):
+    path = tmp_path / name
+    frame.astype(str).to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("dtypes", [
+    {"sentence1": "category", "sentence2": "category", "score": "category"},   # pandas' form for repeated labels
+    {"sentence1": "string", "sentence2": "string", "score": "Float64"},        # nullable types
+    {"sentence1": "string[pyarrow]", "sentence2": "object", "score": "float32"},
+])
+def test_parquet_tables_of_every_column_type_grow_without_a_null(tmp_path, dtypes):
+    table = _declare(tmp_path, ".parquet")
+    path = tmp_path / table.file
+    old = _pairs(200, 0)
+    old.astype(dtypes).to_parquet(path, index=False)
+    as_read = [str(t) for t in pd.read_parquet(path).dtypes]  # the file's own schema (a float category is a double)
+    new = _pairs(59, 7, " (new)")
+    added = append_rows(tmp_path, table, _new_rows(tmp_path, new), check=read_table)
+    assert added.added == 59
+    grown = pd.read_parquet(path)
+    assert len(grown) == 259 and not grown.isna().any().any()
+    assert [str(t) for t in grown.dtypes] == as_read
+    tail = grown.tail(59).reset_index(drop=True)
+    assert list(tail.sentence1.astype(str)) == list(new.sentence1)
+    assert [float(s) for s in tail.score] == pytest.approx(list(new.score))
+    kept, rejects, _ = read_table(table, tmp_path)
+    assert len(kept) + len(rejects) == 259 and rejects.empty
+
+
+def test_a_word_in_a_numeric_parquet_column_is_refused_and_the_file_stays(tmp_path):
+    table = _declare(tmp_path, ".parquet")
+    path = tmp_path / table.file
+    _pairs(200, 0).to_parquet(path, index=False)
+    before = path.read_bytes()
+    rows = _pairs(5, 3, " x").astype(str)
+    rows.loc[2, "score"] = "n/a"
+    with pytest.raises(InputError, match=r"line 4: 'n/a' in column 'score' is not a number"):
+        append_rows(tmp_path, table, _new_rows(tmp_path, rows), check=read_table)
+    assert path.read_bytes() == before
+
+
+def test_a_character_the_tables_encoding_lacks_is_refused_in_one_line(tmp_path):
+    table = _declare(tmp_path, ".csv", encoding="cp1252")
+    path = tmp_path / table.file
+    _pairs(200, 0).assign(sentence1=lambda d: d.sentence1 + " café").to_csv(path, index=False, encoding="cp1252")
+    before = path.read_bytes()
+    rows = _pairs(3, 4, " y").astype(str)
+    rows.loc[1, "sentence2"] = "a guitar ♫ plays"
+    with pytest.raises(InputError) as err:
+        append_rows(tmp_path, table, _new_rows(tmp_path, rows), check=read_table)
+    assert "line 3: '♫' cannot be written in the table's encoding cp1252" in str(err.value)
+    assert len(str(err.value).splitlines()) == 1 and path.read_bytes() == before
+
+
+@pytest.mark.parametrize("ext,sep", [(".tsv", "\t"), (".csv", ",")])
+def test_utf16_tables_grow_without_blank_lines(tmp_path, ext, sep):
+    table = _declare(tmp_path, ext)
+    path = tmp_path / table.file
+    _pairs(200, 0).to_csv(path, sep=sep, index=False, encoding="utf-16")  # a BOM, then UTF-16 LE: Excel's export
+    before = read_frame(path)
+    new = _pairs(20, 9, " (u16)")
+    assert append_rows(tmp_path, table, _new_rows(tmp_path, new), check=read_table).added == 20
+    after = read_frame(path)
+    assert len(after.frame) == len(before.frame) + 20 and after.rejects == before.rejects == []
+    assert list(after.frame.sentence1.tail(20)) == list(new.sentence1)
+    assert path.read_bytes().count("\n\n".encode("utf-16-le")) == 0
+
+
+def test_a_json_object_or_list_is_not_a_sentence(tmp_path):
+    table = _declare(tmp_path, ".jsonl")
+    path = tmp_path / table.file
+    rows = _pairs(200, 0).to_dict("records")
+    rows[3]["sentence1"] = {"text": "A man plays.", "lang": "en"}
+    rows[7]["sentence2"] = ["two", "sentences"]
+    pd.DataFrame(rows).to_json(path, orient="records", lines=True, force_ascii=False)
+    kept, rejects, counts = read_table(table, tmp_path)
+    assert list(rejects.line) == [4, 8] and set(rejects.reason) == {"a sentence is a JSON object or list, not text"}
+    assert counts["rejected"] == 2 and not kept.sentence1.str.contains("'lang'").any()
+
+
+def test_an_add_prepare_would_refuse_is_restored_byte_for_byte(tmp_path):
+    table = _declare(tmp_path, ".csv")
+    path = tmp_path / table.file
+    _pairs(1000, 0).to_csv(path, index=False)
+    before = path.read_bytes()
+    rows = _pairs(25, 5, " z").astype(str)
+    rows.loc[:19, "score"] = "n/a"  # 20 of 1,025 rows rejected: 1.95% > the 1% cap
+    with pytest.raises(InputError, match=r"would reject 20 of 1025 rows .* prepare would refuse it \(line \d+: score "
+                                         r"is not a number\)"):
+        add_rows(tmp_path, [table], "mine", _new_rows(tmp_path, rows), max_rejected_fraction=0.01)
+    assert path.read_bytes() == before
+
+
+HOLD_DVC_LOCK = """
+import sys, time
+from dvc.lock import Lock
+lock = Lock(sys.argv[1])
+lock.lock()
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+lock.unlock()
+"""
+
+
+def _hold_dvc_lock(project, seconds: float) -> subprocess.Popen:
+    """A process holding DVC's repository lock of ``project`` (as a running ``dvc repro`` does) for ``seconds``."""
+    (project / ".dvc/tmp").mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_DVC_LOCK, str(project / ".dvc/tmp/lock"), str(seconds)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_an_add_waits_for_a_running_dvc_repro_and_gives_up_writing_nothing(tmp_path, capsys):
+    table = _declare(tmp_path, ".csv")
+    path = tmp_path / table.file
+    _pairs(200, 0).to_csv(path, index=False)
+    holder = _hold_dvc_lock(tmp_path, 60)
+    try:
+        with pytest.raises(TimeoutError, match="holds .*lock for more than 1 s; nothing was written"):
+            with data_write_lock(tmp_path, timeout_s=1):
+                path.write_text("never")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert "a `dvc repro` or another DVC command is running" in capsys.readouterr().err
+    assert path.read_text() != "never"
+    holder = _hold_dvc_lock(tmp_path, 4)
+    start = time.monotonic()
+    added = append_rows(tmp_path, table, _new_rows(tmp_path, _pairs(10, 2, " w")), check=read_table)
+    assert added.added == 10 and time.monotonic() - start >= 3  # it waited for the repro to end, then added
+    holder.wait()
+
+
+def test_data_check_reads_a_cp1252_table_as_declared_and_refuses_it_read_as_utf8(tmp_path, monkeypatch, capsys):
+    """`data check` used to propose training on a cp1252 table read as UTF-8, 10% of its rows rejected."""
+    import stsreg.cli
+
+    import shutil
+
+    from tests.conftest import REPO
+
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    rows = _pairs(200, 0)
+    rows.loc[::10, "sentence1"] = rows.sentence1[::10] + " café"  # every tenth row holds a byte UTF-8 cannot read
+    rows.to_csv("pairs.csv", index=False, encoding="cp1252")
+    assert stsreg.cli.main(["data", "check", "pairs.csv"]) == 2
+    err = capsys.readouterr().err
+    assert ("20 of 200 rows rejected (10.00% > prepare.max_rejected_fraction=0.01): prepare would refuse this table; "
+            "20 of them are not valid UTF-8") in err and "--encoding cp1252" in err
+    assert stsreg.cli.main(["data", "check", "pairs.csv", "--encoding", "cp1252"]) == 0
+    out = capsys.readouterr().out
+    assert "200 rows read, 200 kept" in out and "      encoding: cp1252" in out
