@@ -7,10 +7,12 @@ only what that stage runs: a change to the stage-2 objective does not make stage
 
 ``log_metric(key, value, step)`` receives metrics (an MLflow :class:`~stsreg.infra.tracking.MetricBuffer` in flows).
 
-    stage1.run_stage1      data/prepared/nli_train.parquet -> models/stage1     (training.stage1.train_head)
-    stage2.run_stage2      models/stage1 + data/prepared/sts.parquet -> models/stage2   (training.stage2.fine_tune)
-    evaluate.run_evaluate  a model folder or backbone -> reports/eval/          (evaluate.score_pairs,
-    evaluate.task_metrics)
+    stage1_runner.run_stage1  data/prepared/nli_train.parquet -> models/stage1
+                              (training.stage1_training: the optional encoder step, then the head)
+    stage2_runner.run_stage2  models/stage1 + data/prepared/sts.parquet -> models/stage2
+                              (training.stage2_training.fine_tune)
+    eval_runner.run_evaluate  a model folder or backbone -> reports/eval/
+                              (sts_eval.score_pairs, sts_eval.task_metrics)
 """
 
 #: The default ``log_metric``: drops every metric.

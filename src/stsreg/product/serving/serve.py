@@ -1,18 +1,16 @@
-"""``stsreg serve``: MLflow's scoring app for a registered model, behind a request-size and JSON-nesting guard.
-
-MLflow's scoring server (``mlflow models serve``) answers most malformed requests with a 4xx, but a body of
-deeply nested JSON makes its decoder raise ``RecursionError`` (HTTP 500), and it reads bodies of any size.
-This wraps the very same app (``mlflow.pyfunc.scoring_server.init``) in an ASGI guard that answers, before the
-app sees the request:
+"""``stsreg serve``: the project's own serving app (:class:`stsreg.product.serving.app.ServingApp`: MLflow's
+``/invocations``, OpenAI's ``/v1/embeddings``, ``/similarity``, ``/metrics``, ``/ready``, ``/metadata``, every request
+through one batched encoder) for a registered model, behind a request guard that answers before the app sees a
+request:
 
 - a body over ``max_body_bytes`` (declared or streamed) -> 413 with the limit;
 - JSON nested deeper than ``max_depth`` -> 400 (``dataframe_records`` needs 3 levels, ``dataframe_split`` 4);
-- no ``Content-Type`` header -> 415 (MLflow's app fails on it with a 500);
+- no ``Content-Type`` header -> 415.
 
-and everything else is MLflow's own protocol (``/invocations``, ``/ping``, ``/health``, ``/version``), plus
-``GET /metadata``: the model URI, the precision setting and what it resolved to on this host (``bf16``/``fp32``),
-the device, the maximum sequence length (the evaluated one, stored with the version), the backend running the encoder
-(``torch``, ``onnx``, ``onnx-int8``; ``auto`` measures at start which is fastest here) and the exports' quality.
+``GET /metadata`` says what is served: the model URI and version, the precision setting and what it resolved to on
+this host (``bf16``/``fp32``), the device, the maximum sequence length (the evaluated one, stored with the version),
+the backend running the encoder (:mod:`stsreg.infra.backend_specs`; ``auto`` measures at start which is fastest here)
+and the exports' quality. A pyfunc that is not a stsreg model is answered by MLflow's own scoring app.
 
 The precision is ``serve.precision`` in params.yaml (``auto``: bf16 where the hardware has it natively, as the
 evaluation), overridden by ``stsreg serve --precision fp32``; it is printed at start.
