@@ -33,25 +33,44 @@ from pathlib import Path  # noqa: E402
 HASHES = Path(__file__).with_name("hashes.json")
 
 
-def run(names: list[str], root: Path, calls: dict[str, set[tuple[str, str]]] | None = None) -> dict[str, dict]:
+def run(names: list[str] | None, root: Path,
+        calls: dict[str, set[tuple[str, str]]] | None = None) -> dict[str, dict]:
     """Each case in ``names`` (all of :data:`~tests.golden.cases.CASES` in order up to the last named, since a case
     reads what earlier ones wrote) -> ``{case: {output: digest}}``. With ``calls``, also what each case ran:
     ``{case: {(file, code object's qualified name)}}`` for every function called (``<module>``: a module's own code,
-    counted for the case that imported it and every case after)."""
+    counted for the case that imported it and every case after). What runs when the project's modules are imported
+    (their own statements, the settings built from the declarations) counts for every case: it is traced too when
+    this process imports them here first (a fresh process: ``python -m tests.golden --calls FILE``)."""
     import threading
 
     import torch
 
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    from tests.golden import cases
-
     seen: set[tuple[str, str]] = set()
     modules: set[str] = set()
 
     def profile(frame, event, arg):
         if event == "call":
             seen.add((frame.f_code.co_filename, frame.f_code.co_qualname))
+
+    def import_cases():
+        from tests.golden import cases
+        return cases
+
+    cases = traced_import = None
+    if calls is not None:
+        sys.setprofile(profile)
+        try:
+            cases = import_cases()
+        finally:
+            sys.setprofile(None)
+        traced_import = set(seen)  # the project's import-time code: it shapes every case
+    cases = cases or import_cases()
+    names = names or list(cases.CASES)
+    unknown = [n for n in names if n not in cases.CASES]
+    if unknown:
+        raise SystemExit(f"golden: unknown case(s) {unknown}; the cases are {list(cases.CASES)}")
 
     def traced(step, *args):
         if calls is None:
@@ -68,13 +87,16 @@ def run(names: list[str], root: Path, calls: dict[str, set[tuple[str, str]]] | N
 
     os.environ["STSREG_CACHE"] = str(root / "cache")
     g = traced(cases.setup, root)
+    if calls is not None:  # the shared setup (and the imports it makes) shapes every case as the imports do
+        traced_import |= seen
     last = max(list(cases.CASES).index(n) for n in names)
     got = {}
     for name in list(cases.CASES)[: last + 1]:
         started = time.monotonic()
         got[name] = traced(cases.CASES[name], g)
         if calls is not None:
-            calls[name] = {c for c in seen if c[1] != "<module>"} | {(f, "<module>") for f in modules}
+            calls[name] = ({c for c in seen if c[1] != "<module>"} | {(f, "<module>") for f in modules}
+                           | traced_import)
         print(f"golden: {name}: {len(got[name])} outputs in {time.monotonic() - started:.0f} s", flush=True)
     return {n: got[n] for n in names}
 
@@ -109,19 +131,19 @@ def write(digests: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.golden.cases import CASES
-
     ap = argparse.ArgumentParser(prog="python -m tests.golden", description=__doc__.split("\n\n")[0])
-    ap.add_argument("cases", nargs="*", choices=[[], *CASES], help="cases to run (default: all)", default=[])
+    ap.add_argument("cases", nargs="*", help="cases to run (default: all of tests/golden/cases.py)", default=[])
+    ap.add_argument("--calls", type=Path, help="also write what each case ran, import time included, to this JSON "
+                                               "file (what `make recommit` reads)")
     ap.add_argument("--update", action="store_true",
                     help="write the digests as the new golden ones (a behaviour change)")
     ap.add_argument("--keep", type=Path, help="run in this folder and keep it (default: a temporary one)")
     args = ap.parse_args(argv)
-    names = args.cases or list(CASES)
+    calls: dict | None = {} if args.calls else None
     with tempfile.TemporaryDirectory(prefix="golden-") as tmp:
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        got = run(names, root.resolve())
+        got = run(args.cases or None, root.resolve(), calls)
     expected = json.loads(HASHES.read_text()) if HASHES.exists() else {}
     if args.update:
         from tests.golden.digest import load
@@ -130,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"golden: wrote {sum(map(len, got.values()))} digests of {len(got)} cases to {HASHES}")
         return 0
     moved = differences(expected, got)
+    if args.calls:
+        args.calls.write_text(json.dumps({"moved": moved, "calls": {c: sorted(v) for c, v in calls.items()}}))
     for line in moved:
         print(f"golden: MOVED {line}")
     print(f"golden: {'FAILED' if moved else 'ok'}: {sum(map(len, got.values()))} outputs of {len(got)} cases, "

@@ -12,10 +12,12 @@ what the new code would compute. Anything else is refused, per stage, with the `
 What "changed code" means: the recorded version of a file is the one in git at the last commit of ``dvc.lock`` (its
 MD5 checked against the lock); both versions are parsed, and a function (by its qualified name, as Python's code
 objects name it) changed when its syntax tree did; the module's own statements (imports, constants, class bodies,
-signatures) changed when the module's tree without function bodies did. Comments and formatting change no tree, so
-they need no proof. An output or data file absent from this checkout (a clone without the DVC cache) is neither
-changed nor recorded anew: its recorded hash stays, and only the code's hashes move. Refusing writes nothing: no
-``dvc.lock``, no row re-keyed. Exit 0 recorded (or nothing to record), 1 refused."""
+signatures) changed when the module's tree without function bodies did. Comments, docstrings and formatting change no
+tree (docstrings are left out of it), so they need no proof. Golden runs in a fresh process
+(``python -m tests.golden --calls``) so that what importing the project runs (module statements, settings built from
+the declarations) is traced too, and counts for every case. An output or data file absent from this checkout (a clone
+without the DVC cache) is neither changed nor recorded anew: its recorded hash stays, and only the code's hashes move.
+Refusing writes nothing: no ``dvc.lock``, no row re-keyed. Exit 0 recorded (or nothing to record), 1 refused."""
 
 from __future__ import annotations
 
@@ -46,6 +48,17 @@ class Verdict:
     units: set[tuple[str, str]] = field(default_factory=set)
 
 
+def _no_docstrings(tree: ast.AST) -> ast.AST:
+    """``tree`` without its docstrings (the module's, each class's and function's): words, not behaviour."""
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
 def _strip(tree: ast.AST) -> str:
     """The module's own statements: its tree with every function body emptied."""
     class Strip(ast.NodeTransformer):
@@ -60,7 +73,7 @@ def _strip(tree: ast.AST) -> str:
 def functions(source: str) -> dict[str, str]:
     """``{qualified name: dump of its tree}`` of every function (methods ``Class.f``, nested ``f.<locals>.g``), and
     ``<module>``: the module's own statements."""
-    tree = ast.parse(source)
+    tree = _no_docstrings(ast.parse(source))
     out = {}
 
     def visit(node, prefix: str):
@@ -132,7 +145,9 @@ def judge(project: Path) -> list[Verdict]:
                 elif state == "deleted" and not (project / path).exists():
                     continue  # code the stage no longer runs: golden proves what runs instead
                 else:
-                    old = "" if state == "new" else recorded_source(project, rev, path, recorded.get(path))
+                    # a file new to the stage's deps (no entry in dvc.lock) is all new code, to be proven like any
+                    old = "" if state == "new" or path not in recorded else recorded_source(project, rev, path,
+                                                                                             recorded[path])
                     if old is None:
                         v.refusals.append(f"code {path}: its recorded version is not in git at dvc.lock's last commit "
                                           f"-> {repro}")
@@ -174,6 +189,18 @@ def record(project: Path, stages: list[str]) -> None:
             repo.commit(stage, force=True, allow_missing=True)
 
 
+def golden_run(project: Path, cases: list[str]) -> tuple[dict[str, set[tuple[str, str]]], list[str]]:
+    """``cases`` run in a fresh process (``python -m tests.golden --calls``), so that what importing the project runs
+    is traced too: (what each case ran, the outputs that moved)."""
+    with tempfile.TemporaryDirectory(prefix="golden-calls-") as tmp:
+        out = Path(tmp) / "calls.json"
+        run = subprocess.run([sys.executable, "-m", "tests.golden", *cases, "--calls", str(out)], cwd=project)
+        if not out.is_file():
+            raise SystemExit(f"recommit: the golden run failed (exit {run.returncode}); nothing recorded")
+        found = json.loads(out.read_text())
+    return {c: {tuple(u) for u in units} for c, units in found["calls"].items()}, found["moved"]
+
+
 def main(project: Path = Path(".")) -> int:
     verdicts = [v for v in judge(project) if v.refusals or v.units]
     if not verdicts:
@@ -181,12 +208,7 @@ def main(project: Path = Path(".")) -> int:
         return 0
     proving = [v for v in verdicts if not v.refusals]
     cases = sorted({c for v in proving for c in cases_of(v.stage)}, key=list(golden_cases.CASES).index)
-    calls: dict[str, set[tuple[str, str]]] = {}
-    moved: list[str] = []
-    if cases:
-        with tempfile.TemporaryDirectory(prefix="golden-") as tmp:
-            got = golden.run(cases, Path(tmp).resolve(), calls)
-        moved = golden.differences(json.loads(golden.HASHES.read_text()), got)
+    calls, moved = golden_run(project, cases) if cases else ({}, [])
     for v in proving:
         # a moved output refuses the stages whose cases it belongs to ("case: output: moved ...")
         seen = [line for line in moved if line.split(":", 1)[0] in cases_of(v.stage)]

@@ -133,3 +133,35 @@ def test_a_failing_batch_fails_its_callers_and_the_batcher_keeps_serving(tiny_ba
         return vectors
 
     assert asyncio.run(main()).shape == (2, 3)
+
+
+def test_one_requests_bad_input_fails_that_request_only():
+    """A batch the encoder refuses because of one request's sentence: the others in it are answered."""
+    class Picky:
+        calls = 0
+
+        def encode(self, sentences):
+            Picky.calls += 1
+            if any(s.startswith("bad") for s in sentences):
+                raise TypeError("TextEncodeInput must be Union[TextInputSequence, ...]")
+            return np.array([[float(len(s)), 1.0] for s in sentences], np.float32)
+
+    async def main():
+        batcher = MicroBatcher(lambda: Picky(), max_sentences=64, max_wait_s=0.05)
+        answers = await asyncio.gather(*(batcher.embed([f"good {i}", f"also good {i}"]) for i in range(5)),
+                                       batcher.embed(["bad one"]), return_exceptions=True)
+        batcher.close()
+        return answers
+
+    answers = asyncio.run(main())
+    assert isinstance(answers[5], TypeError)
+    for i, (vectors, _) in enumerate(answers[:5]):
+        np.testing.assert_array_equal(vectors[:, 0], [len(f"good {i}"), len(f"also good {i}")])
+
+
+def test_a_lone_surrogate_is_refused_for_its_field_before_the_encoder():
+    with pytest.raises(protocol.RequestError, match=r"input\[1\] is not valid Unicode: surrogates not allowed"):
+        protocol.parse_embeddings(b'{"input": ["fine", "\\ud800"]}', 10)
+    with pytest.raises(protocol.RequestError, match=r"dataframe_records\[0\].sentence2 is not valid Unicode"):
+        protocol.parse_invocations(b'{"dataframe_records": [{"sentence1": "a", "sentence2": "x\\udfff"}]}',
+                                   "application/json", 10)

@@ -33,7 +33,7 @@ from stsreg.infra.config import Params, StsTableSource
 from stsreg.product.data import leakage, user_tables
 from stsreg.product.data.catalogue import Part, all_nli_entries, nli_parts, sts_parts
 from stsreg.product.data.precheck import check_inputs
-from stsreg.product.data.rejects import PrepareError, check_rejected_fraction, refused_dir, write_rejects
+from stsreg.product.data.rejects import PrepareError, check_rejected_fraction, refused_dir, write_rejects  # noqa: F401
 from stsreg.product.data.schemas import NLI_LABELS, nli_schema, sts_schema, validate
 from stsreg.infra.errors import InputError
 

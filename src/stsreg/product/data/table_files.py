@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from stsreg.infra.errors import InputError
-from stsreg.product.data import delimited
+from stsreg.product.data import delimited, format_writers
 
-#: Formats by extension.
-FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
-DELIMITERS = {"csv": ",", "tsv": "\t"}
 
 
 @dataclass
@@ -38,25 +36,17 @@ class TableFile:
     dialect: delimited.Dialect | None = None
 
 
-def kind_of(path: Path) -> str:
-    kind = FORMATS.get(path.suffix.lower())
-    if kind is None:
-        raise InputError(f"{path}: unknown format {path.suffix!r}; use one of {sorted(FORMATS)}")
-    return kind
-
-
-def read_frame(path: Path, quoting: str = "auto", encoding: str = "auto") -> TableFile:
-    """Read ``path`` by its extension (``quoting`` / ``encoding``: CSV and TSV only, see
-    :func:`stsreg.product.data.delimited.read`). Raises :class:`InputError` for a missing or unreadable file."""
-    kind = kind_of(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-    if kind in DELIMITERS:
-        parsed = delimited.read(path, DELIMITERS[kind], quoting, encoding)
+def read_delimited(delimiter: str):
+    """The reader of a delimited format (:func:`stsreg.product.data.delimited.read`: RFC 4180 or unquoted, BOM,
+    CRLF/LF, ``quoting`` and ``encoding`` as declared or auto)."""
+    def read(path: Path, quoting: str, encoding: str) -> TableFile:
+        parsed = delimited.read(path, delimiter, quoting, encoding)
         frame = pd.DataFrame([f for _, f in parsed.records], columns=parsed.header, dtype=object)
         return TableFile(frame, np.array([n for n, _ in parsed.records], dtype=int), parsed.rejects, parsed.dialect)
-    if kind == "jsonl":
-        return _read_jsonl(path, encoding)
+    return read
+
+
+def read_parquet(path: Path, quoting: str, encoding: str) -> TableFile:
     try:
         frame = pd.read_parquet(path).astype(object)
     except (ValueError, OSError) as exc:
@@ -64,7 +54,7 @@ def read_frame(path: Path, quoting: str = "auto", encoding: str = "auto") -> Tab
     return TableFile(frame.reset_index(drop=True), np.arange(1, len(frame) + 1))
 
 
-def _read_jsonl(path: Path, encoding: str) -> TableFile:
+def read_jsonl(path: Path, quoting: str, encoding: str) -> TableFile:
     text, _, _ = delimited.decode(path.read_bytes(), path, encoding)
     rows, lines, rejects = [], [], []
     for n, raw in enumerate(delimited.physical_lines(text), start=1):
@@ -85,3 +75,47 @@ def _read_jsonl(path: Path, encoding: str) -> TableFile:
         rows.append(obj)
         lines.append(n)
     return TableFile(pd.DataFrame(rows, dtype=object), np.array(lines, dtype=int), rejects)
+
+
+@dataclass(frozen=True)
+class FileFormat:
+    """A table file format, declared once: its ``name``, its ``extensions`` (lower case, with the dot), how it is read
+    (``read(path, quoting, encoding) -> TableFile``) and how it takes new rows (``append``, :mod:`.format_writers`);
+    ``in_place``: an append only adds bytes at the end (a refused add is cut back to the old size) rather than
+    rewriting the file (restored from a copy)."""
+
+    name: str
+    extensions: tuple[str, ...]
+    read: Callable[[Path, str, str], TableFile]
+    append: Callable[..., None]
+    in_place: bool = True
+
+
+#: The formats a table of yours may take (``prepare``, ``data check``, ``data add``, ``stsreg encode``).
+FILE_FORMATS: tuple[FileFormat, ...] = (
+    FileFormat("csv", (".csv",), read_delimited(","), format_writers.append_delimited),
+    FileFormat("tsv", (".tsv",), read_delimited("\t"), format_writers.append_delimited),
+    FileFormat("jsonl", (".jsonl", ".json"), read_jsonl, format_writers.append_jsonl),
+    FileFormat("parquet", (".parquet",), read_parquet, format_writers.append_parquet, in_place=False),
+)
+
+
+def formats() -> dict[str, FileFormat]:
+    """Extension -> format, from :data:`FILE_FORMATS`."""
+    return {ext: f for f in FILE_FORMATS for ext in f.extensions}
+
+
+def format_of(path: Path) -> FileFormat:
+    fmt = formats().get(Path(path).suffix.lower())
+    if fmt is None:
+        raise InputError(f"{path}: unknown format {Path(path).suffix!r}; use one of {sorted(formats())}")
+    return fmt
+
+
+def read_frame(path: Path, quoting: str = "auto", encoding: str = "auto") -> TableFile:
+    """Read ``path`` by its extension's format (``quoting``: CSV and TSV; ``encoding``: the text formats, see
+    :func:`stsreg.product.data.delimited.read`). Raises :class:`InputError` for a missing or unreadable file."""
+    fmt = format_of(path)
+    if not Path(path).is_file():
+        raise InputError(f"{path}: no such file")
+    return fmt.read(Path(path), quoting, encoding)

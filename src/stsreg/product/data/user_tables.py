@@ -32,7 +32,7 @@ from stsreg.infra.config import StsTableSource
 from stsreg.infra.errors import InputError
 from stsreg.infra.hashing import sha256_file
 from stsreg.infra.scales import to_internal
-from stsreg.product.data.table_files import FORMATS, TableFile, read_frame  # noqa: F401 (FORMATS: the formats read)
+from stsreg.product.data.table_files import TableFile, read_frame
 
 log = logging.getLogger(__name__)
 

@@ -75,20 +75,41 @@ class MicroBatcher:
             try:
                 vectors = await loop.run_in_executor(self.worker, model.encode, unique)
             except Exception as exc:  # noqa: BLE001 (the callers answer it; the consumer keeps serving)
-                for job in jobs:
-                    if not job.future.done():
-                        job.future.set_exception(exc)
+                await self._each_alone(jobs, model, exc)
                 continue
             self.observe(len(unique), [started - job.queued for job in jobs])
-            row = {s: i for i, s in enumerate(unique)}
-            for job in jobs:
+            _answer(jobs, unique, vectors, model)
+
+    async def _each_alone(self, jobs: list[_Job], model, exc: Exception) -> None:
+        """A batch that failed: with one request, that request fails; with several, one request's input may have
+        failed them all, so each is encoded on its own and only the requests that fail alone get their error."""
+        if len(jobs) == 1:
+            if not jobs[0].future.done():
+                jobs[0].future.set_exception(exc)
+            return
+        loop = asyncio.get_running_loop()
+        for job in jobs:
+            unique = list(dict.fromkeys(job.sentences))
+            try:
+                vectors = await loop.run_in_executor(self.worker, model.encode, unique)
+            except Exception as own:  # noqa: BLE001 (this caller answers it)
                 if not job.future.done():
-                    job.future.set_result((vectors[[row[s] for s in job.sentences]], model))
+                    job.future.set_exception(own)
+                continue
+            _answer([job], unique, vectors, model)
 
     def close(self) -> None:
         if self.consumer is not None:
             self.consumer.cancel()
         self.worker.shutdown(wait=False, cancel_futures=True)
+
+
+def _answer(jobs: list[_Job], unique: list[str], vectors, model) -> None:
+    """Each job its own rows of ``vectors`` (the embeddings of ``unique``), in its order, with the model."""
+    row = {s: i for i, s in enumerate(unique)}
+    for job in jobs:
+        if not job.future.done():
+            job.future.set_result((vectors[[row[s] for s in job.sentences]], model))
 
 
 def as_array(vectors) -> np.ndarray:

@@ -68,6 +68,10 @@ def _text(value, where: str) -> str:
         raise RequestError(400, f"{where} must hold non-empty strings; got {got}")
     if not value.strip():
         raise RequestError(400, f"{where} must hold non-empty strings; got an empty one")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # JSON's "\ud800" escape: valid JSON, not text a tokenizer can read
+        raise RequestError(400, f"{where} is not valid Unicode: {exc.reason} at character {exc.start}") from None
     return value
 
 
