@@ -32,7 +32,8 @@ DEPLOYMENT = "stsreg-encode-chunks/pool"
 
 def _job(corpus: str, out: str, model: str, backend: str, column: str | None, chunk_size: int, batch_size: int,
          threads: int) -> batch_encode.Job:
-    loaded, resolved, identity = batch_encode.load_model(model, backend, threads)
+    loaded, resolved, identity = batch_encode.load_model(model, batch_encode.resumed_backend(Path(out), backend),
+                                                         threads)
     return batch_encode.Job(Path(corpus), Path(out), loaded, identity, resolved, column, chunk_size, batch_size)
 
 

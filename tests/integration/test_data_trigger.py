@@ -57,7 +57,7 @@ def test_added_rows_trigger_a_retrain_that_registers_and_gates(tiny_backbone, tm
     subprocess.run(["git", "commit", "-qam", "a declared table"], cwd=project, check=True,
                    env={**os.environ, **GIT_IDENTITY})
     monkeypatch.delenv("STSREG_DATA_MIRROR", raising=False)
-    urls = local_servers.start(project, free_port(), free_port(), timeout=240, profile=False)
+    urls = local_servers.start(project, free_port(), free_port(), timeout=240, prefect_toml=False)
     try:
         with temporary_settings(updates={PREFECT_API_URL: urls["prefect_api"]}):
             deploy(project, ScheduleParams(retrain_cron="0 3 * * 1", champion_eval_cron=""))

@@ -41,7 +41,7 @@ def test_two_workers_share_one_corpus(tiny_backbone, tmp_path, monkeypatch):
                                  chunk_size=250)
     batch_encode.encode_corpus(reference, progress=False)
 
-    urls = local_servers.start(project, free_port(), free_port(), worker=False, timeout=240, profile=False)
+    urls = local_servers.start(project, free_port(), free_port(), worker=False, timeout=240, prefect_toml=False)
     workers = []
     try:
         for name in ("w1", "w2"):  # at most one flow run each, polling every 2 s: both get work

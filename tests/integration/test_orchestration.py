@@ -29,7 +29,7 @@ def test_servers_deploy_trigger_overlap_and_failure(tiny_backbone, tmp_path, mon
     project = tiny_project(tmp_path, tiny_backbone)
     # the worker inherits this environment: a developer's data mirror would override the fixture's fetch.mirror
     monkeypatch.delenv("STSREG_DATA_MIRROR", raising=False)
-    urls = local_servers.start(project, free_port(), free_port(), timeout=240, profile=False)
+    urls = local_servers.start(project, free_port(), free_port(), timeout=240, prefect_toml=False)
     try:
         assert local_servers.status(project)["running"] and local_servers.status(project)["worker"]
         assert (project / ".stsreg/prefect").is_dir() and (project / "mlflow").is_dir()  # state under the project

@@ -43,7 +43,7 @@ def test_a_server_that_does_not_come_up_stops_what_the_start_started(tmp_path):
     """MLflow cannot open its store (it never answers): the start gives up after --timeout naming the server and its
     log, and the Prefect server it had started is stopped."""
     run = _stsreg("servers", "start", "--project", str(tmp_path), "--prefect-port", str(free_port()),
-                  "--mlflow-port", str(free_port()), "--no-profile", "--timeout", "45", cwd=tmp_path,
+                  "--mlflow-port", str(free_port()), "--no-prefect-toml", "--timeout", "45", cwd=tmp_path,
                   env={"STSREG_MLFLOW_BACKEND_URI": "nosuchscheme://nowhere"})
     assert run.returncode == 1 and "mlflow server" in run.stderr and "mlflow.log" in run.stderr, run.stderr[-2000:]
     status = _stsreg("servers", "status", "--project", str(tmp_path), cwd=tmp_path)

@@ -65,7 +65,7 @@ def test_stage2_runs_on_the_gpu_pool_in_a_second_clone_and_the_champion_is_promo
     from stsreg.infra.config import load_params
 
     origin, cpu, gpu, remote = hosts
-    urls = local_servers.start(cpu, free_port(), free_port(), timeout=240, profile=False)
+    urls = local_servers.start(cpu, free_port(), free_port(), timeout=240, prefect_toml=False)
     gpu_worker = subprocess.Popen(["prefect", "worker", "start", "--pool", GPU_POOL, "--type", "process"], cwd=gpu,
                                   env={**os.environ, "PREFECT_API_URL": urls["prefect_api"],
                                        "STSREG_WORKDIR": str(gpu)},

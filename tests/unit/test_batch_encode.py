@@ -167,3 +167,22 @@ def test_unreadable_empty_and_long_lines_are_reported_not_fatal(model_dir, tmp_p
     assert table.line.tolist() == [1, 2, 3, 4, 5, 7, *range(8, 16)] and table.text.iloc[5] == ""
     rejected = pd.read_parquet(tmp_path / "out.parquet.rejected.parquet")
     assert rejected.line.tolist() == [6] and "bad" in rejected.raw.iloc[0]
+
+
+def test_auto_resumes_on_the_backend_the_unfinished_job_ran(model_dir, tmp_path):
+    """A resume never depends on a timing: `--backend auto` on an unfinished job takes the backend it ran (here torch,
+    which `auto` would not choose on a CPU), instead of measuring again and refusing the job as another's."""
+    from stsreg.product.serving.batch_encode import Job, load_model, resumed_backend
+
+    (tmp_path / "s.txt").write_text("\n".join(_sentences(300, seed=4)) + "\n")
+    model, backend, identity = load_model(str(model_dir), "torch", threads=1)
+    job = Job(tmp_path / "s.txt", tmp_path / "s.npy", model, identity, backend, chunk_size=100)
+    job.prepare()
+    job.run_chunk(0)  # one chunk done, then the run stops
+    assert resumed_backend(tmp_path / "s.npy", "auto") == "torch"
+    assert resumed_backend(tmp_path / "s.npy", "onnx") == "onnx"  # a named backend is used as given
+    assert resumed_backend(tmp_path / "x.npy", "auto") == "auto"  # nothing to resume: auto measures
+    rerun = _stsreg("encode", "s.txt", "--out", "s.npy", "--model", str(model_dir), "--backend", "auto",
+                    "--chunk-size", "100", "--threads", "1", cwd=tmp_path)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert f"with {model_dir} on torch," in rerun.stdout and "1 chunk(s) found done" in rerun.stdout

@@ -24,8 +24,8 @@ def servers(sub, name: str) -> None:
     sv.add_argument("--host", default="127.0.0.1", help="listen address; 0.0.0.0 for workers on other machines")
     sv.add_argument("--timeout", type=float, default=180.0, help="seconds each server may take to answer its health "
                                                                  "check before the start is abandoned (and stopped)")
-    sv.add_argument("--no-profile", action="store_true",
-                    help="do not write and activate the Prefect profile `stsreg` (the `prefect` command then needs "
+    sv.add_argument("--no-prefect-toml", action="store_true",
+                    help="do not write the project's prefect.toml (the `prefect` command typed here then needs "
                          "PREFECT_API_URL)")
     sv.set_defaults(func=cmd_servers)
 
@@ -38,14 +38,15 @@ def cmd_servers(args: argparse.Namespace) -> int:
     if args.action == "start":
         try:
             urls = local_servers.start(project, args.prefect_port, args.mlflow_port, worker=not args.no_worker,
-                                       timeout=args.timeout, host=args.host, profile=not args.no_profile)
+                                       timeout=args.timeout, host=args.host,
+                                       prefect_toml=not args.no_prefect_toml)
         except RuntimeError as exc:
             print(f"servers failed to start: {exc}", file=sys.stderr)
             return 1
         logs = local_servers.Layout(project.resolve()).state / "logs"
-        profile = (f"Prefect profile `{local_servers.PROFILE}` is active: `prefect ...` commands use this server "
-                   "(`stsreg servers stop` switches back)" if not args.no_profile else
-                   f"no Prefect profile written: export PREFECT_API_URL={urls['prefect_api']} for `prefect ...`")
+        profile = ("prefect.toml written here: `prefect ...` commands typed in this project use this server (other "
+                   "projects are not touched; `stsreg servers stop` removes it)" if urls.get("prefect_toml") else
+                   f"no prefect.toml written: export PREFECT_API_URL={urls['prefect_api']} for `prefect ...`")
         print(f"Prefect UI   {urls['prefect']}   (API {urls['prefect_api']})\nMLflow UI    "
               f"{runs_page(urls['mlflow'])}\nworker       pool {local_servers.POOL}: "
               f"{'running' if not args.no_worker else 'not started'}\n{profile}\nfor `mlflow ...` commands: export "

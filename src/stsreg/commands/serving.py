@@ -159,7 +159,8 @@ def encode(sub, name: str) -> None:
 def cmd_encode(args: argparse.Namespace) -> int:
     from stsreg.product.serving import batch_encode
 
-    model, backend, model_id = batch_encode.load_model(args.model, args.backend, args.threads)
+    wanted = batch_encode.resumed_backend(Path(args.out), args.backend, args.fresh)
+    model, backend, model_id = batch_encode.load_model(args.model, wanted, args.threads)
     job = batch_encode.Job(Path(args.input), Path(args.out), model, model_id, backend, args.column, args.chunk_size,
                            args.batch_size)
     print(f"encoding {len(job.rows)} rows of {args.input} ({len(job.unique)} distinct) with {args.model} on {backend}, "

@@ -14,10 +14,10 @@ While the servers run, ``.stsreg/servers.json`` holds their URLs and :func:`use_
 CLI) points ``PREFECT_API_URL`` and ``MLFLOW_TRACKING_URI`` at them; when they are down the pipeline falls back
 to the embedded defaults (ephemeral Prefect, SQLite MLflow).
 
-The ``prefect`` command a user types reads its settings from a Prefect profile, not from this project: ``start``
-writes the profile ``stsreg`` (``PREFECT_API_URL`` of the server it started) into the user's profiles file and makes
-it the active one, as ``prefect profile use`` does; ``stop`` makes the profile active before it active again. So
-after ``make servers``, ``prefect deployment run stsreg-retrain/weekly`` talks to this server, as printed.
+The ``prefect`` command a user types reads ``prefect.toml`` in the folder it runs in before the user's profile:
+``start`` writes the project's own (:mod:`stsreg.infra.prefect_project`: the API URL of the server it started) and
+``stop`` removes it. So after ``make servers``, ``prefect deployment run stsreg-retrain/weekly`` typed in this project
+talks to this server, as printed, and a ``prefect`` command in another project is not touched.
 
 Start-up fails fast and leaves nothing behind: a port already in use is refused before anything starts (naming the
 port and, where the system tells, the process that holds it), and a server that fails to come up stops everything
@@ -39,7 +39,7 @@ from pathlib import Path
 
 from stsreg.infra.mlflow_ui import label_experiments
 from stsreg.infra.ports import check_ports
-from stsreg.infra.prefect_profile import PROFILE, activate_profile, deactivate_profile, profile_active
+from stsreg.infra import prefect_project
 
 STATE_DIR = ".stsreg"
 POOL = "stsreg-process"
@@ -126,12 +126,12 @@ def wait_healthy(url: str, alive: Callable[[], bool], name: str, log: Path, time
 
 
 def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, worker: bool = True,
-          timeout: float = 180.0, host: str = "127.0.0.1", profile: bool = True) -> dict[str, str]:
+          timeout: float = 180.0, host: str = "127.0.0.1", prefect_toml: bool = True) -> dict[str, str]:
     """Start the servers (and a worker for pool ``stsreg-process``) unless already running; returns their URLs.
 
     ``host``: the address they listen on; ``0.0.0.0`` lets workers on other machines reach them (the URLs then name
-    this machine by its host name). MLflow proxies artifacts, so a worker needs only the two URLs. ``profile``: write
-    and activate the Prefect profile :data:`PROFILE` for the user's ``prefect`` command. Raises ``RuntimeError``
+    this machine by its host name). MLflow proxies artifacts, so a worker needs only the two URLs. ``prefect_toml``:
+    write the project's ``prefect.toml`` for the ``prefect`` command typed in it. Raises ``RuntimeError``
     (nothing left running) when a port is taken or a server does not come up."""
     import socket
     layout = Layout(project.resolve())
@@ -167,8 +167,8 @@ def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, work
     except BaseException:
         stop(layout.project)  # a failed (or interrupted) start leaves nothing running
         raise
-    if profile:
-        urls["previous_profile"] = activate_profile(urls["prefect_api"])
+    if prefect_toml:
+        urls["prefect_toml"] = prefect_project.write(project, urls["prefect_api"])
     layout.urls_file.write_text(json.dumps(urls, indent=2))
     return {**urls, "running": True}
 
@@ -194,7 +194,7 @@ def status(project: Path) -> dict:
     if not urls:
         return {"running": False, "processes": procs}
     health = {"prefect": healthy(urls["prefect_api"] + "/health"), "mlflow": healthy(urls["mlflow"] + "/health")}
-    return {**{k: v for k, v in urls.items() if k != "previous_profile"}, "running": all(health.values()),
+    return {**{k: v for k, v in urls.items() if k != "prefect_toml"}, "running": all(health.values()),
             "healthy": health,
             "worker": procs["worker"]["alive"], "processes": procs}
 
@@ -203,7 +203,6 @@ def stop(project: Path, timeout: float = 30.0) -> list[str]:
     """Stop the worker first (a worker outliving its server hangs), then Prefect, then MLflow; returns what stopped."""
     layout = Layout(project.resolve())
     stopped = []
-    previous = json.loads(layout.urls_file.read_text()).get("previous_profile") if layout.urls_file.exists() else None
     for name in PROCESSES:
         pid_file = layout.pid_file(name)
         if not pid_file.exists():
@@ -225,8 +224,7 @@ def stop(project: Path, timeout: float = 30.0) -> list[str]:
                 os.killpg(pid, signal.SIGKILL)
             stopped.append(name)
         pid_file.unlink()
-    if layout.urls_file.exists():
-        deactivate_profile(previous)
+    prefect_project.remove(project)
     layout.urls_file.unlink(missing_ok=True)
     return stopped
 
@@ -235,14 +233,14 @@ def use_running(project: Path = Path(".")) -> bool:
     """Point ``PREFECT_API_URL`` / ``MLFLOW_TRACKING_URI`` at the project's servers when they answer (variables
     already set win; ``STSREG_USE_SERVERS=0`` disables). Returns whether the servers are used.
 
-    When they are down but the Prefect profile :data:`PROFILE` is still active (servers killed without ``stop``), this
-    process uses the ``ephemeral`` profile instead of a server that no longer answers."""
+    When they are down but the project's ``prefect.toml`` still names their server (servers killed without ``stop``),
+    this process runs Prefect ephemeral instead of calling a server that no longer answers."""
     if os.environ.get("STSREG_USE_SERVERS", "1") == "0":
         return False
     urls, up = _recorded(Layout(project.resolve()), timeout=0.5)
     if not up:
-        if "PREFECT_PROFILE" not in os.environ and "PREFECT_API_URL" not in os.environ and profile_active():
-            os.environ["PREFECT_PROFILE"] = "ephemeral"
+        if "PREFECT_API_URL" not in os.environ and prefect_project.written_by_us(project):
+            os.environ["PREFECT_API_URL"] = ""  # empty: no server, Prefect runs ephemeral
         return False
     os.environ.setdefault("PREFECT_API_URL", urls["prefect_api"])
     os.environ.setdefault("MLFLOW_TRACKING_URI", urls["mlflow"])

@@ -181,6 +181,16 @@ def encode_corpus(job: Job, fresh: bool = False, progress: bool | None = None) -
     return job.summary(done)
 
 
+def resumed_backend(out: Path, backend: str, fresh: bool = False) -> str:
+    """The backend a run into ``out`` uses: ``auto`` resuming an unfinished job (``OUT.parts/manifest.json``) takes
+    the backend that job ran, so that a resume never depends on a timing measured again on a busy machine; a named
+    backend, or ``--fresh``, is used as given."""
+    manifest = Path(str(out) + ".parts") / "manifest.json"
+    if backend != "auto" or fresh or not manifest.is_file():
+        return backend
+    return json.loads(manifest.read_text()).get("backend", backend)
+
+
 def load_model(model: str, backend: str = "auto", threads: int = 0, tracking_uri: str | None = None,
                dst: Path | None = None):
     """``model`` -> (a loaded model on its backend, the backend it runs, its identity: the sha256 of its weights, or
