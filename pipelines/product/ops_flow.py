@@ -26,6 +26,7 @@ from prefect import flow, get_run_logger, task
 
 from pipelines.product.data_events import table_changes
 from pipelines.product.heartbeat import EVERY_S, heartbeat
+from pipelines.product.stoppable import stopping
 from stsreg.product import registry
 from stsreg.infra import tracking
 from stsreg.infra.locking import held_env, pipeline_lock
@@ -47,15 +48,16 @@ def dvc_repro(project_dir: str, target: str, heartbeat_s: float = EVERY_S) -> li
     """Run ``dvc repro target`` in the project, streaming its output to the flow log (and, while a stage is silent,
     which stage runs and for how long, every ``heartbeat_s`` seconds); returns the stages that ran."""
     logger = get_run_logger()
-    # the caller holds the pipeline lock: the stages dvc starts must not wait for it
+    # the caller holds the pipeline lock: the stages dvc starts must not wait for it. Its own process group: a
+    # cancelled or failed flow run stops dvc, the stage it runs and everything that stage started (stopping)
     proc = subprocess.Popen(["dvc", "repro", target], cwd=project_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=held_env(Path(project_dir)))
+                            text=True, env=held_env(Path(project_dir)), start_new_session=True)
     ran, tail = [], []
 
     def now() -> str:
         return f"stage {ran[-1]}; last output: {tail[-1][:200]}" if ran and tail else "checking what is stale"
 
-    with heartbeat(logger, f"dvc repro {target}", heartbeat_s, now):
+    with stopping(proc), heartbeat(logger, f"dvc repro {target}", heartbeat_s, now):
         for line in proc.stdout:
             line = line.rstrip()
             if line.startswith("Running stage"):
