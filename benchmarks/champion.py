@@ -60,7 +60,6 @@ def bench_champion(mirror: str, work: Path) -> dict:
 def format_champion(r: dict) -> list[str]:
     """The lines under the bench table: both sides' scores and the pipeline's steps."""
     s = r["scores"]
-    # noqa: E731
     row = lambda name, label: (f"| {label} | {r['samples'][name][0] / 60:.1f} min | {s[name]['avg7_spearman']:.2f} "
                                f"| {s[name]['avg7_unseen_spearman']:.2f} | {s[name]['stsb_dev_spearman']:.2f} |")
     return ["", "Time to a champion (`champion`: one run of each side, one after the other, on this machine):", "",

@@ -194,7 +194,6 @@ def test_train_fresh_discards_only_stage2_checkpoints_and_never_under_torchrun(t
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     (ckpt / "last.pt").write_bytes(b"a finished run")
-    # noqa: E731
     parse = lambda stage: build_parser().parse_args(["train", "--stage", stage, "--fresh", "--checkpoints", str(ckpt)])
     with pytest.raises(SystemExit, match="applies to stage 2"):
         cmd_train(parse("1"))
@@ -237,8 +236,11 @@ def test_a_change_to_the_loops_code_restarts_from_step_0_and_says_why(tiny_backb
     assert "resuming stage 2 from step 12" in run()  # the finished run's checkpoint, same code: nothing to redo
     losses = code / "stsreg/product/losses.py"
     text = losses.read_text()
-    signature = next(line for line in text.splitlines() if line.startswith("def _buffer("))
-    losses.write_text(text.replace(signature, signature + "\n    pred = pred + 0  # a fix to the loss", 1))
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("def _buffer("))
+    end = next(i for i in range(start, len(lines)) if lines[i].rstrip().endswith(":"))  # the signature's last line
+    lines.insert(end + 1, "    pred = pred + 0  # a fix to the loss")
+    losses.write_text("\n".join(lines) + "\n")
     out = run()
     assert "starting from step 0: checkpoint" in out and "was made with other code" in out
     assert "resuming stage 2" not in out

@@ -120,7 +120,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 "backend": settings["backend"][0], "threads": settings["threads"][0],
                 "batch_sentences": settings["batch_sentences"][0], "batch_wait_ms": settings["batch_wait_ms"][0],
                 "model_uri": args.model_uri, "follow_s": settings["follow_s"][0]}
-    # noqa: E731
     announce = lambda app: print(_start_line(args, source, uri, json.loads(app.metadata), settings), flush=True)
     if workers == 1:  # loads on a thread: /health answers at once, /ready once the model is in
         serve.serve(serve.build_app(**app_args, lazy=True, on_loaded=announce), args.host, args.port)

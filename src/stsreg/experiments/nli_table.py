@@ -72,7 +72,6 @@ def format_table(table: pd.DataFrame, tests: pd.DataFrame | None, seeds, seconds
     from stsreg.experiments.run_tables import paired_table
 
     head = [public_tables.display(t) for t in (*public_tables.AVG7, "avg7")]
-    # noqa: E731
     fmt = lambda r, c: f"{r[c + '_mean']:.2f} ± {r[c + '_std']:.2f}" if r["seeds"] > 1 else f"{r[c + '_mean']:.2f}"
     lines = [f"Whole encoder trained on NLI only ({backbone!r}), one row per objective; Spearman x100 of cosine, "
              f"mean ± std over {len(seeds)} seed(s) {list(seeds)}. Wall time = training + 7-task evaluation of one "

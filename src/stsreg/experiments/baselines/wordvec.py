@@ -148,7 +148,7 @@ def train_glove(sentences: list[list[str]], dim: int, window: int, epochs: int, 
     rows, cols, x = (torch.from_numpy(a) for a in cooccurrences(sentences, vocab, window))
     x = x.float()
     g = torch.Generator().manual_seed(seed)
-    # noqa: E731 (GloVe's init)
+    # GloVe's init
     init = lambda *shape: ((torch.rand(*shape, generator=g) - 0.5) / dim).requires_grad_(True)
     w, w_ctx, b, b_ctx = init(len(words), dim), init(len(words), dim), init(len(words)), init(len(words))
     opt = torch.optim.Adagrad([w, w_ctx, b, b_ctx], lr=lr)

@@ -61,7 +61,6 @@ def training_examples(nli: pd.DataFrame, kind: str, n: int, seed: int) -> pd.Dat
     if kind == "pair":
         examples = sample_pairs(nli[["premise", "hypothesis", "label"]], n, seed)
     elif kind == "triple":
-        # noqa: E731
         first = lambda label: nli[nli.label == label].drop_duplicates("premise").set_index("premise").hypothesis
         both = pd.concat({"positive": first(2), "negative": first(0)}, axis=1, join="inner")
         triples = both.reset_index().rename(columns={"premise": "anchor"})
