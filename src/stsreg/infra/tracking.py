@@ -33,8 +33,43 @@ def client(uri: str | None = None):
 
     uri = uri or tracking_uri()
     if uri.startswith("sqlite:///"):
-        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        db = Path(uri.removeprefix("sqlite:///"))
+        db.parent.mkdir(parents=True, exist_ok=True)
+        relocate_store(db)
     return MlflowClient(tracking_uri=uri)
+
+
+#: Where the embedded store keeps paths of its own folder: (table, column) of the MLflow schema.
+_PATH_COLUMNS = (("experiments", "artifact_location"), ("runs", "artifact_uri"), ("model_versions", "storage_location"),
+                 ("logged_models", "artifact_location"))
+
+
+def relocate_store(db: Path) -> list[str]:
+    """An embedded store (``mlflow/mlflow.db``) whose project folder was copied or moved still names the old folder
+    in every artifact location, so new runs would write there and old artifacts be read from there. Each old
+    ``.../mlflow/artifacts`` root is rewritten to this store's own (``mlflow/artifacts`` beside ``db``), in one
+    transaction; returns the roots it moved (nothing when the store is where it was made)."""
+    import sqlite3
+
+    if not db.is_file():
+        return []
+    here = (db.resolve().parent / "artifacts").as_uri()
+    with sqlite3.connect(db) as con:
+        tables = {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "experiments" not in tables:
+            return []
+        roots = {loc[: loc.rindex("/mlflow/artifacts") + len("/mlflow/artifacts")]
+                 for (loc,) in con.execute("SELECT artifact_location FROM experiments")
+                 if loc and loc.startswith("file://") and "/mlflow/artifacts" in loc}
+        moved = sorted(r for r in roots if r != here)
+        for old in moved:
+            for old_form, new_form in ((old, here), (old.removeprefix("file://"), here.removeprefix("file://"))):
+                for table, column in _PATH_COLUMNS:
+                    if table in tables:
+                        con.execute(f"UPDATE {table} SET {column} = ? || substr({column}, ?) "
+                                    f"WHERE substr({column}, 1, ?) = ?", (new_form, len(old_form) + 1, len(old_form),
+                                                                          old_form))
+    return moved
 
 
 #: The experiment tag MLflow's UI reads to choose an experiment's first page: without it (MLflow 3) an experiment opens
