@@ -859,5 +859,13 @@ def test_the_champion_is_set_back_by_hand_in_a_clean_shell(registry):
         shown = run("show")
         assert shown.returncode == 0 and f"champion: v{target}" in shown.stdout
         assert f"  v{target}: avg7 " in shown.stdout and "set by hand" in shown.stdout
+        # rollback: back to the latest earlier version that was promoted or set by hand
+        if target == "1":
+            refused = run("rollback", "--reason", "nothing before v1")
+            assert refused.returncode == 2 and "no champion before v1" in refused.stderr
+        assert run("set", before, "--reason", "back to the gate's choice").returncode == 0
+        back = run("rollback", "--reason", f"v{before} again was wrong")
+        assert back.returncode == 0, back.stderr[-2000:]
+        assert champion() == target and f"was {before}" in back.stdout
     finally:
         c.set_registered_model_alias(NAME, "champion", before)  # the module's other tests serve the gate's champion

@@ -103,16 +103,18 @@ def test_utf16_tables_grow_without_blank_lines(tmp_path, ext, sep):
     assert path.read_bytes().count("\n\n".encode("utf-16-le")) == 0
 
 
-def test_a_json_object_or_list_is_not_a_sentence(tmp_path):
+def test_an_object_a_list_a_number_or_a_boolean_is_not_a_sentence(tmp_path):
     table = _declare(tmp_path, ".jsonl")
     path = tmp_path / table.file
     rows = _pairs(200, 0).to_dict("records")
     rows[3]["sentence1"] = {"text": "A man plays.", "lang": "en"}
     rows[7]["sentence2"] = ["two", "sentences"]
+    rows[9]["sentence1"], rows[11]["sentence2"] = 42, True
     pd.DataFrame(rows).to_json(path, orient="records", lines=True, force_ascii=False)
     kept, rejects, counts = read_table(table, tmp_path)
-    assert list(rejects.line) == [4, 8] and set(rejects.reason) == {"a sentence is a JSON object or list, not text"}
-    assert counts["rejected"] == 2 and not kept.sentence1.str.contains("'lang'").any()
+    assert list(rejects.line) == [4, 8, 10, 12]
+    assert set(rejects.reason) == {"a sentence is not text (an object, a list, a number or a boolean)"}
+    assert counts["rejected"] == 4 and not kept.sentence1.str.contains("'lang'").any()
 
 
 def test_an_add_prepare_would_refuse_is_restored_byte_for_byte(tmp_path):
@@ -189,3 +191,26 @@ def test_data_check_reads_a_cp1252_table_as_declared_and_refuses_it_read_as_utf8
     assert stsreg.cli.main(["data", "check", "pairs.csv", "--encoding", "cp1252"]) == 0
     out = capsys.readouterr().out
     assert "200 rows read, 200 kept" in out and "      encoding: cp1252" in out
+
+
+HOLD_PIPELINE_LOCK = """
+import sys, time
+from pathlib import Path
+from stsreg.infra.locking import pipeline_lock
+with pipeline_lock(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_an_add_waits_for_a_running_stage(tmp_path):
+    """`prepare` (any stsreg stage) holds the project's pipeline lock while it reads the tables: an add started
+    meanwhile lands after it, never between its reading and its end."""
+    table = _declare(tmp_path, ".csv")
+    _pairs(200, 0).to_csv(tmp_path / table.file, index=False)
+    stage = subprocess.Popen([sys.executable, "-c", HOLD_PIPELINE_LOCK, str(tmp_path), "4"], stdout=subprocess.PIPE,
+                             text=True)
+    assert stage.stdout.readline().strip() == "held"
+    start = time.monotonic()
+    added = append_rows(tmp_path, table, _new_rows(tmp_path, _pairs(10, 2, " v")), check=read_table)
+    assert added.added == 10 and time.monotonic() - start >= 3 and stage.wait(30) == 0

@@ -184,7 +184,9 @@ def champion(sub, name: str) -> None:
                                     "move alias `champion` to VERSION without the gate (a rollback after a bad "
                                     "promotion), recorded as a tag on the version; a `stsreg serve` following the "
                                     "alias swaps to it at its next poll.")
-    ch.add_argument("action", choices=["show", "set"], help="show: the versions and aliases; set: move the champion")
+    ch.add_argument("action", choices=["show", "set", "rollback"],
+                    help="show: the versions and aliases; set: move the champion to VERSION; rollback: back to the "
+                         "champion before the current one")
     ch.add_argument("version", nargs="?", type=int, help="set: the version to make the champion")
     ch.add_argument("--reason", default="", help="set: why (kept on the version's tag)")
     ch.add_argument("--last", type=int, default=10, help="show: how many of the latest versions")
@@ -194,12 +196,15 @@ def champion(sub, name: str) -> None:
 def cmd_champion(args: argparse.Namespace) -> int:
     from stsreg.infra import tracking
     from stsreg.infra.errors import InputError
-    from stsreg.product.registry import MODEL_NAME, set_champion, version_by_alias
+    from stsreg.product.champion import previous_champion, set_champion
+    from stsreg.product.registry import MODEL_NAME, version_by_alias
 
-    if args.action == "set":
-        if args.version is None or not args.reason.strip():
-            raise InputError("champion set needs the VERSION and a --reason (kept with the move)")
-        out = set_champion(args.version, args.reason.strip())
+    if args.action in ("set", "rollback"):
+        if (args.action == "set" and args.version is None) or not args.reason.strip():
+            raise InputError(f"champion {args.action} needs {'the VERSION and ' if args.action == 'set' else ''}a "
+                             "--reason (kept with the move)")
+        version = args.version if args.action == "set" else previous_champion()
+        out = set_champion(version, args.reason.strip())
         print(f"champion: version {out['champion']} (was {out['previous'] or 'none'}), set by hand: {args.reason}")
         return 0
     c = tracking.client()

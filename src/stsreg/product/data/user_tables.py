@@ -7,8 +7,8 @@ One path for every format, chosen by the file's extension: ``.csv``, ``.tsv``, `
   declared ``scale`` to 0-5, the scale of the losses, the buffer and the cosine map), ``file``, ``line`` (the row's
   line in a CSV/TSV/JSONL file, header counted; its row number, from 1, in Parquet) and ``raw_score`` (as written);
 - rejected (named by file, line and reason, kept in ``data/rejected/<name>.parquet`` and counted): an empty
-  sentence, a sentence that is a JSON object or list, a score that is not a number or lies outside the scale, a split
-  value other than train/dev/test.
+  sentence, a sentence that is not text (an object, a list, a number or a boolean), a score that is not a number or
+  lies outside the scale, a split value other than train/dev/test.
 
 Splits come from a split column, or from a stable hash of the pair's content (:func:`hash_split`): appending or
 reordering rows never moves a pair from one split to another, so the test set stays the test set as data grows.
@@ -65,8 +65,15 @@ def guess_scale(scores) -> tuple[float, float] | None:
     return min(fits, key=lambda s: s[1] - s[0]) if fits else None
 
 
-def _nested(value) -> bool:
-    return isinstance(value, (dict, list, tuple)) or (hasattr(value, "ndim") and getattr(value, "ndim", 0) > 0)
+#: The reason a sentence that is a value of another kind is rejected.
+NOT_TEXT = "a sentence is not text (an object, a list, a number or a boolean)"
+
+
+def _not_text(value) -> bool:
+    """Whether ``value`` (as a reader gave it) is something other than text: missing values are not (they are empty)."""
+    if value is None or isinstance(value, str) or (isinstance(value, float) and np.isnan(value)):
+        return False
+    return isinstance(value, (dict, list, tuple, bool, int, float, np.number, np.bool_, np.ndarray))
 
 
 def _looks_like(values: pd.Series) -> str:
@@ -95,15 +102,15 @@ def read_table(t: StsTableSource, project: Path) -> tuple[pd.DataFrame, pd.DataF
                          f"prepare.sts_tables[{t.name}].columns")
     df = pd.DataFrame({k: frame[v] for k, v in wanted.items()})
     df["line"] = read.line
-    # a JSON object or list where a sentence belongs is structure, not text: rejected, never kept as its repr
-    nested = df.sentence1.map(_nested) | df.sentence2.map(_nested)
+    # an object, a list, a number or a boolean where a sentence belongs is not text: rejected, never kept as its repr
+    nested = df.sentence1.map(_not_text) | df.sentence2.map(_not_text)
     for c in ("sentence1", "sentence2"):
         df[c] = df[c].map(lambda x: "" if x is None or (isinstance(x, float) and np.isnan(x)) else str(x)).str.strip()
     df["raw_score"] = df["score"].astype(str)
     score = pd.to_numeric(df["score"].astype(str).str.strip(), errors="coerce")
     lo, hi = t.scale
     reasons = pd.Series("", index=df.index, dtype=object)
-    reasons[nested] = "a sentence is a JSON object or list, not text"
+    reasons[nested] = NOT_TEXT
     empty = (df.sentence1 == "") | (df.sentence2 == "")
     reasons[(reasons == "") & empty] = "empty sentence after stripping whitespace"
     reasons[(reasons == "") & score.isna()] = "score is not a number"
