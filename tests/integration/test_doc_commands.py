@@ -263,7 +263,8 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def _servers_started(out: str) -> None:
     assert "Prefect UI   http://127.0.0.1:4200" in out and "MLflow UI    http://127.0.0.1:5000/#/experiments" in out
-    assert "workflowType=machine_learning" in out and "Prefect profile `stsreg` is active" in out
+    assert "workflowType=machine_learning" in out
+    assert "prefect.toml written here: `prefect ...` commands typed in this project use this server" in out
 
 
 def test_operations_guide_one_host_as_typed(tiny_backbone, tmp_path):
@@ -276,10 +277,13 @@ def test_operations_guide_one_host_as_typed(tiny_backbone, tmp_path):
                 _servers_started(out)
             if command == RETRAIN:
                 assert "Created flow run" in out, out
+            if command == "make servers":
+                assert (shell.project / "prefect.toml").is_file()  # the project's own, read by `prefect` here
             if command == "make servers-stop":
                 assert "stopped: worker, prefect, mlflow" in out
-        profiles = (tmp_path / "home/.prefect/profiles.toml").read_text()
-        assert 'active = "ephemeral"' in profiles  # the user's prefect is back on its own profile
+        assert not (shell.project / "prefect.toml").exists()  # removed by stop
+        profiles = tmp_path / "home/.prefect/profiles.toml"
+        assert not profiles.exists() or "stsreg" not in profiles.read_text()  # the user-wide profile is never touched
     finally:
         subprocess.run(["bash", "-c", "make servers-stop"], cwd=shell.project, env=shell.env, capture_output=True)
 
@@ -341,7 +345,7 @@ _STATES = ("import asyncio\n"
 
 def _wait_for_the_retrain(shell: Shell, timeout: float = 600) -> None:
     """The retrain the user started runs on the worker `make servers` started; wait until it ends (asked of the
-    Prefect API the active profile points at), then it must have completed (nothing was stale after `make run`)."""
+    Prefect API the project's prefect.toml points at), then it must have completed (nothing was stale after `make run`)."""
     (shell.project / "states.py").write_text(_STATES)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
