@@ -62,6 +62,7 @@ def test_parquet_tables_of_every_column_type_grow_without_a_null(tmp_path, dtype
     assert [float(s) for s in tail.score] == pytest.approx(list(new.score))
     kept, rejects, _ = read_table(table, tmp_path)
     assert len(kept) + len(rejects) == 259 and rejects.empty
+    assert sorted(p.name for p in (tmp_path / "data/tables").iterdir()) == ["mine.parquet"]  # no lock file left
 
 
 def test_a_word_in_a_numeric_parquet_column_is_refused_and_the_file_stays(tmp_path):
