@@ -53,11 +53,6 @@ def format_report(results: dict) -> str:
         "# Served benchmark",
         "",
         f"`make bench-serve` on {gpu}{m['cpu']} ({m['cores']} cores, {m['threads']} threads per server and for the "
-        f""
-        f""
-        f""
-        f""
-        f""
         f"raw "
         f"encoder; CPU flags {', '.join(m.get('cpu_flags') or ['not recorded'])}; native bf16: "
         f"{m.get('native_bf16', 'not recorded')}), "

@@ -345,7 +345,8 @@ _STATES = ("import asyncio\n"
 
 def _wait_for_the_retrain(shell: Shell, timeout: float = 600) -> None:
     """The retrain the user started runs on the worker `make servers` started; wait until it ends (asked of the
-    Prefect API the project's prefect.toml points at), then it must have completed (nothing was stale after `make run`)."""
+    Prefect API the project's prefect.toml points at), then it must have completed (nothing was stale after
+    `make run`)."""
     (shell.project / "states.py").write_text(_STATES)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

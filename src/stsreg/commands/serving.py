@@ -93,12 +93,6 @@ def _start_line(args, source: str, uri: str, info: dict, settings: dict) -> str:
         f"scores on {info.get('score_scale', '?')} ({'from ' + scale_from if scale else 'as registered'}), "
         f"{settings['workers'][0]} worker(s) x "
         f"{settings['threads'][0] or 'default'} thread(s), batches up to {settings['batch_sentences'][0]} sentences "
-        f""
-        f""
-        f""
-        f""
-        f""
-        f""
         f"/ {settings['batch_wait_ms'][0]:g} ms; "
         + (f"following the alias every {follow:g} s; " if follow else "")
         + f"bodies up to {args.max_body_mb} MB; POST /invocations, /v1/embeddings, /similarity; GET /ready, "

@@ -160,12 +160,6 @@ def build(comparisons: list[Comparison], profile: dict | None, alpha: float = 0.
         + ", ".join(f"{c.backbone}: {c.seeds} seed(s)" for c in comparisons)
         + "), `metrics/profile.json` and, for "
         f"claims (1) and (2), `reports/nli_table/` ({comparisons[0].backbone}). Each cell: the difference a - b in "
-        f""
-        f""
-        f""
-        f""
-        f""
-        f""
         "Spearman x100 (mean over seeds), the 95% CI and p per seed (paired bootstrap on the same test pairs), "
         "and "
         f"the verdict: every seed p < {alpha} supports, every seed p > {1 - alpha:.2f} contradicts, else "

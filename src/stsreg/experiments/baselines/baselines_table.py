@@ -78,12 +78,6 @@ def format_table(table: pd.DataFrame, unavailable: dict[str, str], compare: pd.D
             "",
             f"Retrieval cost (one query against {r['candidates']:,} candidates, {backbone!r}, "
             f"{r['precision']}, {r['threads']} threads): a cross-encoder reads every (query, candidate) pair, "
-            f""
-            f""
-            f""
-            f""
-            f""
-            f""
             f"**{r['cross_pairs_per_s']:,.0f} pairs/s** ({r['cross_seconds']:.1f} s per query); a bi-encoder "
             f"embeds the candidates once ({r['bi_index_seconds']:.1f} s, an index) and then scores "
             f"**{r['bi_pairs_per_s']:,.0f} pairs/s** ({1000 * r['bi_query_seconds']:.1f} ms per query: one "
