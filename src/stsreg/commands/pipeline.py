@@ -196,7 +196,7 @@ def champion(sub, name: str) -> None:
 def cmd_champion(args: argparse.Namespace) -> int:
     from stsreg.infra import tracking
     from stsreg.infra.errors import InputError
-    from stsreg.product.champion import previous_champion, set_champion
+    from stsreg.product.champion_by_hand import previous_champion, set_champion
     from stsreg.product.registry import MODEL_NAME, version_by_alias
 
     if args.action in ("set", "rollback"):
