@@ -58,20 +58,6 @@ def run(names: list[str] | None, root: Path,
         from tests.golden import cases
         return cases
 
-    cases = traced_import = None
-    if calls is not None:
-        sys.setprofile(profile)
-        try:
-            cases = import_cases()
-        finally:
-            sys.setprofile(None)
-        traced_import = set(seen)  # the project's import-time code: it shapes every case
-    cases = cases or import_cases()
-    names = names or list(cases.CASES)
-    unknown = [n for n in names if n not in cases.CASES]
-    if unknown:
-        raise SystemExit(f"golden: unknown case(s) {unknown}; the cases are {list(cases.CASES)}")
-
     def traced(step, *args):
         if calls is None:
             return step(*args)
@@ -85,10 +71,17 @@ def run(names: list[str] | None, root: Path,
             threading.setprofile(None)
             modules.update(f for f, q in seen if q == "<module>")
 
+    # what importing the project runs (in a fresh process: ``--calls``) shapes every case, as the shared setup does
+    cases = traced(import_cases)
+    shared = set(seen)
+    names = names or list(cases.CASES)
+    unknown = [n for n in names if n not in cases.CASES]
+    if unknown:
+        raise SystemExit(f"golden: unknown case(s) {unknown}; the cases are {list(cases.CASES)}")
+
     os.environ["STSREG_CACHE"] = str(root / "cache")
     g = traced(cases.setup, root)
-    if calls is not None:  # the shared setup (and the imports it makes) shapes every case as the imports do
-        traced_import |= seen
+    shared |= seen
     last = max(list(cases.CASES).index(n) for n in names)
     got = {}
     for name in list(cases.CASES)[: last + 1]:
@@ -96,7 +89,7 @@ def run(names: list[str] | None, root: Path,
         got[name] = traced(cases.CASES[name], g)
         if calls is not None:
             calls[name] = ({c for c in seen if c[1] != "<module>"} | {(f, "<module>") for f in modules}
-                           | traced_import)
+                           | shared)
         print(f"golden: {name}: {len(got[name])} outputs in {time.monotonic() - started:.0f} s", flush=True)
     return {n: got[n] for n in names}
 

@@ -141,9 +141,8 @@ def report(sub, name: str) -> None:
     r.add_argument("--promotion", default="reports/registry/promotion.json", help="the last gate decision")
     r.add_argument("--params", default="params.yaml", help="the params file (stage2.dev_table names the dev split)")
     r.add_argument("--readme", metavar="FILE", help="instead: rewrite FILE's generated blocks from their report files")
-    r.add_argument(
-        "--check", action="store_true", help="with --readme: write nothing; exit 3 if a block is out of date"
-    )
+    r.add_argument("--check", action="store_true",
+                   help="with --readme: write nothing; exit 3 if a block is out of date")
     r.set_defaults(func=cmd_report)
 
 

@@ -26,9 +26,9 @@ def train(sub, name: str) -> None:
     t.add_argument("--stage2-dir", default="models/stage2", help="stage 2's model")
     t.add_argument("--cache", default="cache/embeddings", help="stage-1 embedding cache")
     t.add_argument("--checkpoints", default="checkpoints/stage2", help="stage-2 resumable checkpoints")
-    t.add_argument("--fresh", action="store_true", help="stage 2: delete --checkpoints and train from step 0 (a "
-                                                        "checkpoint "
-                   "of other code, settings or data is never resumed anyway)")
+    t.add_argument("--fresh", action="store_true",
+                   help="stage 2: delete --checkpoints and train from step 0 (a checkpoint of other code, settings or "
+                        "data is never resumed anyway)")
     t.add_argument("--metrics", default=None, help="headline metrics file (none given: metrics/stage<N>.json; '' = "
                                                    "none)")
     t.add_argument("--curves", default="reports/stage2", help="stage 2: folder for dev_curve.csv and loss_curve.csv "

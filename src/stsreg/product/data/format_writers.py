@@ -37,7 +37,12 @@ def append_jsonl(target: Path, current, rows: pd.DataFrame, lines: pd.Series, ro
 
 def append_parquet(target: Path, current, rows: pd.DataFrame, lines: pd.Series, rows_file: Path) -> None:
     """Parquet (no append): the file anew, its own rows then the new, each column in its own type."""
-    _parquet(target, rows, rows_file, lines)
+    old = pd.read_parquet(target)
+    new = rows.reset_index(drop=True)
+    both = {c: _as_column(old[c], new[c], rows_file, lines.reset_index(drop=True)) for c in old.columns}
+    grown = pd.concat([pd.DataFrame({c: o for c, (o, _) in both.items()}),
+                       pd.DataFrame({c: n for c, (_, n) in both.items()})], ignore_index=True)
+    atomic.to_parquet(grown, target)
 
 
 def _append_bytes(target: Path, codec: str, newline: str, data: bytes) -> None:
@@ -126,12 +131,3 @@ def _as_column(old: pd.Series, new: pd.Series, rows_file: Path, lines: pd.Series
     except (TypeError, ValueError) as exc:
         raise InputError(f"{rows_file}: column {name!r}: the new values do not fit the table's {old.dtype} column "
                          f"({exc}); nothing was added") from None
-
-
-def _parquet(target: Path, rows: pd.DataFrame, rows_file: Path, lines: pd.Series) -> None:
-    old = pd.read_parquet(target)
-    new = rows.reset_index(drop=True)
-    both = {c: _as_column(old[c], new[c], rows_file, lines.reset_index(drop=True)) for c in old.columns}
-    grown = pd.concat([pd.DataFrame({c: o for c, (o, _) in both.items()}),
-                       pd.DataFrame({c: n for c, (_, n) in both.items()})], ignore_index=True)
-    atomic.to_parquet(grown, target)
