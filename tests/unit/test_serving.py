@@ -1,6 +1,5 @@
-"""The serving path without a server: what a request may be (every 4xx names the field and row), and dynamic batching
-(concurrent requests merged into fewer encoder calls, each caller given its own rows in order, equal to encoding
-alone)."""
+"""The serving path without a server: what a request may be (every 4xx names the field and row). The batcher's own
+tests are in test_batcher.py."""
 
 import asyncio
 import json
@@ -9,8 +8,9 @@ import numpy as np
 import pytest
 
 from stsreg.product.serving import protocol
-from stsreg.product.serving.batcher import MicroBatcher
 from stsreg.product.serving.protocol import RequestError
+
+JSON = "application/json"
 
 
 def _inv(payload, ctype="application/json", max_rows=100):
@@ -64,104 +64,32 @@ def test_each_malformed_request_is_a_4xx_naming_the_field_and_row(payload, statu
 
 
 def test_the_openai_and_similarity_bodies():
-    texts, options = protocol.parse_embeddings(b'{"input": "hello", "model": "m"}', 10)
+    texts, options = protocol.parse_embeddings(b'{"input": "hello", "model": "m"}', JSON, 10)
     assert texts == ["hello"] and options == {"model": "m", "encoding_format": "float", "dimensions": None}
-    assert protocol.parse_embeddings(b'{"input": ["a", "b"], "encoding_format": "base64"}', 10)[0] == ["a", "b"]
+    assert protocol.parse_embeddings(b'{"input": ["a", "b"], "encoding_format": "base64"}', JSON, 10)[0] == ["a", "b"]
     for bad, says in ((b'{"input": []}', "non-empty list"), (b'{"input": [[1, 2]]}', "input[0] must hold"),
-                      (b'{"input": "a", "encoding_format": "int8"}', "encoding_format"), (b'{"text": "a"}', "'input'")):
+                      (b'{"input": "a", "encoding_format": "int8"}', "encoding_format"), (b'{"text": "a"}', "'input'"),
+                      (b'{"input": "a", "model": 5}', "model must be a string"),
+                      (b'{"input": "a", "dimensions": "8"}', "dimensions must be an integer")):
         with pytest.raises(RequestError, match=".*") as err:
-            protocol.parse_embeddings(bad, 10)
+            protocol.parse_embeddings(bad, JSON, 10)
         assert says in err.value.message
-    pairs = protocol.parse_similarity(b'{"sentence1": ["a", "b"], "sentence2": ["c", "d"]}', 10)
+    pairs = protocol.parse_similarity(b'{"sentence1": ["a", "b"], "sentence2": ["c", "d"]}', JSON, 10)
     assert pairs.first == ["a", "b"] and pairs.second == ["c", "d"]
     with pytest.raises(RequestError, match="one length"):
-        protocol.parse_similarity(b'{"sentence1": ["a", "b"], "sentence2": ["c"]}', 10)
-
-
-class _Counted:
-    """The real tiny encoder, counting its calls and the sentences of each."""
-
-    def __init__(self, model):
-        self.model, self.calls = model, []
-
-    def encode(self, sentences):
-        self.calls.append(len(sentences))
-        return self.model.encode(sentences, 64, show_progress=False).float().numpy()
-
-
-def test_concurrent_requests_are_batched_and_each_gets_its_own_rows_in_order(tiny_backbone):
-    from stsreg.product.model import SiameseRegressor
-
-    model = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16).eval()
-    counted = _Counted(model)
-    requests = [[f"request {i} sentence {j} {'long ' * (i % 5)}" for j in range(1 + i % 4)] for i in range(40)]
-    requests[7] = requests[3]  # two callers with the same sentences: encoded once, both answered
-
-    async def main():
-        batcher = MicroBatcher(lambda: counted, max_sentences=64, max_wait_s=0.02)
-        answers = await asyncio.gather(*(batcher.embed(r) for r in requests))
-        batcher.close()
-        return answers
-
-    answers = asyncio.run(main())
-    assert len(counted.calls) < len(requests) / 4 and max(counted.calls) <= 64 + 4  # merged, within the budget
-    for sentences, (vectors, served) in zip(requests, answers):
-        alone = model.encode(sentences, 64, show_progress=False).float().numpy()
-        assert served is counted and vectors.shape == alone.shape
-        np.testing.assert_allclose(vectors, alone, atol=1e-5)  # padding to a longer batch changes nothing
-
-
-def test_a_failing_batch_fails_its_callers_and_the_batcher_keeps_serving(tiny_backbone):
-    class Flaky:
-        def __init__(self):
-            self.fail = True
-
-        def encode(self, sentences):
-            if self.fail:
-                self.fail = False
-                raise RuntimeError("out of memory")
-            return np.ones((len(sentences), 3), np.float32)
-
-    flaky = Flaky()
-
-    async def main():
-        batcher = MicroBatcher(lambda: flaky, max_wait_s=0.0)
-        with pytest.raises(RuntimeError, match="out of memory"):
-            await batcher.embed(["a"])
-        vectors, _ = await batcher.embed(["b", "c"])
-        batcher.close()
-        return vectors
-
-    assert asyncio.run(main()).shape == (2, 3)
-
-
-def test_one_requests_bad_input_fails_that_request_only():
-    """A batch the encoder refuses because of one request's sentence: the others in it are answered."""
-    class Picky:
-        calls = 0
-
-        def encode(self, sentences):
-            Picky.calls += 1
-            if any(s.startswith("bad") for s in sentences):
-                raise TypeError("TextEncodeInput must be Union[TextInputSequence, ...]")
-            return np.array([[float(len(s)), 1.0] for s in sentences], np.float32)
-
-    async def main():
-        batcher = MicroBatcher(lambda: Picky(), max_sentences=64, max_wait_s=0.05)
-        answers = await asyncio.gather(*(batcher.embed([f"good {i}", f"also good {i}"]) for i in range(5)),
-                                       batcher.embed(["bad one"]), return_exceptions=True)
-        batcher.close()
-        return answers
-
-    answers = asyncio.run(main())
-    assert isinstance(answers[5], TypeError)
-    for i, (vectors, _) in enumerate(answers[:5]):
-        np.testing.assert_array_equal(vectors[:, 0], [len(f"good {i}"), len(f"also good {i}")])
+        protocol.parse_similarity(b'{"sentence1": ["a", "b"], "sentence2": ["c"]}', JSON, 10)
 
 
 def test_a_lone_surrogate_is_refused_for_its_field_before_the_encoder():
     with pytest.raises(protocol.RequestError, match=r"input\[1\] is not valid Unicode: surrogates not allowed"):
-        protocol.parse_embeddings(b'{"input": ["fine", "\\ud800"]}', 10)
+        protocol.parse_embeddings(b'{"input": ["fine", "\\ud800"]}', JSON, 10)
     with pytest.raises(protocol.RequestError, match=r"dataframe_records\[0\].sentence2 is not valid Unicode"):
         protocol.parse_invocations(b'{"dataframe_records": [{"sentence1": "a", "sentence2": "x\\udfff"}]}',
                                    "application/json", 10)
+
+
+def test_a_json_endpoint_refuses_another_content_type():
+    for parse in (protocol.parse_embeddings, protocol.parse_similarity):
+        with pytest.raises(RequestError) as err:
+            parse(b'{"input": "a", "sentence1": "a", "sentence2": "b"}', "text/plain", 10)
+        assert err.value.status == 415 and "application/json" in err.value.message

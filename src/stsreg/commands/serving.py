@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 from stsreg.infra.config import load_params
-from stsreg.infra.settings_operations import SERVING_BACKENDS
+from stsreg.infra.settings_operations import SERVING_BACKENDS, ServeParams
 
 
 def serve(sub, name: str) -> None:
@@ -33,10 +33,19 @@ def serve(sub, name: str) -> None:
                     help="what runs the encoder: torch | onnx (fp32) | onnx-int8 | auto (torch on a GPU, else the "
                          "fastest measured here of those the version may serve) (default: serve.backend of --params)")
     se.add_argument("--workers", type=int, default=None, help="server processes (default: serve.workers of --params)")
-    se.add_argument("--batch-sentences", type=int, default=None,
-                    help="dynamic batching: sentences gathered into one encoder call (default: serve.batch_sentences)")
-    se.add_argument("--batch-wait-ms", type=float, default=None,
-                    help="dynamic batching: how long a batch waits for more requests (default: serve.batch_wait_ms)")
+    se.add_argument("--batch-tokens", type=int, default=None,
+                    help="continuous batching: tokens of queued requests in one encoder call (default: "
+                         "serve.batch_tokens)")
+    se.add_argument("--max-queued-tokens", type=int, default=None,
+                    help="the queue's bound in tokens: 429 with Retry-After beyond it (default: "
+                         "serve.max_queued_tokens)")
+    se.add_argument("--truncate", action=argparse.BooleanOptionalAction, default=None,
+                    help="cut a text over the model's maximum length and say so (usage.truncated, X-Truncated), or "
+                         "answer 413 with --no-truncate (default: serve.truncate)")
+    se.add_argument("--request-timeout-s", type=float, default=None,
+                    help="a request's body must arrive within this, else 408 (default: serve.request_timeout_s)")
+    se.add_argument("--drain-s", type=float, default=None,
+                    help="on SIGTERM, requests in flight get this long to be answered (default: serve.drain_s)")
     se.add_argument("--follow-s", type=float, default=None,
                     help="poll the alias (models:/name@alias) this often and serve the version it moves to; 0: never "
                          "(default: serve.follow_s)")
@@ -47,6 +56,10 @@ def serve(sub, name: str) -> None:
                                                    "how the server runs; the scale and backend the version was "
                                                    "registered with)")
     se.set_defaults(func=cmd_serve)
+
+
+#: The request path's settings (``serve.*``, a flag each; without a params file, their declared defaults).
+BATCHING = ("batch_tokens", "max_queued_tokens", "truncate", "request_timeout_s", "drain_s")
 
 
 def _serve_settings(args: argparse.Namespace) -> dict:
@@ -65,9 +78,8 @@ def _serve_settings(args: argparse.Namespace) -> dict:
         return default, "as registered" if version_fact else "default"
 
     out = {"precision": pick(args.precision, "precision", "auto"), "threads": pick(args.threads, "threads", 0),
-           "workers": pick(args.workers, "workers", 1), "batch_sentences": pick(args.batch_sentences, "batch_sentences",
-                                                                                256),
-           "batch_wait_ms": pick(args.batch_wait_ms, "batch_wait_ms", 2.0),
+           "workers": pick(args.workers, "workers", 1),
+           **{k: pick(getattr(args, k), k, getattr(ServeParams(), k)) for k in BATCHING},
            "follow_s": pick(args.follow_s, "follow_s", 0.0),
            "scale": pick(tuple(args.scale) if args.scale else None, "scale", None, version_fact=True),
            "backend": pick(args.backend, "backend", None, version_fact=True)}
@@ -92,8 +104,8 @@ def _start_line(args, source: str, uri: str, info: dict, settings: dict) -> str:
         f"(setting {precision}) on {info.get('device', '?')}, {info.get('max_length', '?')} tokens per sentence, "
         f"scores on {info.get('score_scale', '?')} ({'from ' + scale_from if scale else 'as registered'}), "
         f"{settings['workers'][0]} worker(s) x "
-        f"{settings['threads'][0] or 'default'} thread(s), batches up to {settings['batch_sentences'][0]} sentences "
-        f"/ {settings['batch_wait_ms'][0]:g} ms; "
+        f"{settings['threads'][0] or 'default'} thread(s), batches up to {settings['batch_tokens'][0]} tokens, "
+        f"{settings['max_queued_tokens'][0]} queued; "
         + (f"following the alias every {follow:g} s; " if follow else "")
         + f"bodies up to {args.max_body_mb} MB; POST /invocations, /v1/embeddings, /similarity; GET /ready, "
         "/metadata, /metrics"
@@ -112,18 +124,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app_args = {"artifact_uri": source, "tracking_uri": uri, "max_body_bytes": int(args.max_body_mb * 1024 * 1024),
                 "max_depth": args.max_depth, "precision": settings["precision"][0], "scale": settings["scale"][0],
                 "backend": settings["backend"][0], "threads": settings["threads"][0],
-                "batch_sentences": settings["batch_sentences"][0], "batch_wait_ms": settings["batch_wait_ms"][0],
+                **{k: settings[k][0] for k in BATCHING},
                 "model_uri": args.model_uri, "follow_s": settings["follow_s"][0]}
     announce = lambda app: print(_start_line(args, source, uri, json.loads(app.metadata), settings), flush=True)
     if workers == 1:  # loads on a thread: /health answers at once, /ready once the model is in
-        serve.serve(serve.build_app(**app_args, lazy=True, on_loaded=announce), args.host, args.port)
+        serve.serve(serve.build_app(**app_args, lazy=True, on_loaded=announce), args.host, args.port,
+                    drain_s=app_args["drain_s"])
         return 0
     probe = serve.build_app(**app_args)  # resolves `auto` once, so every worker runs the same backend
     announce(probe.app)
     info = json.loads(probe.metadata)
     del probe
     serve.serve(None, args.host, args.port, workers, {**app_args, "scale": info.get("score_scale"),
-                                                        "backend": info.get("backend", app_args["backend"])})
+                                                        "backend": info.get("backend", app_args["backend"])},
+                app_args["drain_s"])
     return 0
 
 

@@ -38,7 +38,8 @@ BACKENDS: tuple[BackendSpec, ...] = (
                 "the encoder exported to ONNX (fp32), run by ONNX Runtime on the CPU; pooling and head in torch",
                 "fp32"),
     BackendSpec("onnx-int8", "onnx_int8", "onnx/model_qint8.onnx",
-                "the ONNX graph with int8 weights and dynamic int8 activations, run by ONNX Runtime on the CPU",
+                "the ONNX graph with int8 weights and int8 activations quantised per token (a sentence's vector "
+                "does not depend on its batch), run by ONNX Runtime on the CPU",
                 "int8 weights, fp32 activations"),
 )
 BY_NAME: dict[str, BackendSpec] = {b.name: b for b in BACKENDS}

@@ -45,15 +45,23 @@ class ServeParams:
                                 "is kept out of serving (the reason is a tag on the version)", ge=0)
     workers: int = knob(1, "`stsreg serve` processes (each loads the model)", ge=1)
     threads: int = knob(0, "intra-op threads per process (0: torch's / onnxruntime's default, the cores)", ge=0)
-    batch_sentences: int = knob(256, "dynamic batching: sentences of concurrent requests gathered into one encoder "
-                                     "call", ge=1)
-    batch_wait_ms: float = knob(2.0, "dynamic batching: how long a batch waits for more requests", ge=0, le=1000)
+    batch_tokens: int = knob(4096, "continuous batching: tokens of queued requests encoded in one encoder call "
+                             "(TEI's max_batch_tokens); a larger request is split across calls", ge=1)
+    max_queued_tokens: int = knob(262144, "tokens the request queue may hold: a request that would overflow it is "
+                                  "answered 429 with Retry-After, a request larger than it 413", ge=1)
+    truncate: bool = knob(True, "a text over the model's maximum length is cut there and said (usage.truncated, the "
+                          "X-Truncated header); false: such a request is answered 413")
+    request_timeout_s: float = knob(30.0, "a request's body must arrive within this (else 408)", gt=0)
+    drain_s: float = knob(30.0, "on SIGTERM, requests in flight get this long to be answered", ge=0)
     follow_s: float = knob(10.0, "a server started on an alias (models:/name@champion) polls it this often and serves "
                                  "the version it moves to (loaded and answering before the switch); 0: never", ge=0)
 
     @model_validator(mode="after")
     def _valid_scale(self):
         check_scale(self.scale)
+        if self.batch_tokens > self.max_queued_tokens:
+            raise ValueError(f"serve.batch_tokens ({self.batch_tokens}) must be at most serve.max_queued_tokens "
+                             f"({self.max_queued_tokens})")
         return self
 
 

@@ -221,13 +221,19 @@ class SiameseRegressor(nn.Module):
         Batches are sorted by token length so each pads little; eval mode for the call, restored after; the
         encoder runs in :attr:`amp_dtype` (bf16 autocast where :attr:`precision` resolves to it).
         """
+        # tokenize once without padding; each length-sorted batch is then padded to its own longest row
+        return self.encode_tokens(self.pretokenize(sentences), batch_size, show_progress, normalize)
+
+    @torch.no_grad()
+    def encode_tokens(self, ids, batch_size: int = 64, show_progress: bool | None = None,
+                      normalize: bool = False) -> torch.Tensor:
+        """A :meth:`pretokenize` table of n sentences -> (n, d) float32 embeddings on CPU, in its order (what
+        :meth:`encode` runs once the sentences are tokenized; the server tokenizes apart, to batch by tokens)."""
         was_training = self.training
         self.eval()
-        # tokenize once without padding; each length-sorted batch is then padded to its own longest row
-        ids = self.pretokenize(sentences)
         n_tokens = tokens.lengths(ids)
-        order = sorted(range(len(sentences)), key=lambda i: -n_tokens[i])
-        out = torch.empty(len(sentences), self.dim)
+        order = sorted(range(len(n_tokens)), key=lambda i: -n_tokens[i])
+        out = torch.empty(len(n_tokens), self.dim)
         shown = show_progress is not False  # None / True: a bar on a terminal, a line every 30 s in logs
         try:
             with self.autocast():

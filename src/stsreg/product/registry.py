@@ -127,13 +127,16 @@ def model_folder(version, uri: str | None, dst: str | Path) -> Path:
 
 
 def version_by_alias(c, name: str, alias: str):
-    """The model version behind ``alias``, or None when the model or the alias does not exist."""
+    """The model version behind ``alias``, or None when the model or the alias does not exist (a registry that does
+    not answer raises: it is not "no alias")."""
     from mlflow.exceptions import MlflowException
 
     try:
         return c.get_model_version_by_alias(name, alias)
-    except MlflowException:
-        return None
+    except MlflowException as exc:
+        if exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+            return None
+        raise
 
 
 def _predictions(c, mv) -> pd.DataFrame:

@@ -89,3 +89,35 @@ def rows(table, idx: list[int]) -> dict[str, list[list[int]]]:
 def lengths(table) -> list[int]:
     """Tokens of each sentence of a table, in order."""
     return list(table[LENGTH])
+
+
+#: Characters read per token of the maximum length when a request's text is cut before tokenizing (a token of a
+#: subword vocabulary covers a few characters; 32 leaves a wide margin and bounds a 5 MB string's work).
+CHARS_PER_TOKEN = 32
+
+
+def request_table(sentences: list[str], tokenizer, max_length: int) -> tuple[dict[str, list], list[int]]:
+    """A request's (n,) sentences -> (their table as :func:`token_table` makes it without a cache, the indices of
+    the sentences cut at ``max_length`` tokens). Each text is read up to ``max_length * CHARS_PER_TOKEN`` characters,
+    so one huge string costs what a long sentence does."""
+    limit = max_length * CHARS_PER_TOKEN
+    texts = [t[:limit] for t in sentences]
+    out = dict(tokenizer(texts, truncation=False, verbose=False))
+    cut = [i for i, ids in enumerate(out["input_ids"]) if len(ids) > max_length or len(sentences[i]) > limit]
+    if cut:  # the rare long ones again, truncated as the tokenizer does it (its special tokens kept)
+        again = tokenizer([texts[i] for i in cut], truncation=True, max_length=max_length)
+        for key, column in out.items():
+            for j, i in enumerate(cut):
+                column[i] = again[key][j]
+    out[LENGTH] = [len(ids) for ids in out["input_ids"]]
+    return out, cut
+
+
+def concat(tables: list[dict[str, list]]) -> dict[str, list]:
+    """Tables (dicts of lists, as :func:`request_table` makes them) one after the other, as one table."""
+    return {k: [x for t in tables for x in t[k]] for k in tables[0]}
+
+
+def take(table: dict[str, list], idx) -> dict[str, list]:
+    """Rows ``idx`` of a dict table, its ``length`` column kept."""
+    return {k: [v[i] for i in idx] for k, v in table.items()}

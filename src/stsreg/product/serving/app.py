@@ -8,10 +8,15 @@
 - ``GET /health``, ``/ping``: live: the process answers;
 - ``GET /ready``: 200 once a model is loaded and has answered, 503 before (a load balancer's health check);
 - ``GET /metadata``: what is served: version, backend, precision, device, max length, scale, what ``auto`` measured;
-- ``GET /metrics``: Prometheus (:mod:`.prometheus`).
+- ``GET /metrics``: Prometheus (:mod:`.prometheus`);
+- ``GET /openapi.json``: the OpenAPI 3.1 description of all of this (:mod:`.openapi`), ``GET /docs`` the same as a page.
 
-Errors are ``{"error_code", "message"}`` on every endpoint; a failure inside the server is a 500 whose message says
-so, logged with its trace on the server, never sent. A pyfunc that is not a stsreg model is answered by MLflow's own
+Every model request goes through one :class:`~stsreg.product.serving.batcher.TokenBatcher`: a full queue is a 429
+with ``Retry-After``, a request larger than the queue (or a text over the maximum length with truncation off) a 413; a
+text cut at the maximum length is said (``X-Truncated: n`` on every endpoint, ``usage.truncated`` in OpenAI's); a
+client that disconnects while it waits is dropped from the queue. Errors are ``{"error_code", "message"}`` on every
+endpoint; a failure inside the server is a 500 whose message says so, logged with its trace on the server, never
+sent. A pyfunc that is not a stsreg model is answered by MLflow's own
 scoring app.
 """
 
@@ -24,49 +29,28 @@ import logging
 import threading
 import time
 
-import numpy as np
-
-from stsreg.product.serving import protocol
-from stsreg.product.serving.batcher import MicroBatcher
+from stsreg.product.serving import openapi, protocol
+from stsreg.product.serving.asgi_io import read_body, send_body, until_disconnect
+from stsreg.product.serving.batcher import Overloaded, ShuttingDown, TokenBatcher, TooLarge
 from stsreg.product.serving.prometheus import CONTENT_TYPE_LATEST, Metrics
 from stsreg.product.serving.protocol import RequestError
 
 log = logging.getLogger(__name__)
-JSON = b"application/json"
-ENDPOINTS = ("/invocations", "/v1/embeddings", "/similarity", "/health", "/ping", "/ready", "/metadata", "/metrics",
-             "/version")
-
-
-async def _send(send, status: int, body: bytes, content_type: bytes = JSON) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _body(receive) -> bytes:
-    chunks, more = [], True
-    while more:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunks.append(message.get("body", b""))
-        more = message.get("more_body", False)
-    return b"".join(chunks)
 
 
 class ServingApp:
     """``load()`` returns a :class:`~stsreg.product.serving.served.Served`; it runs on a thread at the first request
     (or :meth:`load_now`), so the process answers ``/health`` while the model loads; a request to a model endpoint
-    meanwhile waits up to ``load_wait_s`` for it (then 503). ``batch_sentences`` / ``batch_wait_s``: the batcher's
-    budget and wait; ``max_rows``: rows per request."""
+    meanwhile waits up to ``load_wait_s`` for it (then 503). ``batch_tokens`` / ``max_queued_tokens`` / ``truncate``:
+    the batcher's (:class:`~stsreg.product.serving.batcher.TokenBatcher`); ``max_rows``: rows per request."""
 
-    def __init__(self, load, max_rows: int = 20000, batch_sentences: int = 256, batch_wait_s: float = 0.002,
-                 on_loaded=None, load_wait_s: float = 120.0):
+    def __init__(self, load, max_rows: int = 20000, batch_tokens: int = 4096, max_queued_tokens: int = 262144,
+                 truncate: bool = True, on_loaded=None, load_wait_s: float = 120.0):
         self.load, self.max_rows, self.on_loaded = load, max_rows, on_loaded or (lambda app: None)
         self.load_wait_s = load_wait_s
         self.served, self.fallback, self.load_error = None, None, None
         self.metrics = Metrics()
-        self.batcher = MicroBatcher(lambda: self.served, batch_sentences, batch_wait_s, self.metrics.observe_batch)
+        self.batcher = TokenBatcher(lambda: self.served, batch_tokens, max_queued_tokens, truncate, self.metrics)
         self._loading = threading.Lock()
         self.routes = {("POST", "/invocations"): self.invocations, ("POST", "/v1/embeddings"): self.embeddings,
                        ("POST", "/similarity"): self.similarity}
@@ -96,11 +80,12 @@ class ServingApp:
 
     def swap(self, served) -> None:
         """Serve ``served`` from the next batch on (in-flight batches finish on the model they started with)."""
+        fallback = None
         if served.inner is None:
             from mlflow.pyfunc import scoring_server
 
-            self.fallback = scoring_server.init(served.pyfunc)
-        self.served = served
+            fallback = scoring_server.init(served.pyfunc)
+        self.served, self.fallback = served, fallback
         self.metrics.set_served(served.info)
 
     @property
@@ -114,13 +99,11 @@ class ServingApp:
         if scope["type"] != "http":
             return None
         method, path = scope["method"], scope["path"]
-        started, status = time.perf_counter(), 500
+        started, status = time.perf_counter(), 499  # 499: the client went away before its answer
         try:
             status = await self._route(method, path, scope, receive, send)
         finally:
-            endpoint = path if path in ENDPOINTS else "other"  # a bounded label set, whatever paths are sent
-            self.metrics.requests.labels(endpoint, str(status)).inc()
-            self.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
+            self.metrics.count(path, status, time.perf_counter() - started)
 
     async def _lifespan(self, receive, send):
         while True:
@@ -134,25 +117,29 @@ class ServingApp:
 
     async def _route(self, method, path, scope, receive, send) -> int:
         if method == "GET" and path in ("/health", "/ping"):
-            await _send(send, 200, b'{"status": "ok"}')
+            await send_body(send, 200, b'{"status": "ok"}')
             return 200
         if method == "GET" and path == "/ready":
             ready = self.served is not None
             body = {"ready": ready, **({"version": self.served.info.get("version")} if ready else
                                        {"error_code": "NOT_READY", "message": self.load_error
                                         or "the model is loading"})}
-            await _send(send, 200 if ready else 503, json.dumps(body).encode())
+            await send_body(send, 200 if ready else 503, json.dumps(body).encode())
             return 200 if ready else 503
         if method == "GET" and path == "/metrics":
-            await _send(send, 200, self.metrics.render(), CONTENT_TYPE_LATEST.encode())
+            await send_body(send, 200, self.metrics.render(), CONTENT_TYPE_LATEST.encode())
             return 200
         if method == "GET" and path == "/metadata":
-            await _send(send, 200, self.metadata)
+            await send_body(send, 200, self.metadata)
+            return 200
+        if method == "GET" and path in openapi.PAGES:
+            body, content_type = openapi.PAGES[path]()
+            await send_body(send, 200, body, content_type)
             return 200
         if method == "GET" and path == "/version":
             import mlflow
 
-            await _send(send, 200, json.dumps({"mlflow": mlflow.__version__}).encode())
+            await send_body(send, 200, json.dumps({"mlflow": mlflow.__version__}).encode())
             return 200
         waited = 0.0
         while self.served is None and self.load_error is None and waited < self.load_wait_s:
@@ -170,43 +157,67 @@ class ServingApp:
             return await self._error(send, 405 if known else 404, f"{method} {path} is not an endpoint of this server"
                                      + ("" if known else "; POST /invocations, /v1/embeddings, /similarity"))
         headers = dict(scope.get("headers") or [])
+        content_type = headers.get(b"content-type", b"").decode("latin-1").lower()
+        body = await read_body(receive)
+        work = asyncio.ensure_future(handler(body, content_type))
+        gone = asyncio.ensure_future(until_disconnect(receive))
         try:
-            answer = await handler(await _body(receive), headers.get(b"content-type", b"").decode("latin-1").lower())
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if not work.done():  # the client went away: its request leaves the queue, nothing is sent
+            work.cancel()
+            return 499
+        try:
+            answer, truncated = work.result()
         except RequestError as exc:
             return await self._error(send, exc.status, exc.message)
+        except Overloaded as exc:
+            return await self._error(send, 429, str(exc), ((b"retry-after", str(exc.retry_after).encode()),))
+        except TooLarge as exc:
+            return await self._error(send, 413, str(exc))
+        except ShuttingDown as exc:
+            return await self._error(send, 503, str(exc))
         except Exception:  # noqa: BLE001 (never a trace or a path in a response)
             log.exception("%s %s failed", method, path)
             return await self._error(send, 500, "the server failed on this request (logged on the server)")
-        await _send(send, 200, json.dumps(answer).encode())
+        responding = time.perf_counter()
+        await send_body(send, 200, json.dumps(answer).encode(),
+                    headers=((b"x-truncated", str(truncated).encode()),) if truncated else ())
+        self.metrics.respond.observe(time.perf_counter() - responding)
         return 200
 
     @staticmethod
-    async def _error(send, status: int, message: str) -> int:
-        await _send(send, status, protocol.error_body(status, message))
+    async def _error(send, status: int, message: str, headers: tuple = ()) -> int:
+        await send_body(send, status, protocol.error_body(status, message), headers=headers)
         return status
 
-    # -- endpoints ----------------------------------------------------------------------------------
-    async def _pairs(self, parsed) -> tuple[np.ndarray, np.ndarray]:
+    # -- endpoints: each returns (the answer, how many of its texts were cut at the maximum length) ------------
+    async def _pairs(self, parsed):
         n = len(parsed.first)
-        vectors, served = await self.batcher.embed(parsed.first + parsed.second)
-        return served.pair_scores(vectors[:n], vectors[n:])
+        embedded = await self.batcher.embed(parsed.first + parsed.second)
+        cosine, score = embedded.model.pair_scores(embedded.vectors[:n], embedded.vectors[n:])
+        return cosine, score, embedded
 
     async def invocations(self, body: bytes, content_type: str):
         parsed = protocol.parse_invocations(body, content_type, self.max_rows)
         if parsed.kind == "sentences":
-            vectors, _ = await self.batcher.embed(parsed.first)
-            return {"predictions": [{"embedding": v} for v in vectors.tolist()]}
-        cosine, score = await self._pairs(parsed)
-        return {"predictions": [{"cosine": c, "score": s} for c, s in zip(cosine.tolist(), score.tolist())]}
+            embedded = await self.batcher.embed(parsed.first)
+            return {"predictions": [{"embedding": v} for v in embedded.vectors.tolist()]}, len(embedded.truncated)
+        cosine, score, embedded = await self._pairs(parsed)
+        return ({"predictions": [{"cosine": c, "score": s} for c, s in zip(cosine.tolist(), score.tolist())]},
+                len(embedded.truncated))
 
     async def similarity(self, body: bytes, content_type: str):
-        parsed = protocol.parse_similarity(body, self.max_rows)
-        cosine, score = await self._pairs(parsed)
-        return {"cosine": cosine.tolist(), "score": score.tolist(), "scale": list(self.served.scale)}
+        parsed = protocol.parse_similarity(body, content_type, self.max_rows)
+        cosine, score, embedded = await self._pairs(parsed)
+        return ({"cosine": cosine.tolist(), "score": score.tolist(), "scale": list(embedded.model.scale)},
+                len(embedded.truncated))
 
     async def embeddings(self, body: bytes, content_type: str):
-        texts, options = protocol.parse_embeddings(body, self.max_rows)
-        vectors, served = await self.batcher.embed(texts)
+        texts, options = protocol.parse_embeddings(body, content_type, self.max_rows)
+        embedded = await self.batcher.embed(texts)
+        vectors, served = embedded.vectors, embedded.model
         dim = int(vectors.shape[1])
         if options["dimensions"] is not None and options["dimensions"] != dim:
             raise RequestError(400, f"dimensions: this model gives {dim}-dimensional embeddings and does not shorten "
@@ -215,7 +226,7 @@ class ServingApp:
             data = [base64.b64encode(v.astype("<f4").tobytes()).decode() for v in vectors]
         else:
             data = vectors.tolist()
-        tokens = served.count_tokens(texts)
+        cut = len(embedded.truncated)
         return {"object": "list", "model": options["model"] or served.info.get("model_uri"),
                 "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(data)],
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+                "usage": {"prompt_tokens": embedded.tokens, "total_tokens": embedded.tokens, "truncated": cut}}, cut

@@ -1,118 +1,206 @@
-"""Dynamic batching: the sentences of concurrent requests encoded in one call.
+"""Continuous batching on a token budget (TEI's ``max_batch_tokens``): the sentences of concurrent requests encoded
+together, the encoder never idle while anything waits and never waiting for more.
 
-Requests wait in a queue. One consumer takes the first, then keeps taking whatever else arrives until the batch holds
-``max_sentences`` sentences or ``max_wait_s`` has passed since the first was taken (a lone request waits at most that
-long); a request larger than the budget is a batch of its own. The batch's distinct sentences go to the encoder in one
-call on one worker thread (the encoder sorts them by length and pads each sub-batch to its longest: little padding),
-and each caller gets its own rows back, in its order, with the model that encoded them (a model swapped in meanwhile
-serves the next batch; this one finishes on the old). While a batch runs, the next one gathers: the queue is the
-buffer, the encoder never waits for the network.
+A request is tokenized on a tokenizer thread (off the event loop), admitted if the queue has room for its tokens
+(else :class:`Overloaded`: the server's 429 with Retry-After; a request larger than the whole queue is
+:class:`TooLarge`, a 413) and queued as *pieces* of at most ``batch_tokens`` tokens each (a large request is split,
+its vectors reassembled in order). Whenever the encoder is free, the consumer takes queued pieces up to
+``batch_tokens`` tokens, round robin over the waiting requests (a 20,000-pair request shares the encoder with the
+one-pair requests that arrive behind it), and encodes their distinct sentences in one call on the encoder thread.
+Each caller gets its own rows back with the model that encoded them: a request is tokenized and encoded by the model
+served when it arrived, all its pieces alike (a model swapped in meanwhile serves the requests after it).
 
-    batcher = MicroBatcher(lambda: served, max_sentences=256, max_wait_s=0.002)
-    vectors, model = await batcher.embed(["a man plays", "a man is playing"])   # (2, d) float32
+Nothing a request does reaches another: a batch that fails is encoded again request by request so that only the
+request that fails alone gets the error; a caller that goes away (cancelled) is dropped from the queue; an error
+anywhere in the consumer fails the requests of that batch and the consumer goes on. Every step is timed into
+:class:`~stsreg.product.serving.prometheus.Metrics` (tokenise, queue wait, encode) and every refusal counted.
+
+    batcher = TokenBatcher(lambda: served, batch_tokens=4096, max_queued_tokens=262144)
+    embedded = await batcher.embed(["a man plays", "a man is playing"])   # .vectors (2, d) float32, .model, ...
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
-import numpy as np
+from stsreg.product import tokens
+from stsreg.product.serving.prometheus import Metrics
+from stsreg.product.serving.queued import (Embedded, Overloaded, Request, ShuttingDown, TooLarge, deliver, fail,
+                                           pieces)
+
+__all__ = ["Embedded", "Overloaded", "ShuttingDown", "TokenBatcher", "TooLarge"]
+
+log = logging.getLogger(__name__)
 
 
-@dataclass
-class _Job:
-    sentences: list[str]
-    future: asyncio.Future
-    queued: float = field(default_factory=time.perf_counter)
+class TokenBatcher:
+    """``current()`` returns the served model at arrival: anything with ``tokenize(list[str]) -> (table, truncated
+    indices)`` (:func:`stsreg.product.tokens.request_table`) and ``encode_tokens(table) -> (n, d) array``.
+    ``truncate``: whether a text over the maximum length is cut (and said) or refused (:class:`TooLarge`)."""
 
-
-class MicroBatcher:
-    """``current()`` returns the served model (anything with ``encode(list[str]) -> (n, d) array``) at batch time;
-    ``observe(batch_sentences, queue_waits)`` records each batch (metrics)."""
-
-    def __init__(self, current, max_sentences: int = 256, max_wait_s: float = 0.002, observe=None):
-        self.current, self.max_sentences, self.max_wait_s = current, max_sentences, max_wait_s
-        self.observe = observe or (lambda size, waits: None)
-        self.queue: asyncio.Queue | None = None
-        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="encoder")
+    def __init__(self, current, batch_tokens: int = 4096, max_queued_tokens: int = 262144, truncate: bool = True,
+                 metrics: Metrics | None = None):
+        self.current, self.batch_tokens, self.max_queued_tokens = current, batch_tokens, max_queued_tokens
+        self.truncate, self.metrics = truncate, metrics or Metrics()
+        self.waiting: deque[Request] = deque()
+        self.queued_tokens = 0
+        self.rate = 0.0  # tokens per second the encoder has done, a moving average (Retry-After's estimate)
+        self.encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="encoder")
+        self.tokenizer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer")
+        self.wake: asyncio.Event | None = None
         self.consumer: asyncio.Task | None = None
 
     def _start(self) -> None:
         if self.consumer is None or self.consumer.done():
-            self.queue = asyncio.Queue()
+            self.wake = asyncio.Event()
             self.consumer = asyncio.get_running_loop().create_task(self._consume())
 
-    async def embed(self, sentences: list[str]):
-        """(n,) sentences -> ((n, d) float32 embeddings in their order, the model that computed them)."""
+    # -- admission -----------------------------------------------------------------------------------
+    async def embed(self, sentences: list[str]) -> Embedded:
+        """(n,) sentences -> their :class:`Embedded`; :class:`Overloaded` / :class:`TooLarge` when refused."""
         self._start()
-        job = _Job(sentences, asyncio.get_running_loop().create_future())
-        await self.queue.put(job)
-        return await job.future
-
-    async def _gather(self) -> list[_Job]:
-        jobs = [await self.queue.get()]
-        size, deadline = len(jobs[0].sentences), time.perf_counter() + self.max_wait_s
-        while size < self.max_sentences:
-            remaining = deadline - time.perf_counter()
-            try:
-                job = self.queue.get_nowait() if remaining <= 0 else await asyncio.wait_for(self.queue.get(), remaining)
-            except (asyncio.QueueEmpty, asyncio.TimeoutError):
-                break
-            jobs.append(job)
-            size += len(job.sentences)
-        return jobs
-
-    async def _consume(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
-            jobs = await self._gather()
-            started = time.perf_counter()
-            unique = list(dict.fromkeys(s for job in jobs for s in job.sentences))
-            model = self.current()
-            try:
-                vectors = await loop.run_in_executor(self.worker, model.encode, unique)
-            except Exception as exc:  # noqa: BLE001 (the callers answer it; the consumer keeps serving)
-                await self._each_alone(jobs, model, exc)
-                continue
-            self.observe(len(unique), [started - job.queued for job in jobs])
-            _answer(jobs, unique, vectors, model)
+        model = self.current()
+        started = time.perf_counter()
+        table, cut = await loop.run_in_executor(self.tokenizer, model.tokenize, sentences)
+        self.metrics.tokenise.observe(time.perf_counter() - started)
+        self.metrics.truncated.inc(len(cut))
+        request = Request(sentences, table, model, loop.create_future(), pieces(table[tokens.LENGTH],
+                                                                                  self.batch_tokens), cut=cut)
+        self._admit(request)
+        try:
+            return await request.future
+        except asyncio.CancelledError:  # the caller went away: its pieces leave the queue
+            self._drop(request)
+            raise
 
-    async def _each_alone(self, jobs: list[_Job], model, exc: Exception) -> None:
-        """A batch that failed: with one request, that request fails; with several, one request's input may have
-        failed them all, so each is encoded on its own and only the requests that fail alone get their error."""
-        if len(jobs) == 1:
-            if not jobs[0].future.done():
-                jobs[0].future.set_exception(exc)
+    def _admit(self, request: Request) -> None:
+        lengths = request.table[tokens.LENGTH]
+        if request.cut and not self.truncate:
+            i = request.cut[0]
+            self.metrics.refused.labels("too_long").inc()
+            raise TooLarge(f"input {i} is over the model's maximum length of {max(lengths[i] for i in request.cut)} "
+                           f"tokens ({len(request.cut)} such); this server does not truncate (serve.truncate)")
+        size = sum(lengths)
+        if size > self.max_queued_tokens:
+            self.metrics.refused.labels("request_tokens").inc()
+            raise TooLarge(f"{size} tokens in one request; at most {self.max_queued_tokens} are taken "
+                           "(serve.max_queued_tokens): split the batch")
+        if self.queued_tokens + size > self.max_queued_tokens:
+            self.metrics.refused.labels("queue_full").inc()
+            wait = self.queued_tokens / self.rate if self.rate else 1.0
+            raise Overloaded(self.queued_tokens, self.max_queued_tokens, max(1, math.ceil(wait)))
+        self.waiting.append(request)
+        self._queued(size)
+        self.wake.set()
+
+    def _queued(self, change: int) -> None:
+        self.queued_tokens += change
+        self.metrics.queued.set(self.queued_tokens)
+
+    def _drop(self, request: Request) -> None:
+        if request in self.waiting:
+            self.waiting.remove(request)
+        left = sum(request.cost(p) for p in request.pieces)
+        if left:
+            self._queued(-left)
+            self.metrics.refused.labels("client_gone").inc()
+        request.pieces.clear()
+
+    # -- the consumer --------------------------------------------------------------------------------
+    async def _consume(self) -> None:
+        while True:
+            await self.wake.wait()
+            batch = self._take()
+            if not batch:
+                self.wake.clear()
+                continue
+            try:
+                await self._run(batch)
+            except Exception as exc:  # noqa: BLE001 (the consumer never dies: this batch's callers get the error)
+                log.exception("a batch failed outside the encoder")
+                for request, _ in batch:
+                    fail(request, exc)
+
+    def _take(self) -> list[tuple[Request, tuple[int, int]]]:
+        """Queued pieces up to the token budget, one per request in turn, all of one model."""
+        batch, budget, model, behind = [], self.batch_tokens, None, []
+        while self.waiting:
+            request = self.waiting.popleft()
+            if request.future.done() or not request.pieces:
+                continue
+            model = request.model if model is None else model
+            cost = request.cost(request.pieces[0])
+            if batch and cost > budget:  # the next batch starts with it
+                self.waiting.appendleft(request)
+                break
+            if request.model is not model:  # arrived before a swap: encoded by its own model, in a batch of its own
+                behind.append(request)
+                continue
+            batch.append((request, request.pieces.popleft()))
+            budget -= cost
+            self._queued(-cost)
+            if request.pieces:
+                behind.append(request)  # round robin: its next piece waits behind the requests now queued
+        self.waiting.extend(behind)
+        return batch
+
+    async def _run(self, batch: list[tuple[Request, tuple[int, int]]]) -> None:
+        loop = asyncio.get_running_loop()
+        model = batch[0][0].model
+        texts = [r.sentences[i] for r, (a, b) in batch for i in range(a, b)]
+        table = tokens.concat([tokens.take(r.table, range(a, b)) for r, (a, b) in batch])
+        first = {t: i for i, t in reversed(list(enumerate(texts)))}  # each distinct text encoded once
+        unique = sorted(first.values())
+        started = time.perf_counter()
+        for request, _ in batch:
+            self.metrics.wait.observe(started - request.queued)
+        try:
+            vectors = await loop.run_in_executor(self.encoder, model.encode_tokens, tokens.take(table, unique))
+        except Exception as exc:  # noqa: BLE001 (one request's input may have failed them all: see _each_alone)
+            await self._each_alone(batch, exc)
+            return
+        seconds = time.perf_counter() - started
+        if len(vectors) != len(unique):  # caught by _consume: this batch's callers get it, the consumer goes on
+            raise ValueError(f"the encoder gave {len(vectors)} vectors for {len(unique)} sentences")
+        size = sum(table[tokens.LENGTH])
+        self.metrics.observe_batch(len(unique), size, seconds)
+        self.rate = size / seconds if not self.rate else 0.8 * self.rate + 0.2 * size / max(seconds, 1e-6)
+        row = {texts[i]: k for k, i in enumerate(unique)}
+        offset = 0
+        for request, (a, b) in batch:
+            deliver(request, a, vectors[[row[t] for t in texts[offset:offset + b - a]]])
+            offset += b - a
+
+    async def _each_alone(self, batch, exc: Exception) -> None:
+        """A failed batch: with one request in it, that request fails; else each piece is encoded on its own and
+        only the requests whose own piece fails get an error."""
+        if len({id(r) for r, _ in batch}) == 1:
+            fail(batch[0][0], exc)
             return
         loop = asyncio.get_running_loop()
-        for job in jobs:
-            unique = list(dict.fromkeys(job.sentences))
-            try:
-                vectors = await loop.run_in_executor(self.worker, model.encode, unique)
-            except Exception as own:  # noqa: BLE001 (this caller answers it)
-                if not job.future.done():
-                    job.future.set_exception(own)
+        for request, (a, b) in batch:
+            if request.future.done():
                 continue
-            _answer([job], unique, vectors, model)
+            try:
+                vectors = await loop.run_in_executor(self.encoder, request.model.encode_tokens,
+                                                     tokens.take(request.table, range(a, b)))
+            except Exception as own:  # noqa: BLE001 (this caller answers it)
+                fail(request, own)
+                continue
+            deliver(request, a, vectors)
 
     def close(self) -> None:
+        """Stop: the waiting requests are answered with an error (the server is going away)."""
+        for request in self.waiting:
+            fail(request, ShuttingDown("the server is shutting down; send the request again"))
+        self.waiting.clear()
         if self.consumer is not None:
             self.consumer.cancel()
-        self.worker.shutdown(wait=False, cancel_futures=True)
-
-
-def _answer(jobs: list[_Job], unique: list[str], vectors, model) -> None:
-    """Each job its own rows of ``vectors`` (the embeddings of ``unique``), in its order, with the model."""
-    row = {s: i for i, s in enumerate(unique)}
-    for job in jobs:
-        if not job.future.done():
-            job.future.set_result((vectors[[row[s] for s in job.sentences]], model))
-
-
-def as_array(vectors) -> np.ndarray:
-    """A torch tensor or array of embeddings -> a float32 numpy array."""
-    return vectors.float().numpy() if hasattr(vectors, "numpy") and hasattr(vectors, "float") else np.asarray(vectors,
-                                                                                                              np.float32)
+        self.encoder.shutdown(wait=False, cancel_futures=True)
+        self.tokenizer.shutdown(wait=False, cancel_futures=True)

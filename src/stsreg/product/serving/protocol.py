@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 PAIR = ("sentence1", "sentence2")
 SENTENCE = "sentence"
-CODES = {400: "BAD_REQUEST", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE",
-         415: "UNSUPPORTED_MEDIA_TYPE", 422: "INVALID_PARAMETER_VALUE", 500: "INTERNAL_ERROR", 503: "NOT_READY"}
+CODES = {400: "BAD_REQUEST", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 408: "REQUEST_TIMEOUT",
+         413: "REQUEST_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE", 422: "INVALID_PARAMETER_VALUE",
+         429: "TOO_MANY_REQUESTS", 500: "INTERNAL_ERROR", 503: "NOT_READY"}
 
 
 class RequestError(Exception):
@@ -151,8 +152,14 @@ def parse_invocations(body: bytes, content_type: str, max_rows: int) -> Parsed:
     return from_rows(rows, key, max_rows)
 
 
-def parse_embeddings(body: bytes, max_rows: int) -> tuple[list[str], dict]:
+def _json_only(content_type: str) -> None:
+    if "json" not in content_type:
+        raise RequestError(415, f"unsupported Content-Type {content_type!r}; send application/json")
+
+
+def parse_embeddings(body: bytes, content_type: str, max_rows: int) -> tuple[list[str], dict]:
     """OpenAI's ``/v1/embeddings`` body -> (the input strings, the options: model, encoding_format, dimensions)."""
+    _json_only(content_type)
     data = _json(body)
     if not isinstance(data, dict) or "input" not in data:
         raise RequestError(400, "the body must be a JSON object with 'input' (a string or a list of strings)")
@@ -166,11 +173,17 @@ def parse_embeddings(body: bytes, max_rows: int) -> tuple[list[str], dict]:
     fmt = data.get("encoding_format") or "float"
     if fmt not in ("float", "base64"):
         raise RequestError(400, f"encoding_format must be 'float' or 'base64', got {fmt!r}")
+    if data.get("model") is not None and not isinstance(data["model"], str):
+        raise RequestError(400, f"model must be a string, got {type(data['model']).__name__}")
+    dims = data.get("dimensions")
+    if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int)):
+        raise RequestError(400, f"dimensions must be an integer, got {type(dims).__name__}")
     return texts, {"model": data.get("model"), "encoding_format": fmt, "dimensions": data.get("dimensions")}
 
 
-def parse_similarity(body: bytes, max_rows: int) -> Parsed:
+def parse_similarity(body: bytes, content_type: str, max_rows: int) -> Parsed:
     """``/similarity``: ``{"sentence1": str | [str], "sentence2": str | [str]}`` -> pairs."""
+    _json_only(content_type)
     data = _json(body)
     if not isinstance(data, dict) or not all(c in data for c in PAIR):
         raise RequestError(400, f"the body must be a JSON object with {list(PAIR)} (strings or lists of strings)")

@@ -27,6 +27,7 @@ The model is looked up in the project's store (:func:`stsreg.infra.tracking.trac
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -49,21 +50,27 @@ def json_depth(body: bytes) -> int:
 
 
 async def _reply(send, status: int, message: str) -> None:
+    from stsreg.product.serving.asgi_io import send_body
     from stsreg.product.serving.protocol import error_body
 
-    body = error_body(status, message)
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
+    await send_body(send, status, error_body(status, message))
 
 
 class RequestGuard:
-    """ASGI middleware: reads a request's body up to ``max_body_bytes``, checks its JSON nesting, then replays
-    it to ``app``. Requests without a body (GET /ping) pass straight through. ``metadata``: the app's (what it
-    serves now, JSON bytes)."""
+    """ASGI middleware: reads a request's body up to ``max_body_bytes`` within ``timeout_s`` (408 after: a half-sent
+    body holds nothing for long), checks its JSON nesting, then replays it to ``app``. Requests without a body (GET
+    /ping) pass straight through. Every refusal is counted in the app's ``/metrics``. ``metadata``: the app's (what
+    it serves now, JSON bytes)."""
 
-    def __init__(self, app, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_depth: int = DEFAULT_MAX_DEPTH):
-        self.app, self.max_body_bytes, self.max_depth = app, max_body_bytes, max_depth
+    def __init__(self, app, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_depth: int = DEFAULT_MAX_DEPTH,
+                 timeout_s: float = 30.0):
+        self.app, self.max_body_bytes, self.max_depth, self.timeout_s = app, max_body_bytes, max_depth, timeout_s
+
+    async def _refuse(self, scope, send, status: int, message: str) -> None:
+        metrics = getattr(self.app, "metrics", None)
+        if metrics is not None:
+            metrics.count(scope["path"], status)
+        await _reply(send, status, message)
 
     @property
     def metadata(self) -> bytes:
@@ -75,28 +82,33 @@ class RequestGuard:
         too_large = f"request body over {self.max_body_bytes} bytes; split the batch into smaller requests"
         headers = dict(scope.get("headers") or [])
         if not headers.get(b"content-type", b"").strip():
-            return await _reply(send, 415, "missing Content-Type header; send application/json (or text/csv)")
+            return await self._refuse(scope, send, 415, "missing Content-Type header; send application/json (or "
+                                                        "text/csv)")
         declared = headers.get(b"content-length", b"").strip()
         if declared.isdigit() and int(declared) > self.max_body_bytes:
-            return await _reply(send, 413, too_large)
+            return await self._refuse(scope, send, 413, too_large)
         chunks, size, more = [], 0, True
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
         while more:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), deadline - asyncio.get_running_loop().time())
+            except asyncio.TimeoutError:
+                return await self._refuse(scope, send, 408, f"the request body did not arrive within {self.timeout_s:g}"
+                                                            " s")
             if message["type"] == "http.disconnect":
                 return None
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
-                return await _reply(send, 413, too_large)
+                return await self._refuse(scope, send, 413, too_large)
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
         if b"json" in headers[b"content-type"].lower():
             depth = json_depth(body)
             if depth > self.max_depth:
-                return await _reply(
-                    send, 400, f"JSON nested {depth} levels deep; at most {self.max_depth} are accepted"
-                )
+                return await self._refuse(scope, send, 400, f"JSON nested {depth} levels deep; at most "
+                                                            f"{self.max_depth} are accepted")
         sent = False
 
         async def replay():
@@ -111,16 +123,19 @@ class RequestGuard:
 
 def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
               max_depth: int = DEFAULT_MAX_DEPTH, precision: str = "auto", scale: tuple[float, float] | None = None,
-              backend: str | None = None, threads: int = 0, batch_sentences: int = 256, batch_wait_ms: float = 2.0,
-              model_uri: str | None = None, follow_s: float = 0.0, lazy: bool = False, on_loaded=None):
+              backend: str | None = None, threads: int = 0, batch_tokens: int = 4096,
+              max_queued_tokens: int = 262144, truncate: bool = True, request_timeout_s: float = 30.0,
+              drain_s: float = 30.0, model_uri: str | None = None, follow_s: float = 0.0, lazy: bool = False,
+              on_loaded=None):
     """The guarded serving app (:class:`stsreg.product.serving.app.ServingApp`) for ``artifact_uri`` (what
     :func:`resolve` returns; fetched from ``tracking_uri``): its model run in ``precision`` (auto | fp32 | bf16) on
     ``backend`` (torch | onnx | onnx-int8 | auto; None: the version's registered setting) with ``threads`` intra-op
     threads, its ``score`` given on ``scale`` ([lo, hi]; None: the scale the version was registered with); requests
-    batched up to ``batch_sentences`` sentences or ``batch_wait_ms``. ``model_uri`` an alias and ``follow_s`` > 0:
-    the alias is polled that often and a moved alias's version swapped in. ``lazy``: load on a thread (``/ready`` is
-    503 until then; ``on_loaded(app)`` runs once loaded) instead of before returning. ``.metadata`` says what it
-    serves."""
+    batched up to ``batch_tokens`` tokens, at most ``max_queued_tokens`` queued (then 429), texts over the maximum
+    length cut (``truncate``) or refused; bodies read within ``request_timeout_s`` (``drain_s``: :func:`serve`'s).
+    ``model_uri`` an alias and ``follow_s`` > 0: the alias is polled that often and a moved alias's version swapped
+    in. ``lazy``: load on a thread (``/ready`` is 503 until then; ``on_loaded(app)`` runs once loaded) instead of
+    before returning. ``.metadata`` says what it serves."""
     from stsreg.product.serving.app import ServingApp
     from stsreg.product.serving.model_uri import served_version
     from stsreg.product.serving.served import Follower, Served
@@ -134,12 +149,13 @@ def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAUL
             Follower(model_uri, tracking_uri, settings, follow_s, lambda: app.served.version, app.swap).start()
         return served
 
-    app = ServingApp(load, batch_sentences=batch_sentences, batch_wait_s=batch_wait_ms / 1000, on_loaded=on_loaded)
+    app = ServingApp(load, batch_tokens=batch_tokens, max_queued_tokens=max_queued_tokens, truncate=truncate,
+                     on_loaded=on_loaded)
     if lazy:
         app.load_in_background()
     else:
         app.load_now()
-    return RequestGuard(app, max_body_bytes, max_depth)
+    return RequestGuard(app, max_body_bytes, max_depth, request_timeout_s)
 
 
 #: The environment variable through which :func:`serve` hands :func:`build_app`'s arguments to its worker processes.
@@ -152,14 +168,19 @@ def app_from_env():
     return build_app(**json.loads(os.environ[APP_ARGS]))
 
 
-def serve(app, host: str = "127.0.0.1", port: int = 5001, workers: int = 1, app_args: dict | None = None) -> None:
+def serve(app, host: str = "127.0.0.1", port: int = 5001, workers: int = 1, app_args: dict | None = None,
+          drain_s: float = 30.0) -> None:
     """Serve ``app`` (what :func:`build_app` returns) until interrupted (uvicorn). ``workers`` > 1: that many
     processes, each building its own app from ``app_args`` (:func:`build_app`'s arguments; the backend resolved,
-    not ``auto``, so that every worker runs the same one) and sharing the port."""
+    not ``auto``, so that every worker runs the same one) and sharing the port. On SIGTERM the server stops taking
+    connections and gives the requests in flight ``drain_s`` seconds (a batch is bounded in tokens, so the encoder
+    frees up within one batch's time); idle keep-alive connections close after 5 s."""
     import uvicorn
 
+    common = {"host": host, "port": port, "log_level": "warning", "timeout_graceful_shutdown": drain_s,
+              "timeout_keep_alive": 5}
     if workers == 1:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        uvicorn.run(app, **common)
         return
     os.environ[APP_ARGS] = json.dumps(app_args)
-    uvicorn.run(f"{__name__}:app_from_env", factory=True, workers=workers, host=host, port=port, log_level="warning")
+    uvicorn.run(f"{__name__}:app_from_env", factory=True, workers=workers, **common)

@@ -73,11 +73,16 @@ class Served:
         cosine, score = embedding_scores(self.model, torch.from_numpy(u), torch.from_numpy(v))
         return cosine.astype(float), np.asarray(from_internal(score.astype(float), self.scale), dtype=float)
 
-    def count_tokens(self, sentences: list[str]) -> int:
-        """Tokens the encoder reads for ``sentences`` (truncated at the model's maximum length): OpenAI's ``usage``."""
-        ids = self.model.tokenizer(sentences, add_special_tokens=True, truncation=True,
-                                   max_length=self.model.config.max_length)["input_ids"]
-        return sum(len(x) for x in ids)
+    def tokenize(self, sentences: list[str]) -> tuple[dict, list[int]]:
+        """(n,) sentences -> (their token table, the indices of those cut at the model's maximum length)
+        (:func:`stsreg.product.tokens.request_table`): what the batcher counts and the encoder reads."""
+        from stsreg.product.tokens import request_table
+
+        return request_table(sentences, self.model.tokenizer, self.model.config.max_length)
+
+    def encode_tokens(self, table: dict) -> np.ndarray:
+        """A :meth:`tokenize` table of n sentences -> (n, d) float32 embeddings, as :meth:`encode`."""
+        return self.model.encode_tokens(table, self.batch_size, show_progress=False).float().numpy()
 
 
 class Follower:
@@ -109,8 +114,17 @@ class Follower:
         return True
 
     def _run(self) -> None:
+        failing = False
         while not self.stop.wait(self.every_s):
             try:
                 self.check()
-            except Exception:  # noqa: BLE001 (a registry hiccup must not stop serving; the next poll tries again)
-                log.exception("following %s failed; still serving version %s", self.model_uri, self.current_version())
+            except Exception as exc:  # noqa: BLE001 (a registry hiccup must not stop serving; the next poll tries again)
+                if not failing:  # once per outage, not every poll
+                    log.warning("following %s failed (%s: %s); still serving version %s, polling every %g s",
+                                self.model_uri, type(exc).__name__, exc, self.current_version(), self.every_s)
+                failing = True
+                continue
+            if failing:
+                log.warning("following %s: the registry answers again (serving version %s)", self.model_uri,
+                            self.current_version())
+            failing = False

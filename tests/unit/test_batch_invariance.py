@@ -1,0 +1,71 @@
+"""The same text, the same vector: on every backend a sentence encoded alone and inside a large batch of other
+requests' sentences (longer and shorter ones, so other padding and other activation ranges) agree to 1e-5 of its
+norm. onnx-int8 quantises activations per token for this; a file quantised per tensor (a version registered before)
+is served per token too."""
+
+import random
+
+import numpy as np
+import pytest
+
+from tests.conftest import TINY_WORDS
+
+ALONE = 24
+
+
+@pytest.fixture(scope="module")
+def folder(tiny_backbone, tmp_path_factory):
+    from stsreg.product.model import SiameseRegressor
+    from stsreg.product.serving import export as ex
+
+    out = tmp_path_factory.mktemp("invariance") / "model"
+    SiameseRegressor.from_pretrained(tiny_backbone, max_length=48).save(out)
+    ex.export_all(out)
+    return out
+
+
+def _sentences(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(TINY_WORDS) for _ in range(rng.randint(2, 40))) for _ in range(n)]
+
+
+def _alone_and_in_company(model) -> tuple[np.ndarray, np.ndarray]:
+    asked = _sentences(ALONE, 1)
+    company = _sentences(300, 2)
+    mixed = company[:150] + asked + company[150:]
+    alone = np.stack([model.encode([s], 1, show_progress=False)[0].numpy() for s in asked])
+    batched = model.encode(mixed, 64, show_progress=False).numpy()[150:150 + ALONE]
+    return alone, batched
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx", "onnx-int8"])
+def test_a_sentence_gets_the_same_vector_alone_and_in_any_batch(folder, backend):
+    from stsreg.product.model import SiameseRegressor
+    from stsreg.product.serving import export as ex
+
+    model = ex.use_backend(SiameseRegressor.load(folder, precision="fp32").eval(), backend, folder, 1)
+    alone, batched = _alone_and_in_company(model)
+    error = np.abs(alone - batched).max(axis=1) / np.linalg.norm(alone, axis=1)
+    assert error.max() <= 1e-5, f"{backend}: a vector moved by {error.max():.2e} of its norm with its batch company"
+
+
+def test_an_int8_file_quantised_per_tensor_is_served_per_token(folder, tmp_path):
+    """A version registered with ONNX Runtime's per-tensor ranges (its vectors move with the batch) is rewritten at
+    load: the same guarantee, and the same vectors as a per-token export."""
+    import shutil
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from stsreg.infra.backend_specs import BY_NAME
+    from stsreg.product.model import SiameseRegressor
+    from stsreg.product.serving import export as ex
+
+    old = tmp_path / "old"
+    shutil.copytree(folder, old)
+    quantize_dynamic(str(old / BY_NAME["onnx"].file), str(old / BY_NAME["onnx-int8"].file),
+                     weight_type=QuantType.QInt8, per_channel=True)
+    model = ex.use_backend(SiameseRegressor.load(old, precision="fp32").eval(), "onnx-int8", old, 1)
+    alone, batched = _alone_and_in_company(model)
+    assert (np.abs(alone - batched).max(axis=1) / np.linalg.norm(alone, axis=1)).max() <= 1e-5
+    fresh = ex.use_backend(SiameseRegressor.load(folder, precision="fp32").eval(), "onnx-int8", folder, 1)
+    np.testing.assert_allclose(alone, _alone_and_in_company(fresh)[0], rtol=0, atol=1e-6)

@@ -1,0 +1,159 @@
+"""The request path's batcher (stsreg.product.serving.batcher.TokenBatcher) without a server: continuous batching on
+a token budget, large requests split and reassembled, backpressure (429 / 413), callers that leave, and a consumer
+that cannot die: a failure injected at each step (tokenise, encode, scatter) fails only the requests it belongs to,
+and the next request is served."""
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+from stsreg.product import tokens
+from stsreg.product.serving.batcher import Overloaded, TokenBatcher, TooLarge
+
+
+class Words:
+    """A served model whose tokens are words (max_length 8) and whose vector of a sentence is (its words, its first
+    word's length): each caller's rows can be checked. ``fail_tokenise`` / ``fail_encode``: texts that break that
+    step; ``short``: give one vector too few (a scatter that cannot match)."""
+
+    max_length = 8
+
+    def __init__(self, fail_tokenise=(), fail_encode=(), short=False, delay=0.0):
+        self.fail_tokenise, self.fail_encode, self.short, self.delay = fail_tokenise, fail_encode, short, delay
+        self.calls: list[int] = []  # tokens per encoder call
+        self.gate = threading.Event()  # cleared: the encoder holds its batch until it is set
+        self.gate.set()
+
+    def tokenize(self, sentences):
+        if any(s in self.fail_tokenise for s in sentences):
+            raise ValueError("the tokenizer broke")
+        ids = [list(range(len(s.split())))[:self.max_length] for s in sentences]
+        cut = [i for i, s in enumerate(sentences) if len(s.split()) > self.max_length]
+        table = {"input_ids": ids, "text": list(sentences), tokens.LENGTH: [len(x) for x in ids]}
+        return table, cut
+
+    def encode_tokens(self, table):
+        import time
+
+        time.sleep(self.delay)
+        self.gate.wait(10)
+        if any(t in self.fail_encode for t in table["text"]):
+            raise TypeError("TextEncodeInput must be Union[TextInputSequence, ...]")
+        self.calls.append(sum(table[tokens.LENGTH]))
+        out = np.array([[n, len(t.split()[0])] for n, t in zip(table[tokens.LENGTH], table["text"])], np.float32)
+        return out[:-1] if self.short and len(out) > 1 else out
+
+
+def _expected(sentences):
+    return np.array([[min(len(s.split()), 8), len(s.split()[0])] for s in sentences], np.float32)
+
+
+def _run(model, calls, **settings):
+    async def main():
+        batcher = TokenBatcher(lambda: model, **settings)
+        try:
+            return await calls(batcher)
+        finally:
+            batcher.close()
+
+    return asyncio.run(main())
+
+
+def test_concurrent_requests_share_calls_within_the_token_budget_and_get_their_rows_in_order():
+    model = Words(delay=0.01)
+    requests = [[f"w{i} " + "x " * (j % 6) for j in range(1 + i % 4)] for i in range(60)]
+    answers = _run(model, lambda b: asyncio.gather(*(b.embed(r) for r in requests)), batch_tokens=24)
+    assert len(model.calls) < len(requests) / 2 and max(model.calls) <= 24
+    for sentences, answer in zip(requests, answers):
+        np.testing.assert_array_equal(answer.vectors, _expected(sentences))
+        assert answer.model is model and answer.tokens == sum(min(len(s.split()), 8) for s in sentences)
+
+
+def test_a_request_larger_than_a_batch_is_split_reassembled_in_order_and_shares_the_encoder():
+    model = Words(delay=0.01)
+    big = [f"big{i} a b c" for i in range(200)]  # 800 tokens: 34 pieces of 24
+
+    async def calls(b):
+        first = asyncio.ensure_future(b.embed(big))
+        await asyncio.sleep(0.03)
+        small = await b.embed(["a small one"])  # answered while the big one still has pieces queued
+        return first, small, first.done()
+
+    first, small, big_done_first = _run(model, calls, batch_tokens=24)
+    assert not big_done_first and max(model.calls) <= 24
+    np.testing.assert_array_equal(small.vectors, _expected(["a small one"]))
+    np.testing.assert_array_equal(_run(model, lambda b: b.embed(big), batch_tokens=24).vectors, _expected(big))
+
+
+def test_a_full_queue_answers_overloaded_with_a_retry_after_and_a_request_over_the_queue_is_too_large():
+    model = Words()
+    model.gate.clear()
+
+    async def calls(b):
+        busy = [asyncio.ensure_future(b.embed([f"s{i} a b c d"])) for i in range(6)]  # 5 tokens each
+        for _ in range(500):  # the encoder holds the first; 25 tokens wait
+            if b.queued_tokens == 25 and model.gate is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert b.queued_tokens == 25
+        with pytest.raises(Overloaded) as over:
+            await b.embed(["one more a b c d"])  # 6 tokens: 31 > 30
+        with pytest.raises(TooLarge, match="split the batch"):
+            await b.embed(["a b c d e f g h"] * 5)
+        model.gate.set()
+        await asyncio.gather(*busy)
+        return over.value.retry_after, (await b.embed(["after the rush"])).vectors
+
+    retry_after, after = _run(model, calls, batch_tokens=5, max_queued_tokens=30)
+    assert retry_after >= 1
+    np.testing.assert_array_equal(after, _expected(["after the rush"]))
+
+
+def test_a_text_over_the_maximum_length_is_cut_and_said_or_refused():
+    long = "w " * 20
+    answer = _run(Words(), lambda b: b.embed(["short one", long]))
+    assert answer.truncated == [1] and answer.vectors[1, 0] == 8
+    with pytest.raises(TooLarge, match="maximum length"):
+        _run(Words(), lambda b: b.embed(["short one", long]), truncate=False)
+
+
+def test_a_caller_that_leaves_is_dropped_from_the_queue():
+    model = Words(delay=0.1)
+
+    async def calls(b):
+        first = asyncio.ensure_future(b.embed(["keeps the encoder busy"]))
+        await asyncio.sleep(0.02)
+        leaving = asyncio.ensure_future(b.embed([f"left {i} a b" for i in range(50)]))
+        await asyncio.sleep(0.02)
+        leaving.cancel()
+        await asyncio.sleep(0)
+        queued = b.queued_tokens
+        await first
+        return queued, b.metrics.refused.labels("client_gone")._value.get()
+
+    queued, gone = _run(model, calls, batch_tokens=8)
+    assert queued == 0 and gone == 1
+
+
+@pytest.mark.parametrize("step", ["tokenise", "encode", "scatter"])
+def test_a_failure_at_any_step_fails_only_its_requests_and_the_next_request_is_served(step):
+    model = Words(fail_tokenise=("bad",) if step == "tokenise" else (), fail_encode=("bad",) if step == "encode"
+                  else (), short=step == "scatter", delay=0.01)
+
+    async def calls(b):
+        good = [[f"good {i}"] for i in range(5)]
+        answers = await asyncio.gather(*(b.embed(r) for r in good), b.embed(["bad"]), return_exceptions=True)
+        model.short = False
+        return good, answers, await asyncio.wait_for(b.embed(["next one"]), 5)
+
+    good, answers, after = _run(model, calls)
+    failed = [a for a in answers if isinstance(a, Exception)]
+    if step == "scatter":  # every request of the batch whose vectors could not be matched: an error, not a hang
+        assert failed and all(isinstance(a, ValueError) for a in failed)
+    else:
+        assert len(failed) == 1 and isinstance(answers[5], Exception)
+        for sentences, answer in zip(good, answers[:5]):
+            np.testing.assert_array_equal(answer.vectors, _expected(sentences))
+    np.testing.assert_array_equal(after.vectors, _expected(["next one"]))
