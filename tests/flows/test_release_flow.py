@@ -869,3 +869,11 @@ def test_the_champion_is_set_back_by_hand_in_a_clean_shell(registry):
         assert champion() == target and f"was {before}" in back.stdout
     finally:
         c.set_registered_model_alias(NAME, "champion", before)  # the module's other tests serve the gate's champion
+
+
+def test_the_served_models_openapi_contract_holds_under_schemathesis(server):
+    """The registered model served as a user serves it: schemathesis generates requests for every operation of
+    /openapi.json on loopback; no 5xx, every status, content type and body as described."""
+    from tests.helpers.contract import check_contract
+
+    assert check_contract(server, examples=20) == []

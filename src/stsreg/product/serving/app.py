@@ -156,6 +156,10 @@ class ServingApp:
             known = any(p == path for _, p in self.routes)
             return await self._error(send, 405 if known else 404, f"{method} {path} is not an endpoint of this server"
                                      + ("" if known else "; POST /invocations, /v1/embeddings, /similarity"))
+        return await self._call(handler, method, path, scope, receive, send)
+
+    async def _call(self, handler, method, path, scope, receive, send) -> int:
+        """Run a model endpoint's handler on the request's body while watching for the client to leave; answer."""
         headers = dict(scope.get("headers") or [])
         content_type = headers.get(b"content-type", b"").decode("latin-1").lower()
         body = await read_body(receive)

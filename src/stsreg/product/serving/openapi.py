@@ -1,6 +1,7 @@
 """The server's machine-readable contract: ``GET /openapi.json`` (OpenAPI 3.1) and ``GET /docs`` (the same as a page
 that needs nothing from the network). Every endpoint, request form and error shape of
-:mod:`stsreg.product.serving.app` is described here; ``tests/integration/test_openapi_contract.py`` runs schemathesis
+:mod:`stsreg.product.serving.app` is described here; ``tests/unit/test_serving_app.py`` (a toy model) and
+``tests/flows/test_release_flow.py`` (a registered one) run schemathesis
 against a live server with it (no 5xx, every status and body as described). A client can be generated from it
 (``openapi-python-client``, ``openapi-generator``), as for TEI's and Infinity's.
 """

@@ -8,8 +8,8 @@ registration measures per model.
 
 Measured on all-MiniLM-L6-v2, STS-B test, an AMD EPYC with AVX2 only, 2 threads: a sentence alone and inside a
 batch of 64 give the same vector (max difference 0.0; 0.134 with per-tensor ranges); last hidden states' mean
-absolute error against fp32 0.040 (per-tensor: 0.063); 331-344 sentences/s at batch 64 against 379 per-tensor and
-237-248 for the fp32 graph.
+absolute error against fp32 0.040 (per-tensor: 0.063); 319-344 sentences/s at batch 64 against 374-379 per-tensor and
+237-248 for the fp32 graph; avg7 78.57 against 78.71 per-tensor and 78.88 for torch (docs/inference.md).
 """
 
 from __future__ import annotations

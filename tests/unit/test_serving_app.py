@@ -1,0 +1,98 @@
+"""The serving app over real HTTP on loopback (uvicorn), with a toy model in place of a registered version (the real
+one is served in tests/flows/test_release_flow.py): the OpenAPI contract holds under schemathesis, a full queue is a
+429 with Retry-After, and every refusal, the request guard's included, is counted in /metrics."""
+
+import asyncio
+import threading
+import time
+
+import pytest
+import requests
+
+from tests.conftest import free_port
+from tests.helpers.contract import check_contract
+from tests.helpers.toy_served import ToyServed
+
+
+@pytest.fixture
+def live():
+    """(url, the toy model) of a guarded app served by uvicorn on a free port, with a small queue."""
+    import uvicorn
+
+    from stsreg.product.serving.app import ServingApp
+    from stsreg.product.serving.serve import RequestGuard
+
+    model = ToyServed()
+    app = ServingApp(lambda: model, batch_tokens=8, max_queued_tokens=40).load_now()
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(RequestGuard(app, 1 << 20, 32, timeout_s=2.0), host="127.0.0.1",
+                                           port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            requests.get(url + "/health", timeout=1)
+            break
+        except requests.ConnectionError:
+            time.sleep(0.05)
+    yield url, model
+    model.gate.set()
+    server.should_exit = True
+    thread.join(10)
+
+
+def test_the_openapi_contract_holds_under_schemathesis(live):
+    url, _ = live
+    assert requests.get(url + "/docs").headers["content-type"].startswith("text/html")
+    assert check_contract(url, examples=25) == []
+    import re
+
+    metrics = requests.get(url + "/metrics").text  # the cases reached the server, refused and answered alike
+    for endpoint in ("/invocations", "/v1/embeddings", "/similarity"):
+        sent = sum(float(n) for n in re.findall(rf'stsreg_requests_total{{endpoint="{endpoint}",status="\d+"}} (\S+)',
+                                                 metrics))
+        assert sent >= 10, (endpoint, metrics)
+
+
+def test_a_full_queue_is_a_429_with_retry_after_and_every_refusal_is_counted(live):
+    url, model = live
+    model.gate.clear()  # the encoder holds its first batch: the queue fills
+
+    async def flood():
+        import httpx
+
+        async with httpx.AsyncClient(timeout=30) as client:
+            async def one(i):
+                return await client.post(url + "/v1/embeddings", json={"input": f"w{i} a b c d e f"})
+
+            sent = [asyncio.ensure_future(one(i)) for i in range(20)]  # 7 tokens each, 40 may wait
+            await asyncio.sleep(1.0)
+            model.gate.set()
+            return await asyncio.gather(*sent)
+
+    answers = asyncio.run(flood())
+    refused = [r for r in answers if r.status_code == 429]
+    assert refused and all(int(r.headers["retry-after"]) >= 1 for r in refused)
+    assert refused[0].json()["error_code"] == "TOO_MANY_REQUESTS"
+    assert {r.status_code for r in answers} == {200, 429}
+    assert requests.post(url + "/similarity", data=b'{"sentence1": "a", "sentence2": "b"}').status_code == 415
+    metrics = requests.get(url + "/metrics").text
+    assert f'stsreg_refused_total{{reason="queue_full"}} {float(len(refused))}' in metrics
+    assert f'stsreg_requests_total{{endpoint="/v1/embeddings",status="429"}} {float(len(refused))}' in metrics
+    assert 'stsreg_requests_total{endpoint="/similarity",status="415"} 1.0' in metrics  # the guard's refusal
+    for step in ("tokenise", "queue_wait", "encode", "respond"):
+        assert f"stsreg_{step}_seconds_count" in metrics
+
+
+def test_a_half_sent_body_is_answered_408_within_the_timeout(live):
+    import socket
+
+    url, _ = live
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(b"POST /similarity HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100"
+                  b"\r\n\r\n{\"sentence1\": ")
+        started = time.time()
+        reply = s.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 408") and time.time() - started < 8
