@@ -79,7 +79,8 @@ bench-inference: install ## every way to run the champion's encoder (torch fp32/
 bench-int8: install ## ONNX Runtime's int8 options (dynamic per channel / per tensor, fused graph, static QDQ calibrated on train sentences) vs torch fp32 -> reports/benchmarks-int8.{md,json} (~10 min; after `make run`)
 	python -m benchmarks.int8_study --repeats $(BENCH_REPEATS)
 
-bench-serve: install ## the champion served (stsreg serve per backend and auto, mlflow models serve, sentence-transformers + FastAPI) vs the raw encoder at 1/8/32 clients -> reports/benchmarks-serve.{md,json} (~10 min; after `make run`)
+bench-serve: install ## the champion served (stsreg serve per backend and auto, mlflow models serve, sentence-transformers + FastAPI) vs the raw encoder at 1/8/32 wrk connections -> reports/benchmarks-serve.{md,json} (~10 min; after `make run`; needs Debian's wrk)
+	@command -v wrk > /dev/null || { echo 'make bench-serve drives the servers with wrk: apt-get install wrk'; exit 2; }
 	python -m benchmarks.serve_load --seconds 8
 
 bench-data: install ## preparing a user table of 100k and 1M generated pairs: rows/s and peak memory -> reports/benchmarks-data.{md,json} (~2 min)

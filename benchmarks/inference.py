@@ -8,7 +8,7 @@ torch fp32, torch bf16 autocast, ONNX fp32, ONNX int8 (:mod:`stsreg.product.serv
   ``--repeats`` passes after a warm-up pass);
 - latency: p50 / p95 ms of one sentence per call (batch 1) over ``--latency-n`` sentences in input order;
 - quality: STS-B test Spearman x100 of the cosine (computed from the short set's throughput pass), and avg7 where the
-  registration scored the backend (``onnx/backends.json``: torch, ONNX fp32 and int8, fp32 activations).
+  registration scored the backend (``onnx/backends.json``: torch, ONNX fp32 and int8).
 
 Text sets: *short* = the distinct STS-B test sentences; *long* = those sentences joined in order into passages
 of at least 128 tokens (truncated at the model's maximum length). Then the served latency: ``stsreg serve``'s app

@@ -1,7 +1,8 @@
 """Served benchmark (``make bench-serve``): the champion served several ways, under the same load, on the same cores.
 
-One process per configuration, each given the same ``--threads``; the load is a bounded async client (httpx, one
-connection per client) at 1, 8 and 32 concurrent clients, each sending one pair per request for ``--seconds``:
+One process per configuration, each given the same ``--threads``; the load is wrk (Debian's ``wrk``, a C client on
+one thread: a Python client on 2 cores measures itself) at 1, 8 and 32 connections, each sending one pair per request
+for ``--seconds``, the client's own CPU recorded per cell:
 *short* = STS-B test pairs, *long* = pairs of passages of at least 128 tokens (cut at the model's maximum length).
 
 - **raw encoder** (the limit): the backend in-process, no server: batch-1 latency of one pair (encode both sentences,
@@ -21,7 +22,6 @@ p99 < 10x p50; 0 errors), met or missed by how much.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import socket
@@ -52,43 +52,59 @@ def pair_sets(sts_path: Path, tokenizer, max_length: int) -> dict[str, list[tupl
             "long": [(long[i], long[i + 1]) for i in range(0, len(long) - 1, 2)]}
 
 
-async def _load(url: str, bodies: list[dict], clients: int, seconds: float) -> dict:
-    import httpx
-
-    latencies, errors, stop = [], 0, time.perf_counter() + seconds
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
-
-        async def worker(k: int):
-            nonlocal errors
-            i = k
-            while time.perf_counter() < stop:
-                start = time.perf_counter()
-                try:
-                    r = await client.post(url, json=bodies[i % len(bodies)])
-                    ok = r.status_code == 200
-                except httpx.HTTPError:
-                    ok = False
-                latencies.append(time.perf_counter() - start) if ok else None
-                errors += not ok
-                i += clients
-
-        began = time.perf_counter()
-        await asyncio.gather(*(worker(k) for k in range(clients)))
-        wall = time.perf_counter() - began
-    ms = np.array(latencies) * 1000
-    return {"requests": len(latencies), "errors": errors, "req_s": len(latencies) / wall,
-            **{f"p{q}_ms": float(np.percentile(ms, q)) if len(ms) else None for q in (50, 95, 99)}}
+#: wrk's script: the request bodies (one JSON per line of $STSREG_BODIES) in turn, and a JSON summary at the end.
+WRK_LUA = """
+local bodies = {}
+for line in io.lines(os.getenv("STSREG_BODIES")) do bodies[#bodies + 1] = line end
+local i = 0
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+request = function()
+  i = i % #bodies + 1
+  return wrk.format(nil, nil, nil, bodies[i])
+end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('{"requests": %d, "duration_us": %d, "errors": %d, "p50_us": %d, "p95_us": %d, '
+    .. '"p99_us": %d}\\n', summary.requests, summary.duration, e.connect + e.read + e.write + e.status + e.timeout,
+    latency:percentile(50), latency:percentile(95), latency:percentile(99)))
+end
+"""
 
 
-def drive(url: str, body, sets: dict, seconds: float) -> dict:
+def _load(url: str, bodies: list[dict], clients: int, seconds: float, work: Path) -> dict:
+    """``clients`` connections of wrk (Debian's, one thread: a C client that costs the server little CPU) sending
+    ``bodies`` in turn for ``seconds``; req/s of answered requests, latency percentiles, errors and the client's own
+    CPU (seconds of CPU per second of load: 1.0 = a whole core)."""
+    import resource
+    import shutil
+
+    if shutil.which("wrk") is None:
+        raise SystemExit("the served benchmark drives the servers with wrk: apt-get install wrk")
+    script, lines = work / "load.lua", work / "bodies.jsonl"
+    script.write_text(WRK_LUA)
+    lines.write_text("".join(json.dumps(b) + "\n" for b in bodies))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(["wrk", "-t1", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--timeout", "60s", "-s",
+                           str(script), url], capture_output=True, text=True, env={**os.environ,
+                                                                                    "STSREG_BODIES": str(lines)})
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    summary = json.loads([x for x in done.stdout.splitlines() if x.startswith("{")][-1])
+    wall = summary["duration_us"] / 1e6
+    ok = summary["requests"] - summary["errors"]
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"requests": ok, "errors": summary["errors"], "req_s": ok / wall, "client_cpu": cpu / wall,
+            **{f"p{q}_ms": summary[f"p{q}_us"] / 1000 for q in (50, 95, 99)}}
+
+
+def drive(url: str, body, sets: dict, seconds: float, work: Path) -> dict:
     """Every (set, clients) cell against ``url``; ``body(pair)`` builds a request body."""
     out = {}
     for name, pairs in sets.items():
         bodies = [body(p) for p in pairs]
-        asyncio.run(_load(url, bodies[:50], 4, 1.0))  # warm-up
+        _load(url, bodies[:50], 4, 1.0, work)  # warm-up
         for clients in CLIENTS:
-            out[f"{name}/{clients}"] = asyncio.run(_load(url, bodies, clients, seconds))
+            out[f"{name}/{clients}"] = _load(url, bodies, clients, seconds, work)
     return out
 
 
@@ -116,7 +132,7 @@ def server_row(name: str, cmd: list[str], ready: str, path: str, body, sets, sec
             pass
         print(f"{name}: {meta.get('backend', '')} {meta.get('precision', '')}", flush=True)
         return {"name": name, "computes": {k: meta.get(k) for k in ("backend", "precision") if k in meta},
-                "cells": drive(url + path, body, sets, seconds)}
+                "cells": drive(url + path, body, sets, seconds, out_dir)}
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -225,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     from stsreg.infra.runtime import resolve_device
 
     results = {"machine": {**machine(resolve_device().type), "threads": a.threads}, "seconds": a.seconds, "raw": raws,
-               "servers": rows}
+               "servers": rows, "client": "wrk (one thread, 1/8/32 connections)"}
     Path(a.out + ".json").write_text(json.dumps(results, indent=2))
     Path(a.out + ".md").write_text(format_report(results))
     print(Path(a.out + ".md").read_text())

@@ -56,9 +56,10 @@ def format_report(results: dict) -> str:
         f"raw "
         f"encoder; CPU flags {', '.join(m.get('cpu_flags') or ['not recorded'])}; native bf16: "
         f"{m.get('native_bf16', 'not recorded')}), "
-        f"{m['date']}; {results['seconds']:g} s of load per cell, one pair per request, a bounded async client "
-        "(httpx) on the same machine (it takes CPU from the server: the ratios, not the absolute numbers, carry "
-        "to other machines).",
+        f"{m['date']}; {results['seconds']:g} s of load per cell, one pair per request, "
+        + (f"{results['client']} on the same machine, its own CPU per cell in the table"
+           if results.get("client") else "a bounded async client (httpx) on the same machine")
+        + " (it takes CPU from the server: the ratios, not the absolute numbers, carry to other machines).",
         *(["", results["note"]] if results.get("note") else []),
         "",
         "## Raw encoder (the limit)",
@@ -71,12 +72,12 @@ def format_report(results: dict) -> str:
         lines.append(f"| {r['backend']} | {s['p50_ms']:.2f} | {s['pairs_s']:.0f} | {lo['p50_ms']:.2f} | "
                      f"{lo['pairs_s']:.0f} |")
     lines += ["", "## Servers", "", "| server | computes | texts | clients | req/s (= pairs/s) | p50 ms | p95 ms | p99 "
-                                    "ms | errors |",
-              "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+                                    "ms | errors | client CPU |",
+              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results["servers"]:
         computes = ", ".join(str(v) for v in r["computes"].values()) or "-"
         for cell, c in r["cells"].items():
             texts, clients = cell.split("/")
             lines.append(f"| {r['name']} | {computes} | {texts} | {clients} | {c['req_s']:.1f} | {_f(c['p50_ms'])} | "
-                         f"{_f(c['p95_ms'])} | {_f(c['p99_ms'])} | {c['errors']} |")
+                         f"{_f(c['p95_ms'])} | {_f(c['p99_ms'])} | {c['errors']} | {_f(c.get('client_cpu'), '.2f')} |")
     return "\n".join(lines + ["", "## Targets (32 clients, short pairs)", "", *_targets(results), ""])

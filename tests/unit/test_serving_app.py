@@ -14,9 +14,8 @@ from tests.helpers.contract import check_contract
 from tests.helpers.toy_served import ToyServed
 
 
-@pytest.fixture
-def live():
-    """(url, the toy model) of a guarded app served by uvicorn on a free port, with a small queue."""
+def _start(drain_s: float = 30.0):
+    """(url, the toy model, the uvicorn server, its thread): a guarded app on a free port, with a small queue."""
     import uvicorn
 
     from stsreg.product.serving.app import ServingApp
@@ -26,7 +25,7 @@ def live():
     app = ServingApp(lambda: model, batch_tokens=8, max_queued_tokens=40).load_now()
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(RequestGuard(app, 1 << 20, 32, timeout_s=2.0), host="127.0.0.1",
-                                           port=port, log_level="warning"))
+                                           port=port, log_level="warning", timeout_graceful_shutdown=drain_s))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
@@ -36,6 +35,12 @@ def live():
             break
         except requests.ConnectionError:
             time.sleep(0.05)
+    return url, model, server, thread
+
+
+@pytest.fixture
+def live():
+    url, model, server, thread = _start()
     yield url, model
     model.gate.set()
     server.should_exit = True
@@ -96,3 +101,30 @@ def test_a_half_sent_body_is_answered_408_within_the_timeout(live):
         started = time.time()
         reply = s.recv(4096)
     assert reply.startswith(b"HTTP/1.1 408") and time.time() - started < 8
+
+
+@pytest.mark.parametrize("released", [True, False])
+def test_a_stopping_server_answers_what_is_in_flight_within_the_drain_bound(released):
+    """SIGTERM (uvicorn's should_exit): a request in flight is answered if the encoder frees up in time, and the
+    server is gone within drain_s whatever the encoder does."""
+    import concurrent.futures
+
+    url, model, server, thread = _start(drain_s=2.0)
+    model.gate.clear()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(requests.post, url + "/v1/embeddings", json={"input": "in flight"}, timeout=30)
+        time.sleep(0.3)
+        stopping = time.time()
+        server.should_exit = True
+        if released:
+            time.sleep(0.5)
+            model.gate.set()
+        thread.join(15)
+        stopped = time.time() - stopping
+        if released:
+            assert pending.result().status_code == 200
+        else:
+            with pytest.raises(requests.RequestException):  # cut at the bound, not answered late
+                pending.result().raise_for_status()
+    model.gate.set()
+    assert not thread.is_alive() and stopped < 2.0 + 3.0

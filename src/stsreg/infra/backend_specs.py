@@ -40,7 +40,7 @@ BACKENDS: tuple[BackendSpec, ...] = (
     BackendSpec("onnx-int8", "onnx_int8", "onnx/model_qint8.onnx",
                 "the ONNX graph with int8 weights and int8 activations quantised per token (a sentence's vector "
                 "does not depend on its batch), run by ONNX Runtime on the CPU",
-                "int8 weights, fp32 activations"),
+                "int8 weights and activations (per token)"),
 )
 BY_NAME: dict[str, BackendSpec] = {b.name: b for b in BACKENDS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
