@@ -212,8 +212,9 @@ def test_served_precision_is_a_setting_printed_at_start_and_answered_at_metadata
 
     work, uri, _, _ = registry
     meta = requests.get(server + "/metadata", timeout=30).json()
+    # auto: the fastest backend here
     expected = {"torch": "bf16" if native_bf16(torch.device("cpu")) else "fp32", "onnx": "fp32",
-                "onnx-int8": "int8 weights and activations (per token)"}[meta["backend"]]  # auto: the fastest backend here
+                "onnx-int8": "int8 weights and activations (per token)"}[meta["backend"]]
     assert meta["precision_setting"] == "auto" and meta["precision"] == expected and meta["device"] == "cpu"
     # one maximum length: the evaluation's (evaluate.max_length of the fixture's params), stored with the version
     assert meta["max_length"] == yaml.safe_load((work / "params.yaml").read_text())["evaluate"]["max_length"] == 16
