@@ -51,7 +51,7 @@ def test_a_sentence_gets_the_same_vector_alone_and_in_any_batch(folder, backend)
 
 def test_an_int8_file_quantised_per_tensor_is_served_per_token(folder, tmp_path):
     """A version registered with ONNX Runtime's per-tensor ranges (its vectors move with the batch) is rewritten at
-    load: the same guarantee, and the same vectors as a per-token export."""
+    load: the same guarantee, and vectors close to the fp32 graph's."""
     import shutil
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -67,5 +67,7 @@ def test_an_int8_file_quantised_per_tensor_is_served_per_token(folder, tmp_path)
     model = ex.use_backend(SiameseRegressor.load(old, precision="fp32").eval(), "onnx-int8", old, 1)
     alone, batched = _alone_and_in_company(model)
     assert (np.abs(alone - batched).max(axis=1) / np.linalg.norm(alone, axis=1)).max() <= 1e-5
-    fresh = ex.use_backend(SiameseRegressor.load(folder, precision="fp32").eval(), "onnx-int8", folder, 1)
-    np.testing.assert_allclose(alone, _alone_and_in_company(fresh)[0], rtol=0, atol=1e-6)
+    fp32 = ex.use_backend(SiameseRegressor.load(folder, precision="fp32").eval(), "onnx", folder, 1)
+    exact = _alone_and_in_company(fp32)[0]
+    cosine = (alone * exact).sum(1) / np.linalg.norm(alone, axis=1) / np.linalg.norm(exact, axis=1)
+    assert cosine.min() > 0.99
