@@ -52,6 +52,7 @@ class ServingApp:
         self.metrics = Metrics()
         self.batcher = TokenBatcher(lambda: self.served, batch_tokens, max_queued_tokens, truncate, self.metrics)
         self._loading = threading.Lock()
+        self._settled = threading.Event()  # set once the model is served or failed to load
         self.routes = {("POST", "/invocations"): self.invocations, ("POST", "/v1/embeddings"): self.embeddings,
                        ("POST", "/similarity"): self.similarity}
 
@@ -64,6 +65,7 @@ class ServingApp:
                     self.on_loaded(self)
                 except Exception as exc:  # noqa: BLE001 (reported at /ready and in the log)
                     self.load_error = f"{type(exc).__name__}: {exc}"
+                    self._settled.set()
                     log.exception("loading the model failed")
                     raise
         return self
@@ -87,6 +89,7 @@ class ServingApp:
             fallback = scoring_server.init(served.pyfunc)
         self.served, self.fallback = served, fallback
         self.metrics.set_served(served.info)
+        self._settled.set()
 
     @property
     def metadata(self) -> bytes:
@@ -141,10 +144,8 @@ class ServingApp:
 
             await send_body(send, 200, json.dumps({"mlflow": mlflow.__version__}).encode())
             return 200
-        waited = 0.0
-        while self.served is None and self.load_error is None and waited < self.load_wait_s:
-            await asyncio.sleep(0.1)  # a request sent as the server starts waits for the model, not a retry loop
-            waited += 0.1
+        if self.served is None and self.load_error is None:  # sent as the server starts: it waits for the model
+            await asyncio.get_running_loop().run_in_executor(None, self._settled.wait, self.load_wait_s)
         if self.served is None:
             return await self._error(send, 503, self.load_error or "the model is loading; GET /ready says when it is "
                                                                    "served")
