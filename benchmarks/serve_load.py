@@ -78,7 +78,6 @@ def _load(url: str, bodies: list[dict], clients: int, seconds: float, work: Path
     CPU (seconds of CPU per second of load: 1.0 = a whole core)."""
     import resource
     import shutil
-
     if shutil.which("wrk") is None:
         raise SystemExit("the served benchmark drives the servers with wrk: apt-get install wrk")
     script, lines = work / "load.lua", work / "bodies.jsonl"
@@ -90,8 +89,7 @@ def _load(url: str, bodies: list[dict], clients: int, seconds: float, work: Path
                                                                                     "STSREG_BODIES": str(lines)})
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     summary = json.loads([x for x in done.stdout.splitlines() if x.startswith("{")][-1])
-    wall = summary["duration_us"] / 1e6
-    ok = summary["requests"] - summary["errors"]
+    wall, ok = summary["duration_us"] / 1e6, summary["requests"] - summary["errors"]
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"requests": ok, "errors": summary["errors"], "req_s": ok / wall, "client_cpu": cpu / wall,
             **{f"p{q}_ms": summary[f"p{q}_us"] / 1000 for q in (50, 95, 99)}}
