@@ -54,3 +54,22 @@ def tiny_backbone_of(arch: str, path: Path, words: list[str]) -> str:
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return str(path)
+
+
+def exported_model(backbone: str, folder: Path, max_length: int) -> Path:
+    """A stsreg model folder of ``backbone`` at ``max_length`` with every declared backend's export (what
+    registration adds)."""
+    from stsreg.product.model import SiameseRegressor
+    from stsreg.product.serving import export
+
+    SiameseRegressor.from_pretrained(backbone, max_length=max_length).save(folder)
+    export.export_all(folder)
+    return folder
+
+
+def random_sentences(words, n: int, seed: int, lo: int, hi: int) -> list[str]:
+    """``n`` sentences of ``lo`` to ``hi`` words drawn from ``words``, the same for the same seed."""
+    import random
+
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(lo, hi))) for _ in range(n)]

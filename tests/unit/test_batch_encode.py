@@ -4,7 +4,6 @@ nothing."""
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -14,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stsreg.product.serving import export
 from stsreg.product.model import SiameseRegressor
 from tests.conftest import TINY_WORDS
+from tests.helpers.backbones import exported_model, random_sentences
 from tests.helpers.doc_commands import ENCODE
 
 STSREG = os.path.join(os.path.dirname(sys.executable), "stsreg")
@@ -34,15 +33,11 @@ def _stsreg(*args, cwd, **kw):
 @pytest.fixture(scope="module")
 def model_dir(tiny_backbone, tmp_path_factory):
     """A stsreg model folder of the tiny BERT with its ONNX exports (what registration adds)."""
-    folder = tmp_path_factory.mktemp("encode-model") / "model"
-    SiameseRegressor.from_pretrained(tiny_backbone, max_length=16).save(folder)
-    export.export_all(folder)
-    return folder
+    return exported_model(tiny_backbone, tmp_path_factory.mktemp("encode-model") / "model", 16)
 
 
 def _sentences(n, seed=0):
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(TINY_WORDS) for _ in range(rng.randint(3, 12))) for _ in range(n)]
+    return random_sentences(TINY_WORDS, n, seed, 3, 12)
 
 
 def test_formats_dedupe_and_order(model_dir, tmp_path):

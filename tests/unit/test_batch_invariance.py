@@ -3,30 +3,22 @@ requests' sentences (longer and shorter ones, so other padding and other activat
 norm. onnx-int8 quantises activations per token for this; a file quantised per tensor (a version registered before)
 is served per token too."""
 
-import random
-
 import numpy as np
 import pytest
 
 from tests.conftest import TINY_WORDS
+from tests.helpers.backbones import exported_model, random_sentences
 
 ALONE = 24
 
 
 @pytest.fixture(scope="module")
 def folder(tiny_backbone, tmp_path_factory):
-    from stsreg.product.model import SiameseRegressor
-    from stsreg.product.serving import export as ex
-
-    out = tmp_path_factory.mktemp("invariance") / "model"
-    SiameseRegressor.from_pretrained(tiny_backbone, max_length=48).save(out)
-    ex.export_all(out)
-    return out
+    return exported_model(tiny_backbone, tmp_path_factory.mktemp("invariance") / "model", 48)
 
 
 def _sentences(n: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(TINY_WORDS) for _ in range(rng.randint(2, 40))) for _ in range(n)]
+    return random_sentences(TINY_WORDS, n, seed, 2, 40)
 
 
 def _alone_and_in_company(model) -> tuple[np.ndarray, np.ndarray]:

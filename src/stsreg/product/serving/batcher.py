@@ -170,7 +170,8 @@ class TokenBatcher:
             raise ValueError(f"the encoder gave {len(vectors)} vectors for {len(unique)} sentences")
         size = sum(table[tokens.LENGTH])
         self.metrics.observe_batch(len(unique), size, seconds)
-        self.rate = size / seconds if not self.rate else 0.8 * self.rate + 0.2 * size / max(seconds, 1e-6)
+        now = size / max(seconds, 1e-6)
+        self.rate = now if not self.rate else 0.8 * self.rate + 0.2 * now
         row = {texts[i]: k for k, i in enumerate(unique)}
         offset = 0
         for request, (a, b) in batch:
