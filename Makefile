@@ -20,7 +20,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 export UV_SYSTEM_CERTS ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test lint test-slow lock clean
+.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-loop bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test lint test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -82,6 +82,10 @@ bench-int8: install ## ONNX Runtime's int8 options (dynamic per channel / per te
 bench-serve: install ## the champion served (stsreg serve per backend and auto, mlflow models serve, sentence-transformers + FastAPI) vs the raw encoder at 1/8/32 wrk connections -> reports/benchmarks-serve.{md,json} (~10 min; after `make run`; needs Debian's wrk)
 	@command -v wrk > /dev/null || { echo 'make bench-serve drives the servers with wrk: apt-get install wrk'; exit 2; }
 	python -m benchmarks.serve_load --seconds 8
+
+BENCH_LOOP_ARGS ?=
+bench-loop: install ## the loop's clock: `stsreg data add` -> retrain -> gate -> the served champion answering, per phase, under a light load, in a clone with the worked example's table -> reports/benchmarks-loop.{md,json} (after `make run`; BENCH_LOOP_ARGS='-S key=value' cuts the example)
+	python -m benchmarks.loop $(BENCH_LOOP_ARGS)
 
 bench-data: install ## preparing a user table of 100k and 1M generated pairs: rows/s and peak memory -> reports/benchmarks-data.{md,json} (~2 min)
 	python -m benchmarks.data_scale

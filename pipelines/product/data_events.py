@@ -12,6 +12,7 @@ retrain starts at once instead of at the next scheduled run; DVC then sees ``dat
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -32,7 +33,8 @@ def retrain_trigger(project: Path):
 
     return DeploymentEventTrigger(name="labelled data added", expect={DATA_EVENT},
                                   match={"prefect.resource.id": project_resource(project)["prefect.resource.id"]},
-                                  parameters={"project_dir": str(project.resolve())})
+                                  # the event's payload (table, rows, when the add began) starts the loop's clock
+                                  parameters={"project_dir": str(project.resolve()), "trigger": "{{ event.payload }}"})
 
 
 def add_rows(project: Path, tables, name: str, rows_file: Path, duplicates: str = "skip",
@@ -55,6 +57,7 @@ def add_rows(project: Path, tables, name: str, rows_file: Path, duplicates: str 
                              f"{max_rejected_fraction}) and prepare would refuse it (line {first.line}: "
                              f"{first.reason}); nothing was added")
 
+    began = time.time()  # the loop's clock starts when the rows are handed over
     declared = {t.name: t for t in tables if not t.reader}  # the public tables are read from the mirror, not grown
     if name not in declared:
         raise InputError(f"--table {name!r} is not a table of yours in prepare.sts_tables (yours: {sorted(declared)})")
@@ -62,15 +65,16 @@ def add_rows(project: Path, tables, name: str, rows_file: Path, duplicates: str 
     added = append_rows(project, table, rows_file, duplicates, check=check)
     if not added.added:
         return table, added, "nothing added, no event sent"
-    return table, added, emit_data_changed(project, table.name, added.added)
+    return table, added, emit_data_changed(project, table.name, added.added, began)
 
 
 RETRAIN_BY_HAND = "`dvc repro promote` retrains and gates"
 
 
-def emit_data_changed(project: Path, table: str, rows_added: int) -> str:
-    """Emit :data:`DATA_EVENT` to the Prefect server in use; returns what happened, in a sentence a person can act on:
-    sent (the retrain deployment's trigger starts it), or not delivered and why, and what to run instead."""
+def emit_data_changed(project: Path, table: str, rows_added: int, added_at: float | None = None) -> str:
+    """Emit :data:`DATA_EVENT` to the Prefect server in use (payload: ``table``, ``rows_added``, ``added_at``: epoch
+    seconds when the add began, default now); returns what happened, in a sentence a person can act on: sent (the
+    retrain deployment's trigger starts it), or not delivered and why, and what to run instead."""
     from prefect.settings import PREFECT_API_URL
 
     url = PREFECT_API_URL.value()
@@ -85,7 +89,7 @@ def emit_data_changed(project: Path, table: str, rows_added: int) -> str:
     from prefect.events.worker import EventsWorker
 
     event = emit_event(event=DATA_EVENT, resource=project_resource(project),
-                       payload={"table": table, "rows_added": rows_added})
+                       payload={"table": table, "rows_added": rows_added, "added_at": added_at or time.time()})
     EventsWorker.drain_all()  # events go out from a background worker: send it before the command exits
     if event is None:
         return f"event {DATA_EVENT} NOT delivered (Prefect did not emit it); {RETRAIN_BY_HAND}"

@@ -20,38 +20,36 @@ import json
 import subprocess
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
+from pipelines.product import retrain_report
 from pipelines.product.data_events import table_changes
 from pipelines.product.heartbeat import EVERY_S, heartbeat
 from pipelines.product.stoppable import stopping
-from stsreg.product import registry
 from stsreg.infra import tracking
 from stsreg.infra.locking import held_env, pipeline_lock
+from stsreg.product.loop_clock import Clock
 from stsreg.product.registry import MODEL_NAME
 
-
-def registry_state(uri: str, name: str = MODEL_NAME) -> dict:
-    """``{"latest", "champion", "challenger"}`` version numbers (None where absent)."""
-    c = tracking.client(uri)
-    state = {"latest": max((int(v.version) for v in c.search_model_versions(f"name='{name}'")), default=None)}
-    for alias in ("champion", "challenger"):
-        v = registry.version_by_alias(c, name, alias)
-        state[alias] = int(v.version) if v else None
-    return state
+#: The stages ``dvc repro promote`` runs, in order: the retrain runs them one by one, each a task and a phase of its
+#: clock (tests/unit/test_loop_clock.py checks this against dvc.yaml).
+CHAIN = ("fetch", "prepare", "stage1", "stage2", "evaluate", "register", "promote")
 
 
 @task(name="dvc-repro", task_run_name="dvc repro {target}")
-def dvc_repro(project_dir: str, target: str, heartbeat_s: float = EVERY_S) -> list[str]:
-    """Run ``dvc repro target`` in the project, streaming its output to the flow log (and, while a stage is silent,
-    which stage runs and for how long, every ``heartbeat_s`` seconds); returns the stages that ran."""
+def dvc_repro(project_dir: str, target: str, heartbeat_s: float = EVERY_S, single: bool = False) -> list[str]:
+    """Run ``dvc repro target`` in the project (``single``: that stage only, ``--single-item``, when it is stale),
+    streaming its output to the flow log (and, while a stage is silent, which stage runs and for how long, every
+    ``heartbeat_s`` seconds); returns the stages that ran."""
     logger = get_run_logger()
     # the caller holds the pipeline lock: the stages dvc starts must not wait for it. Its own process group: a
     # cancelled or failed flow run stops dvc, the stage it runs and everything that stage started (stopping)
-    proc = subprocess.Popen(["dvc", "repro", target], cwd=project_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=held_env(Path(project_dir)), start_new_session=True)
+    cmd = ["dvc", "repro", *(["--single-item"] if single else []), target]
+    proc = subprocess.Popen(cmd, cwd=project_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=held_env(Path(project_dir)), start_new_session=True)
     ran, tail = [], []
 
     def now() -> str:
@@ -71,40 +69,6 @@ def dvc_repro(project_dir: str, target: str, heartbeat_s: float = EVERY_S) -> li
             f"`dvc repro {target}` failed (exit {proc.returncode}) after stages {ran}:\n" + "\n".join(tail)
         )
     return ran
-
-
-def _pairs(sts_file: Path):
-    """The prepared STS table's pairs (None before the first prepare): what the retrain compares to say which tables
-    gained or lost rows."""
-    import pandas as pd
-
-    return pd.read_parquet(sts_file, columns=["dataset", "sentence1", "sentence2",
-                                              "score"]) if sts_file.exists() else None
-
-
-def _tables_line(changed: dict) -> str:
-    if not changed:
-        return ""
-    parts = [f"{t} +{c['added']}/-{c['removed']}" for t, c in sorted(changed.items())]
-    return "tables changed (rows added/removed): " + ", ".join(parts) + ". "
-
-
-def describe(before: dict, after: dict, ran: list[str], promotion: dict | None) -> str:
-    """One paragraph: what the run changed in the registry, and why."""
-    if not ran:
-        return "nothing was stale: no stage ran, the registry is unchanged (champion v%s)" % after["champion"]
-    text = f"stages run: {', '.join(ran)}. "
-    if after["latest"] != before["latest"]:
-        text += f"new version v{after['latest']} registered as challenger; "
-        if after["champion"] != before["champion"]:
-            text += f"promoted to champion (was v{before['champion']})"
-        else:
-            text += f"not promoted, champion stays v{after['champion']}"
-        if promotion and promotion.get("challenger") == after["latest"]:
-            text += f": {promotion['reason']}"
-    else:
-        text += f"no new version (the model did not change); champion v{after['champion']}"
-    return text
 
 
 @task(name="stage2-on-gpu-pool", task_run_name="stage 2 on pool {pool}")
@@ -130,55 +94,83 @@ def dvc_push(project_dir: str) -> bool:
     return True
 
 
+def _stages(project: Path, target: str, heartbeat_s: float, clock: Clock, gpu_pool: str, repo_url: str):
+    """Run the chain up to ``target`` stage by stage (one task and one clock phase each; a target outside
+    :data:`CHAIN`: one ``dvc repro target``); stage 2 on ``gpu_pool``'s worker when set and stale. Returns (stages
+    that ran, the remote stage 2's summary or None)."""
+    ran, remote = [], None
+    for stage in CHAIN[:CHAIN.index(target) + 1] if target in CHAIN else (target,):
+        with clock.phase(stage) as phase:
+            if stage == "stage2" and gpu_pool and subprocess.run(["dvc", "status", "stage2", "--quiet"],
+                                                                  cwd=project).returncode:  # stale: train it there
+                remote = stage2_elsewhere(str(project), gpu_pool, repo_url)
+                ran.append(stage)
+                phase["note"] = f"on pool {gpu_pool}"
+            done = dvc_repro(str(project), stage, heartbeat_s, single=target in CHAIN)
+            ran += [s for s in done if s not in ran]
+            phase["ran"] = stage in ran
+    return ran, remote
+
+
+@task(name="served", task_run_name="the server answers v{version}")
+def served_task(project_dir: str, version: int, timeout_s: float) -> dict:
+    """Wait until the servers following ``@champion`` answer with ``version``
+    (:func:`stsreg.product.serving.announce.wait_for_version`)."""
+    from stsreg.product.serving.announce import wait_for_version
+
+    return wait_for_version(Path(project_dir), version, timeout_s)
+
+
 @flow(name="stsreg-retrain")
 def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s: float = 6 * 3600,
-                 heartbeat_s: float = EVERY_S) -> dict:
-    """DVC pipeline up to ``target`` under the pipeline lock, then a report of the registry change. With
+                 heartbeat_s: float = EVERY_S, trigger: dict | None = None, serve_wait_s: float = 300.0) -> dict:
+    """DVC pipeline up to ``target`` under the pipeline lock, stage by stage, then a report of the registry change
+    and the loop's clock (:mod:`stsreg.product.loop_clock`). ``trigger``: the payload of the data event that started
+    the run (``added_at``: when ``stsreg data add`` began, the clock's origin). After a promotion, it waits up to
+    ``serve_wait_s`` for the running servers that follow ``@champion`` to answer with the new version. With
     ``schedule.gpu_pool`` set, stage 2 runs on that pool's worker and everything else here; with a DVC remote set,
     the outputs are pushed at the end."""
-    from prefect.artifacts import create_markdown_artifact
-
     from stsreg.infra.config import load_params
 
+    started = time.time()
     project = Path(project_dir).resolve()
     uri = tracking.tracking_uri(project)
     schedule = load_params(project / "params.yaml").schedule
-    started = time.time()
-    remote = None
     sts_file = project / "data/prepared/sts.parquet"
-    with pipeline_lock(project, lock_timeout_s):
+    origin = (trigger or {}).get("added_at")
+    clock = Clock(float(origin) if origin else None)
+    if origin:
+        clock.add("trigger", float(origin), started, note=f"{trigger.get('table')} +{trigger.get('rows_added')}")
+    with ExitStack() as held:
+        with clock.phase("lock"):
+            held.enter_context(pipeline_lock(project, lock_timeout_s))
         locked = time.time()
-        before = registry_state(uri)
-        tables_before = _pairs(sts_file)
-        ran = []
-        if schedule.gpu_pool and target == "promote":
-            ran = dvc_repro(str(project), "stage1", heartbeat_s)
-            if subprocess.run(["dvc", "status", "stage2", "--quiet"], cwd=project).returncode:  # stale: train it there
-                remote = stage2_elsewhere(str(project), schedule.gpu_pool, schedule.repo_url)
-                ran.append("stage2")
-        ran += dvc_repro(str(project), target, heartbeat_s)
+        before = retrain_report.registry_state(uri)
+        tables_before = retrain_report.pairs(sts_file)
+        ran, remote = _stages(project, target, heartbeat_s, clock, schedule.gpu_pool, schedule.repo_url)
         pushed = dvc_push(str(project))
-        after = registry_state(uri)
-        changed = table_changes(tables_before, _pairs(sts_file)) if "prepare" in ran else {}
+        after = retrain_report.registry_state(uri)
+        changed = table_changes(tables_before, retrain_report.pairs(sts_file)) if "prepare" in ran else {}
         released = time.time()
+    served = {"why": "no new champion"}
+    if after["champion"] is not None and after["champion"] != before["champion"]:
+        with clock.phase("served") as phase:
+            served = {"version": after["champion"], **served_task(str(project), after["champion"], serve_wait_s)}
+            answered = [s["answered"] for s in served["servers"] if "answered" in s]
+            served["answered"] = min(answered) if answered else None
+            phase["note"] = "answered" if answered else served.get("why", "")
+        if served["answered"]:  # the phase ends when the first server answered, not when the poll noticed the rest
+            clock.phases[-1].update(end=served["answered"], seconds=round(served["answered"] - released, 2))
     promotion_file = project / "reports/registry/promotion.json"
     promotion = json.loads(promotion_file.read_text()) if promotion_file.exists() else None
     report = {"ran": ran, "tables_changed": changed, "stage2_remote": remote, "pushed": pushed, "before": before,
-              "after": after,
-              "new_version": after["latest"] != before["latest"],
+              "after": after, "new_version": after["latest"] != before["latest"],
               "promoted": after["champion"] != before["champion"],
-              "summary": _tables_line(changed) + describe(before, after, ran, promotion),
-              "started": started, "lock_acquired": locked, "lock_released": released}
-    out = project / "reports/retrain/last_run.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    with open(out.with_name("history.jsonl"), "a") as fh:  # one line per retrain: an audit trail of the schedule
-        fh.write(json.dumps(report) + "\n")
+              "summary": retrain_report.tables_line(changed) + retrain_report.describe(before, after, ran, promotion),
+              "started": started, "lock_acquired": locked,
+              "lock_released": released, "served": served, "trigger": trigger, "clock": clock.as_dict()}
+    retrain_report.write(project, report)
     get_run_logger().info("retrain: %s", report["summary"])
-    create_markdown_artifact(key="retrain-report", description="What this retrain changed", markdown=(
-        f"## Retrain report\n\n{report['summary']}\n\n| | latest | champion | challenger |\n|---|---|---|---|\n"
-        f"| before | {before['latest']} | {before['champion']} | {before['challenger']} |\n"
-        f"| after | {after['latest']} | {after['champion']} | {after['challenger']} |\n"))
     return report
 
 

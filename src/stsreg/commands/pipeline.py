@@ -4,6 +4,7 @@ and ``report``, each verb's parser beside its handler."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from stsreg.commands import add_params
@@ -162,6 +163,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     timings = format_timings(tracking.tracking_uri())
     if timings:
         print("\nTime to a champion (the last run of each step; MLflow run durations):\n" + timings)
+    loop = Path("reports/retrain/last_run.json")
+    if loop.exists():
+        from stsreg.product.loop_clock import format_clock
+
+        clock = format_clock(json.loads(loop.read_text(encoding="utf-8")))
+        if clock:
+            print(f"\nThe last retrain's clock ({loop}):\n\n{clock}")
     return 0
 
 

@@ -115,6 +115,7 @@ def _start_line(args, source: str, uri: str, info: dict, settings: dict) -> str:
 def cmd_serve(args: argparse.Namespace) -> int:
     from stsreg.infra import tracking
     from stsreg.product.serving import serve
+    from stsreg.product.serving.announce import announced
     from stsreg.product.serving.model_uri import resolve
 
     uri = tracking.tracking_uri()
@@ -127,17 +128,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 **{k: settings[k][0] for k in BATCHING},
                 "model_uri": args.model_uri, "follow_s": settings["follow_s"][0]}
     announce = lambda app: print(_start_line(args, source, uri, json.loads(app.metadata), settings), flush=True)
+    # the project's retrain flow reads where this server is, to time the moment it answers a new champion
+    here = announced(Path("."), args.host, args.port, args.model_uri, settings["follow_s"][0])
     if workers == 1:  # loads on a thread: /health answers at once, /ready once the model is in
-        serve.serve(serve.build_app(**app_args, lazy=True, on_loaded=announce), args.host, args.port,
-                    drain_s=app_args["drain_s"])
+        with here:
+            serve.serve(serve.build_app(**app_args, lazy=True, on_loaded=announce), args.host, args.port,
+                        drain_s=app_args["drain_s"])
         return 0
     probe = serve.build_app(**app_args)  # resolves `auto` once, so every worker runs the same backend
     announce(probe.app)
     info = json.loads(probe.metadata)
     del probe
-    serve.serve(None, args.host, args.port, workers, {**app_args, "scale": info.get("score_scale"),
-                                                        "backend": info.get("backend", app_args["backend"])},
-                app_args["drain_s"])
+    with here:
+        serve.serve(None, args.host, args.port, workers, {**app_args, "scale": info.get("score_scale"),
+                                                            "backend": info.get("backend", app_args["backend"])},
+                    app_args["drain_s"])
     return 0
 
 

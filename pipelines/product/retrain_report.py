@@ -1,0 +1,75 @@
+"""The retrain's report: what a run changed in the registry and the data, and its clock.
+
+Written by the retrain flow (:mod:`pipelines.product.ops_flow`) to ``reports/retrain/last_run.json`` (+ one line in
+``history.jsonl``: an audit trail of the schedule) and as the flow run's Prefect markdown artifact.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from stsreg.infra import atomic, tracking
+from stsreg.product import registry
+from stsreg.product.loop_clock import format_clock
+from stsreg.product.registry import MODEL_NAME
+
+
+def registry_state(uri: str, name: str = MODEL_NAME) -> dict:
+    """``{"latest", "champion", "challenger"}`` version numbers (None where absent)."""
+    c = tracking.client(uri)
+    state = {"latest": max((int(v.version) for v in c.search_model_versions(f"name='{name}'")), default=None)}
+    for alias in ("champion", "challenger"):
+        v = registry.version_by_alias(c, name, alias)
+        state[alias] = int(v.version) if v else None
+    return state
+
+
+def pairs(sts_file: Path):
+    """The prepared STS table's pairs (None before the first prepare): what the retrain compares to say which tables
+    gained or lost rows."""
+    import pandas as pd
+
+    return pd.read_parquet(sts_file, columns=["dataset", "sentence1", "sentence2",
+                                              "score"]) if sts_file.exists() else None
+
+
+def tables_line(changed: dict) -> str:
+    if not changed:
+        return ""
+    parts = [f"{t} +{c['added']}/-{c['removed']}" for t, c in sorted(changed.items())]
+    return "tables changed (rows added/removed): " + ", ".join(parts) + ". "
+
+
+def describe(before: dict, after: dict, ran: list[str], promotion: dict | None) -> str:
+    """One paragraph: what the run changed in the registry, and why."""
+    if not ran:
+        return "nothing was stale: no stage ran, the registry is unchanged (champion v%s)" % after["champion"]
+    text = f"stages run: {', '.join(ran)}. "
+    if after["latest"] != before["latest"]:
+        text += f"new version v{after['latest']} registered as challenger; "
+        if after["champion"] != before["champion"]:
+            text += f"promoted to champion (was v{before['champion']})"
+        else:
+            text += f"not promoted, champion stays v{after['champion']}"
+        if promotion and promotion.get("challenger") == after["latest"]:
+            text += f": {promotion['reason']}"
+    else:
+        text += f"no new version (the model did not change); champion v{after['champion']}"
+    return text
+
+
+def write(project: Path, report: dict) -> None:
+    """``reports/retrain/last_run.json`` (atomic), a line of ``history.jsonl`` and the Prefect artifact."""
+    from prefect.artifacts import create_markdown_artifact
+
+    out = project / "reports/retrain/last_run.json"
+    atomic.write_json(out, report)
+    with open(out.with_name("history.jsonl"), "a") as fh:
+        fh.write(json.dumps(report) + "\n")
+    before, after = report["before"], report["after"]
+    create_markdown_artifact(key="retrain-report", description="What this retrain changed, and its clock", markdown=(
+        f"## Retrain report\n\n{report['summary']}\n\n| | latest | champion | challenger |\n|---|---|---|---|\n"
+        f"| before | {before['latest']} | {before['champion']} | {before['challenger']} |\n"
+        f"| after | {after['latest']} | {after['champion']} | {after['challenger']} |\n\n"
+        f"### Clock\n\n{format_clock(report)}\n"))

@@ -1,0 +1,113 @@
+"""The loop's clock: the retrain's phases are dvc.yaml's chain to `promote`, in order; the clock's table; a running
+server found through its announcement and waited for until it answers a new version."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import yaml
+
+from stsreg.product.loop_clock import Clock, format_clock
+from stsreg.product.serving import announce
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _upstream(stages: dict, target: str) -> list[str]:
+    """``target`` and every stage it depends on, through outputs feeding dependencies, in an order DVC can run."""
+    def feeds(a: str, b: str) -> bool:
+        outs = [str(o if isinstance(o, str) else next(iter(o))) for o in stages[a].get("outs", [])]
+        deps = stages[b].get("deps", [])
+        return any(d == o or d.startswith(o + "/") or o.startswith(d + "/") for d in deps for o in outs)
+
+    order: list[str] = []
+
+    def visit(name: str) -> None:
+        for other in stages:
+            if other != name and other not in order and feeds(other, name):
+                visit(other)
+        if name not in order:
+            order.append(name)
+
+    visit(target)
+    return order
+
+
+def test_the_retrain_runs_dvc_yamls_chain_to_promote_in_order():
+    from pipelines.product.ops_flow import CHAIN
+
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    assert set(CHAIN) == set(_upstream(stages, "promote"))
+    for i, stage in enumerate(CHAIN):  # nothing runs before what feeds it
+        assert set(_upstream(stages, stage)) <= set(CHAIN[:i + 1]), stage
+
+
+def test_the_clock_counts_from_the_added_rows_and_says_each_phase():
+    clock = Clock(origin=100.0)
+    clock.add("trigger", 100.0, 130.0, note="qa +318")
+    clock.add("prepare", 130.0, 190.0, ran=True)
+    clock.add("stage1", 190.0, 192.5, ran=False)
+    clock.add("served", 192.5, 200.0)
+    report = {"clock": clock.as_dict(), "served": {"version": 3, "answered": 200.0}}
+    assert report["clock"]["total_s"] == 100.0
+    text = format_clock(report)
+    assert "| prepare | 1:00.0 | 1:30.0 |" in text and "| stage1 | 0:02.5 | 1:32.5 | up to date |" in text
+    assert text.endswith("From when the rows were added to the end: 1:40.0; the server answered with v3.")
+    said = format_clock({"clock": Clock().as_dict() | {"phases": clock.phases[1:3], "origin": None},
+                         "served": {"why": "no new champion"}})
+    assert "From when the retrain started" in said and "no new champion" in said
+    assert format_clock({}) == ""
+
+
+def test_a_failed_phase_is_recorded_and_raised():
+    clock = Clock()
+    try:
+        with clock.phase("stage2"):
+            raise RuntimeError("killed")
+    except RuntimeError:
+        pass
+    assert clock.phases[0]["phase"] == "stage2" and clock.phases[0]["failed"] is True
+
+
+class _Versions(BaseHTTPRequestHandler):
+    version = "1"
+
+    def do_GET(self):  # noqa: N802 (the http.server hook's name)
+        body = json.dumps({"version": type(self).version}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_flow_waits_for_an_announced_follower_to_answer_the_new_version(tmp_path):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Versions)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        assert announce.wait_for_version(tmp_path, 2, 1.0)["why"].startswith("no server follows @champion")
+        with announce.announced(tmp_path, "0.0.0.0", port, "models:/sts-regression@champion", 1.0) as path:
+            # a file left by a dead server and one of a server pinned to a version are not followers
+            (tmp_path / announce.FOLDER / "9.json").write_text(json.dumps(
+                {"url": "http://127.0.0.1:9", "model_uri": "models:/m@champion", "follow_s": 1, "pid": 2 ** 22 + 7}))
+            (tmp_path / announce.FOLDER / "8.json").write_text(json.dumps(
+                {"url": "http://127.0.0.1:8", "model_uri": "models:/m/1", "follow_s": 1, "pid": os.getpid()}))
+            assert [f["url"] for f in announce.followers(tmp_path)] == [f"http://127.0.0.1:{port}"]
+            late = announce.wait_for_version(tmp_path, 2, 0.6, poll_s=0.1)
+            assert late["why"].startswith("no server answered v2 within 0.6 s") and "'1'" in late["why"]
+            threading.Timer(0.3, lambda: setattr(_Versions, "version", "2")).start()
+            began = time.time()
+            done = announce.wait_for_version(tmp_path, 2, 5.0, poll_s=0.05)
+            assert "why" not in done and began + 0.25 < done["servers"][0]["answered"] < began + 2
+        assert not path.exists()  # the server's file goes with it
+    finally:
+        server.shutdown()
+        _Versions.version = "1"
