@@ -32,6 +32,7 @@ def summarise(measured: dict, overrides: list[str]) -> dict:
     answered = measured.get("load_new_version_at")
     by_hand = measured.get("swap_by_hand")
     out = {"machine": _machine(Path(measured["project"])), "overrides": overrides,
+           "about": measured.get("about") or f"`{measured['project']}`",
            "rows_added": (report.get("trigger") or {}).get("rows_added"), "data_add_s": measured["data_add_s"],
            "serve_ready_s": measured["serve_ready_s"],
            "round1_s": measured.get("round1_s"), "promoted_by_gate": report.get("promoted"),
@@ -51,8 +52,8 @@ def markdown(s: dict, clock_table: str) -> str:
                f"not judged here: this CPU trains in {m['precision']}; the target is for native bf16")
     lines = [
         "# The loop's clock (`make bench-loop`)", "",
-        f"Machine: {m['cpu']}, {m['cores']} cores; stage 2 precision {m['precision']}. The example project: the worked "
-        "example of docs/own_data.md (`qa` table) in a clone sharing this project's DVC cache"
+        f"Machine: {m['cpu']}" + ("" if "cores" in m["cpu"] else f", {m['cores']} cores")
+        + f"; stage 2 precision {m['precision']}. The project: {s['about']}"
         + (f"; overrides: {', '.join(f'`{o}`' for o in s['overrides'])}" if s["overrides"] else "") + ".", "",
         f"- `stsreg data add` of {s['rows_added']} rows took {s['data_add_s']:.1f} s; `stsreg serve` was ready in "
         f"{s['serve_ready_s']:.1f} s before the loop began.",

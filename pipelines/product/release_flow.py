@@ -28,7 +28,8 @@ from stsreg.infra.config import load_params
 from stsreg.infra.public_tables import DEV_METRIC
 from stsreg.product.lineage import log_tables
 from stsreg.infra.hashing import fingerprint, sha256_file
-from stsreg.product.runners.eval_runner import headline as eval_headline, run_evaluate
+from stsreg.product.runners.eval_runner import headline as eval_headline, load_for_eval, run_evaluate
+from stsreg.product.sts_eval import score_pairs
 
 EXPERIMENT = "stsreg"
 #: The gate's test figures a decision carries (``decision["test"]``): headline keys, and ``gain_*`` metrics of the run.
@@ -155,13 +156,17 @@ def _promote(params_path: str, out_path: str, sts_path: str, headline_path: str 
                 tracking.client(run.uri).set_tag(run.run_id, "precision", metrics["precision"])
                 return pd.read_parquet(Path(tmp) / "predictions.parquet")
 
-        def champion_predictions(version):  # only run when the champion's stored predictions miss today's test pairs
+        def champion_predictions(version, pairs):  # only when its stored predictions miss today's test pairs
             import tempfile
 
             import pandas as pd
 
             with tempfile.TemporaryDirectory() as tmp:
-                run_evaluate(params, registry.model_folder(version, run.uri, tmp), Path(sts_path), Path(tmp) / "eval")
+                folder = registry.model_folder(version, run.uri, tmp)
+                if pairs is not None:  # the pairs it lacks, scored as the evaluation scores them
+                    return score_pairs(load_for_eval(folder, params.evaluate.max_length, params.model.pooling,
+                                                     params.model.precision), pairs, params.evaluate.batch_size)
+                run_evaluate(params, folder, Path(sts_path), Path(tmp) / "eval")
                 return pd.read_parquet(Path(tmp) / "eval" / "predictions.parquet")
 
         baseline = backbone_predictions if params.promote.against_backbone else None

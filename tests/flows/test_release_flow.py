@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 import time
+import urllib.parse
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -592,6 +594,7 @@ def test_promote_by_hand_in_a_clean_shell_rescores_the_champion_from_the_project
     assert not (work / "mlflow.db").exists() and not (work / "mlruns").exists()
     decision = json.loads((work / "gate.json").read_text())
     assert "re-scored on today's test tables" in decision["reason"] and not decision["promoted"]
+    assert "the 12 pairs its stored predictions lacked scored" in decision["reason"]  # not all 432 again
     tests = decision["tests"]
     assert set(tests) == {"avg7", "sts12"}
     assert tests["sts12"]["pairs"] == 60 + 12 and tests["avg7"]["pairs"] == 7 * 60 + 12
@@ -599,10 +602,16 @@ def test_promote_by_hand_in_a_clean_shell_rescores_the_champion_from_the_project
     run = c.search_runs([c.get_experiment_by_name("stsreg").experiment_id], "attributes.run_name = 'promote'",
                         order_by=["attributes.start_time DESC"], max_results=1)[0]
     assert run.data.metrics["gain_sts12_pairs"] == 72 and "gain_avg7_p_value" in run.data.metrics
-    # a gate that cannot decide (the champion cannot be re-scored: today's table is empty) leaves no stale decision
-    table.iloc[:0].to_parquet(today)
-    failed = subprocess.run([stsreg, "promote", "--params", "params_gate.yaml", "--out", "gate.json", "--headline",
-                             "gate_head.json"], cwd=work, env=clean_env(), capture_output=True, text=True, timeout=600)
+    # a gate that cannot decide (the champion cannot be re-scored: its model files are gone) leaves no stale decision
+    champion = c.get_model_version_by_alias("sts-regression", "champion")
+    files = Path(urllib.parse.urlparse(c.get_run(champion.run_id).info.artifact_uri).path) / "model"
+    files.rename(files.with_name("model.away"))
+    try:
+        failed = subprocess.run([stsreg, "promote", "--params", "params_gate.yaml", "--out", "gate.json",
+                                 "--headline", "gate_head.json"], cwd=work, env=clean_env(), capture_output=True,
+                                text=True, timeout=600)
+    finally:
+        files.with_name("model.away").rename(files)
     assert failed.returncode != 0
     for name in ("gate.json", "gate_head.json"):
         marked = json.loads((work / name).read_text())

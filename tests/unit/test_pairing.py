@@ -59,3 +59,22 @@ def test_a_table_missing_todays_pairs_is_refused_with_the_count_per_task():
         paired_on_predictions(challenger, older)
     with pytest.raises(CoverageError, match="predates matching pairs by content"):
         paired_on_predictions(challenger, champion.drop(columns=["sentence1", "sentence2"]))
+
+
+def test_only_the_pairs_a_stored_table_lacks_are_scored_and_the_join_equals_a_full_rescore():
+    """The gate's re-score of a champion after a table grew: the pairs its stored predictions lack (a duplicate pair's
+    second occurrence included), joined to the stored rows, give the same test as the champion scored on everything."""
+    from stsreg.product.sts_eval import uncovered
+
+    challenger, champion = _predictions(seed=0), _predictions(seed=1)
+    stored = champion[~((champion.task == "stsb") & champion.sentence1.str.endswith((" 3", " 4")))]
+    stored = stored.drop(index=stored.index[-1])  # sickr's repeated pair: its second occurrence is missing
+    lacking = uncovered(challenger, stored)
+    assert sorted(lacking.sentence1.tolist()) == ["sickr left 59", "stsb left 3", "stsb left 4"]
+    assert "occurrence" not in lacking and list(lacking.columns) == list(challenger.columns)
+    scored = lacking.drop(columns="cosine").merge(champion.drop_duplicates(["task", "sentence1"])[
+        ["task", "sentence1", "cosine"]], on=["task", "sentence1"])  # what the champion's model gives those pairs
+    joined = pd.concat([stored, scored], ignore_index=True)
+    full = paired_on_predictions(challenger, champion, n_resamples=200).as_dict()
+    assert paired_on_predictions(challenger, joined, n_resamples=200).as_dict() == full
+    assert uncovered(challenger, champion).empty

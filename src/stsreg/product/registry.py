@@ -19,7 +19,7 @@ from stsreg.infra.quiet import quiet
 from stsreg.infra.config import PromoteParams
 from stsreg.infra.errors import InputError
 from stsreg.product.data.catalogue import EVAL_TASKS
-from stsreg.product.sts_eval import CoverageError, paired_on_predictions
+from stsreg.product.sts_eval import CoverageError, paired_on_predictions, uncovered
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +144,19 @@ def _predictions(c, mv) -> pd.DataFrame:
         return pd.read_parquet(c.download_artifacts(mv.run_id, PREDICTIONS, tmp))
 
 
+def _judge_rescored(judge, mine: pd.DataFrame, stored: pd.DataFrame, champion, rescore, tasks: tuple[str, ...]):
+    """The gate's tests against the champion where its stored predictions miss some of today's test pairs: only the
+    pairs it lacks are scored (``rescore(champion, pairs)``) and joined to the stored ones, which a grown table makes
+    the common case; where the stored table cannot be paired at all (an old format), or the join still misses pairs,
+    the champion is scored on every test pair (``rescore(champion, None)``). Returns (tests, what was scored)."""
+    try:
+        lacking = uncovered(mine, stored, tasks)
+        return judge(pd.concat([stored, rescore(champion, lacking)], ignore_index=True)), \
+            f"the {len(lacking)} pairs its stored predictions lacked scored"
+    except CoverageError:
+        return judge(rescore(champion, None)), "every test pair scored"
+
+
 def _verdict(gate: PromoteParams, tests: dict[str, dict], against: str, kept: str) -> tuple[bool, str]:
     """(passed, reason): every criterion of ``promote.metrics`` must gain >= margin *and* be significant."""
     passed, parts = True, []
@@ -169,8 +182,9 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
     With no champion yet, the challenger faces ``baseline()`` instead (the predictions table of the untouched
     backbone, computed only then), so the first champion is never worse than the model the user downloaded;
     without a ``baseline`` the first version is promoted. Pairs are matched by content; where the champion's stored
-    predictions do not cover today's test pairs (a test table changed), ``rescore(champion_version)`` scores the
-    champion on today's tables first (without ``rescore`` the gate refuses). Records the decision as tags on the
+    predictions do not cover today's test pairs (a test table changed), ``rescore(champion_version, pairs)`` scores
+    the champion on the pairs it lacks (``pairs``; None: every test pair of today's tables) first (without ``rescore``
+    the gate refuses). Records the decision as tags on the
     challenger version
     and returns ``{"promoted", "reason", "challenger", "champion", ...test}``. Never touches ``champion``
     on failure (any exception leaves the aliases as they were).
@@ -201,10 +215,11 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
         except CoverageError as exc:
             if champion is None or rescore is None:
                 raise InputError(f"cannot compare the challenger with {against}: {exc}") from exc
-            log.info("champion v%s's stored predictions do not cover today's test pairs (%s): re-scoring it",
-                     champion.version, exc)
-            against += ", re-scored on today's test tables"
-            tests = judge(rescore(champion))
+            tests, how = _judge_rescored(judge, mine, other, champion, rescore,
+                                         tuple(dict.fromkeys(t for ts in criteria.values() for t in ts)))
+            log.info("champion v%s's stored predictions do not cover today's test pairs (%s): %s", champion.version,
+                     exc, how)
+            against += f", re-scored on today's test tables ({how})"
         passed, reason = _verdict(gate, tests, against, kept)
         first = tests[gate.metrics[0]]
         out.update(promoted=passed, reason=reason, test=first, tests=tests)

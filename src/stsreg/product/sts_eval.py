@@ -161,6 +161,15 @@ def keyed(predictions: pd.DataFrame, tasks: tuple[str, ...] = EVAL_TASKS) -> pd.
     return test.assign(occurrence=test.groupby(PAIR_KEY[:-1], sort=False).cumcount())
 
 
+def uncovered(a: pd.DataFrame, b: pd.DataFrame, tasks: tuple[str, ...] = EVAL_TASKS) -> pd.DataFrame:
+    """The test pairs of prediction table ``a`` (of ``tasks``) with no twin in ``b`` (matched as
+    :func:`paired_on_predictions` matches them), as rows of ``a`` without ``occurrence``: what ``b``'s model must
+    still score. Raises :class:`CoverageError` when a table cannot be matched by content."""
+    a, b = keyed(a, tasks), keyed(b, tasks)
+    hit = a.merge(b[PAIR_KEY].assign(_hit=True), on=PAIR_KEY, how="left", validate="1:1")["_hit"].notna()
+    return a[~hit.to_numpy()].drop(columns="occurrence").reset_index(drop=True)
+
+
 def paired_on_predictions(a: pd.DataFrame, b: pd.DataFrame, unseen_only: bool = False, n_resamples: int = 1000,
                           seed: int = 0, tasks: tuple[str, ...] = EVAL_TASKS) -> PairedResult:
     """Paired bootstrap of avg7 (cosine Spearman), ``a`` minus ``b``: two prediction tables (``predictions.parquet``
