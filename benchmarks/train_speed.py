@@ -49,7 +49,7 @@ def train_stsreg(backbone: str, pairs: pd.DataFrame, dev: pd.DataFrame, stage2, 
 
     stamps: list[float] = []
     model = SiameseRegressor.from_pretrained(backbone, max_length=max_length, precision=precision)
-    p = dataclasses.replace(stage2, epochs=1, eval_every=10**9, checkpoint_every=10**9, group_by_length=group_by_length)
+    p = dataclasses.replace(stage2, epochs=1, eval_every=10**9, checkpoint_every_s=1e9, group_by_length=group_by_length)
     fine_tune(model, pairs, dev, Objective.from_params(p), p, 0, work / "out", work / "ckpt",
               device=torch.device(device),
               log_metric=lambda k, v, s: k == "train_loss" and stamps.append(sync(device)))

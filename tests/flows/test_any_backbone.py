@@ -32,7 +32,7 @@ def test_another_architecture_trains_evaluates_exports_and_loads(arch, harness, 
     backbone = tiny_backbone_of(arch, tmp_path / f"tiny-{arch}", list(TINY_WORDS))
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["model"].update(backbone=backbone, max_length=16)
-    raw["stage2"].update(batch_size=8, eval_every=5, checkpoint_every=5, epochs=1)
+    raw["stage2"].update(batch_size=8, eval_every=5, checkpoint_every_s=0, epochs=1)
     raw["evaluate"].update(max_length=16, batch_size=32, n_resamples=50)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     grouped_nli(20).to_parquet(tmp_path / "nli.parquet")  # triples for the default SimCSE encoder step
@@ -96,7 +96,7 @@ def test_the_comparison_on_another_backbone_has_its_own_folder_params_and_resume
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["model"].update(max_length=16)
     raw["stage1"].update(epochs=1)
-    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every=100, lr=1e-3)
+    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every_s=3600, lr=1e-3)
     raw["evaluate"].update(max_length=16, n_resamples=50)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     (tmp_path / "data/prepared").mkdir(parents=True)

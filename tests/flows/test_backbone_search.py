@@ -17,7 +17,7 @@ def _project(tmp_path, backbone: str) -> None:
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["model"].update(max_length=16)
     raw["stage1"].update(epochs=1)
-    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every=100, lr=1e-3)
+    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every_s=3600, lr=1e-3)
     raw["evaluate"].update(max_length=16, n_resamples=50)
     raw["search"].update(eval_every=3, losses=["smooth_k2_cos"], lr=[1e-4, 1e-3], startup_trials=5,
                          enqueue=[{"loss": "smooth_k2_cos", "lr": 1e-3, "x0": 0.0}])

@@ -40,7 +40,7 @@ def test_rows_are_timed_reported_and_the_deadline_holds(harness, tmp_path, monke
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["model"].update(max_length=16)
     raw["stage1"].update(epochs=1)
-    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every=100)
+    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every_s=3600)
     raw["evaluate"].update(max_length=16, n_resamples=50)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     train = tiny_sts(48, seed=9).assign(dataset="stsb", split="train", subset="x", file="t", line=range(48),

@@ -20,7 +20,7 @@ def test_compare_flow_writes_table_tests_plot_and_resumes(harness, tiny_backbone
     raw["model"].update(backbone=tiny_backbone, max_length=16)
     raw["stage1"].update(epochs=1)
     # production trains 3 epochs; the comparison's budget (compare.epochs) is 1 for every row
-    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every=100, lr=1e-3, contrastive_min_label=4.0,
+    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every_s=3600, lr=1e-3, contrastive_min_label=4.0,
                          epochs=3)
     raw["evaluate"].update(max_length=16, n_resamples=100)
     raw["compare"].update(methods=["base", "contrast", "cosent", "cosine_mse", "ours"], seeds=[1], epochs=1)
@@ -92,7 +92,7 @@ def test_a_fresh_clone_trains_only_the_row_it_adds(harness, tiny_backbone, tmp_p
     raw["model"].update(backbone=tiny_backbone, max_length=16)
     raw["stage1"].update(epochs=1)
     raw["stage1"]["encoder"].update(objective="none")
-    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every=100, lr=1e-3)
+    raw["stage2"].update(batch_size=8, eval_every=100, checkpoint_every_s=3600, lr=1e-3)
     raw["evaluate"].update(max_length=16, n_resamples=50)
     raw["compare"].update(methods=["base", "ours"], seeds=[1], epochs=1)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))

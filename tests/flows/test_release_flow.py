@@ -49,7 +49,7 @@ def registry(harness, tiny_backbone, tmp_path_factory):
     untrained = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16)
     untrained.save(work / "untrained")
     torch.manual_seed(0)
-    p = Stage2Params(batch_size=8, epochs=3, eval_every=1000, checkpoint_every=1000, lr=1e-3, warmup_ratio=0.1)
+    p = Stage2Params(batch_size=8, epochs=3, eval_every=1000, checkpoint_every_s=3600, lr=1e-3, warmup_ratio=0.1)
     fine_tune(SiameseRegressor.load(work / "untrained"), tiny_sts(240, seed=7), tiny_sts(40, seed=8), p, 3,
               work / "trained", work / "ck", torch.device("cpu"))
 

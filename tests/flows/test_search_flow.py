@@ -15,7 +15,7 @@ def _setup(tmp_path, tiny_backbone, sts: pd.DataFrame, name: str, trials: int = 
 
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["model"].update(backbone=tiny_backbone, max_length=16)
-    raw["stage2"].update(batch_size=8, checkpoint_every=100, eval_batch_size=32)
+    raw["stage2"].update(batch_size=8, checkpoint_every_s=3600, eval_batch_size=32)
     raw["search"].update(trials=trials, minutes=30, epochs=[1], lr=[1e-4, 3e-3], eval_every=4, startup_trials=1,
                          prune_after=1, losses=["smooth_k2", "smooth_k2_cos", "joint_smooth_k2", "cosine_mse"],
                          enqueue=[{"loss": "joint_smooth_k2", "lr": 1e-3, "warmup_ratio": 0.1, "joint_lambda": 0.5}])

@@ -19,7 +19,7 @@ def test_stage1_then_stage2_tracked_in_mlflow(harness, tiny_backbone, tmp_path, 
 
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["model"].update(backbone=tiny_backbone, max_length=16)
-    raw["stage2"].update(batch_size=8, eval_every=5, checkpoint_every=5, epochs=1)  # the counts below are per epoch
+    raw["stage2"].update(batch_size=8, eval_every=5, checkpoint_every_s=0, epochs=1)  # the counts below are per epoch
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     grouped_nli(20).to_parquet(tmp_path / "nli.parquet")  # triples for the default encoder step
     monkeypatch.chdir(tmp_path)  # the encoder step's checkpoints go to ./checkpoints/stage1

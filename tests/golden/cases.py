@@ -24,7 +24,7 @@ TINY = {
     "prepare": {"max_rejected_fraction": 1.0,
                 "nli_train": ["snli/dev", "snli/test", "snli_cad/train", "mnli/dev_matched"]},
     "stage1": {"epochs": 1},
-    "stage2": {"batch_size": 8, "eval_every": 4, "checkpoint_every": 100, "lr": 1e-3, "contrastive_min_label": 4.0},
+    "stage2": {"batch_size": 8, "eval_every": 4, "checkpoint_every_s": 3600, "lr": 1e-3, "contrastive_min_label": 4.0},
     "evaluate": {"max_length": 24, "n_resamples": 50},  # unlike model.max_length: the served folder records this one
     "compare": {"epochs": 1},
     "nli_table": {"max_pairs": 24, "batch_size": 8},

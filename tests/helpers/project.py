@@ -34,7 +34,7 @@ def tiny_project(root: Path, backbone: str, git: bool = False) -> Path:
     # the fixture's few NLI rows hold no (premise, entailment, contradiction) triple for the default SimCSE encoder
     # step (refused with that reason): this test is about servers and deployments, so stage 1 trains the head only
     raw["stage1"]["encoder"].update(objective="none")
-    raw["stage2"].update(batch_size=4, eval_every=100, checkpoint_every=100)
+    raw["stage2"].update(batch_size=4, eval_every=100, checkpoint_every_s=3600)
     raw["evaluate"].update(max_length=16, n_resamples=50)
     raw["promote"].update(against_backbone=False)  # a random tiny encoder on the fixture beats nothing significantly
     (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))

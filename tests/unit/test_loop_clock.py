@@ -111,3 +111,21 @@ def test_the_flow_waits_for_an_announced_follower_to_answer_the_new_version(tmp_
     finally:
         server.shutdown()
         _Versions.version = "1"
+
+
+def test_stsreg_report_prints_the_last_retrains_clock(tmp_path, monkeypatch, capsys):
+    from stsreg.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    (tmp_path / "data.json").write_text(json.dumps({"datasets": {}, "leakage": {}, "leakage_match": "normalized",
+                                                    "nli_train_rows": 0}))
+    clock = Clock(origin=10.0)
+    clock.add("trigger", 10.0, 12.0)
+    clock.add("stage2", 12.0, 130.0, ran=True)
+    (tmp_path / "reports/retrain").mkdir(parents=True)
+    (tmp_path / "reports/retrain/last_run.json").write_text(json.dumps({"clock": clock.as_dict(), "served": {}}))
+    assert main(["report", "--metrics", "data.json"]) == 0
+    out = capsys.readouterr().out
+    assert "The last retrain's clock (reports/retrain/last_run.json)" in out and "| stage2 | 1:58.0 | 2:00.0 |" in out

@@ -59,7 +59,7 @@ def test_bf16_encoding_stays_close_to_fp32(tiny_backbone):
 def test_bf16_training_keeps_fp32_weights_and_learns(tiny_backbone, tmp_path):
     torch.manual_seed(0)
     model = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16, precision="bf16")
-    p = Stage2Params(loss="cosine_mse", batch_size=8, epochs=2, eval_every=10, checkpoint_every=100, lr=1e-3,
+    p = Stage2Params(loss="cosine_mse", batch_size=8, epochs=2, eval_every=10, checkpoint_every_s=3600, lr=1e-3,
                      warmup_ratio=0.1)
     summary = fine_tune(model, tiny_sts(200), tiny_sts(60, seed=1), p, seed=3, out_dir=tmp_path / "out",
                         ckpt_dir=tmp_path / "ckpt", device=CPU)

@@ -35,7 +35,7 @@ def test_param_groups_layer_decay_and_no_decay(tiny_backbone):
 def test_fine_tune_improves_dev_and_keeps_best(tiny_backbone, tmp_path):
     torch.manual_seed(0)  # the head's initialisation draws from the global RNG: independent of earlier tests
     model = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16)
-    p = Stage2Params(batch_size=8, epochs=2, eval_every=10, checkpoint_every=10, lr=1e-3, warmup_ratio=0.1)
+    p = Stage2Params(batch_size=8, epochs=2, eval_every=10, checkpoint_every_s=0, lr=1e-3, warmup_ratio=0.1)
     summary = fine_tune(model, tiny_sts(200), tiny_sts(60, seed=1), p, seed=3, out_dir=tmp_path / "out",
                         ckpt_dir=tmp_path / "ckpt", device=torch.device("cpu"))
     curve = dict((int(s), v) for s, v in summary["dev_curve"])
@@ -58,12 +58,12 @@ def test_keep_trained_never_hands_back_the_start_and_best_keeps_the_guard(tiny_b
     torch.manual_seed(0)
     train, dev = tiny_sts(200), tiny_sts(60, seed=1)
     trained = fine_tune(SiameseRegressor.from_pretrained(tiny_backbone, max_length=16), train, dev,
-                        Stage2Params(batch_size=8, epochs=1, eval_every=5, checkpoint_every=100, lr=1e-3,
+                        Stage2Params(batch_size=8, epochs=1, eval_every=5, checkpoint_every_s=3600, lr=1e-3,
                                      warmup_ratio=0.1),
                         seed=3, out_dir=tmp_path / "ok", ckpt_dir=tmp_path / "ck0", device=torch.device("cpu"))
     torch.manual_seed(0)
     wrecked = fine_tune(SiameseRegressor.load(tmp_path / "ok"), train, dev,
-                        Stage2Params(batch_size=8, epochs=1, eval_every=5, checkpoint_every=100, lr=0.5,
+                        Stage2Params(batch_size=8, epochs=1, eval_every=5, checkpoint_every_s=3600, lr=0.5,
                                      warmup_ratio=0.0,
                                      max_grad_norm=100.0),
                         seed=3, out_dir=tmp_path / "out", ckpt_dir=tmp_path / "ck", device=torch.device("cpu"),
@@ -153,7 +153,7 @@ def test_cosine_buffer_objectives_train_the_encoder(tiny_backbone, tmp_path, los
     torch.manual_seed(0)
     model = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16)
     head0 = model.head.weight.detach().clone()
-    p = Stage2Params(loss=loss, x0=0.2, k=1.0, batch_size=8, epochs=2, eval_every=100, checkpoint_every=100, lr=1e-3,
+    p = Stage2Params(loss=loss, x0=0.2, k=1.0, batch_size=8, epochs=2, eval_every=100, checkpoint_every_s=3600, lr=1e-3,
                      warmup_ratio=0.1)
     dev = tiny_sts(60, seed=1)
     summary = fine_tune(model, tiny_sts(200), dev, p, seed=3, out_dir=tmp_path / "out", ckpt_dir=tmp_path / "ck",

@@ -141,7 +141,7 @@ def test_another_scale_trains_the_same_weights_as_the_table_pre_scaled_to_0_5(tm
         train, dev = stage2_data(tmp_path / "sts.parquet", ("mine",), "mine")
         torch.manual_seed(0)
         model = SiameseRegressor.from_pretrained(tiny_backbone, max_length=16, precision="fp32")
-        fine_tune(model, train, dev, Stage2Params(batch_size=8, epochs=1, eval_every=50, checkpoint_every=100,
+        fine_tune(model, train, dev, Stage2Params(batch_size=8, epochs=1, eval_every=50, checkpoint_every_s=3600,
                                                   lr=1e-3, loss="smooth_k2_cos", x0=0.2),
                   seed=3, out_dir=tmp_path / f"out-{file[-5]}", ckpt_dir=tmp_path / f"ck-{file[-5]}",
                   device=torch.device("cpu"))

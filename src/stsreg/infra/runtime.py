@@ -66,6 +66,16 @@ def barrier() -> None:
         dist.barrier()
 
 
+def any_rank(flag: bool) -> bool:
+    """Whether ``flag`` holds on any DDP process (all of them must call it); ``flag`` for a single process."""
+    if not dist.is_initialized():
+        return flag
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else None
+    t = torch.tensor([int(flag)], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
 def resolve_device(name: str = "auto") -> torch.device:
     """``auto``: this process's GPU (``LOCAL_RANK``) when CUDA is available, else the CPU; any other name as given."""
     if name == "auto":

@@ -90,7 +90,8 @@ class Stage2Params:
     epochs: int = knob(3, ge=1)
     max_train_pairs: int = knob(0, "sample at most this many training pairs (0 = all)", ge=0)
     eval_every: int = knob(200, "STS-B dev Spearman every N optimizer steps (and each epoch end)", ge=1)
-    checkpoint_every: int = knob(50, "write a resumable checkpoint every N steps", ge=1)
+    checkpoint_every_s: float = knob(120.0, "write a resumable checkpoint once this many seconds passed since the "
+                                     "last (and at each epoch end); 0: every step", ge=0)
     eval_batch_size: int = knob(64, ge=1)
     keep: str = knob("best", "best: the best dev evaluation including step 0 (never hands on a model worse than its "
                      "start) | trained: the best after step 0 (the authors' selection)", choices=KEEP_MODES)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
 import torch
@@ -37,6 +38,12 @@ class Checkpointer:
         self.fingerprint, self.config = fingerprint(self.key_parts), config
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.saved_at = time.monotonic()
+
+    def due(self, every_s: float) -> bool:
+        """Whether ``every_s`` seconds passed since the last save (or the start), as every process agrees (the save
+        gathers their RNG states, so all of them must save together): checkpoints by time, not steps."""
+        return runtime.any_rank(time.monotonic() - self.saved_at >= every_s)
 
     def resume(self, rank: int) -> dict | None:
         """Load the checkpoint into the model, optimizer, scheduler and this process's RNGs; returns its loop state,
@@ -70,3 +77,4 @@ class Checkpointer:
                         "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                         "rng": rngs, "state": state}, tmp)
             os.replace(tmp, self.path)
+        self.saved_at = time.monotonic()

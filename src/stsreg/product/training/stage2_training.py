@@ -3,10 +3,11 @@
 
 AdamW (no decay on bias/LayerNorm) with layer-wise lr decay, linear warm-up schedule, gradient clipping,
 STS-B dev Spearman every ``eval_every`` steps (:class:`~stsreg.product.training.selection.DevSelector` keeps the
-selected model). A resumable checkpoint (:class:`~stsreg.product.training.checkpoint.Checkpointer`) is written every
-``checkpoint_every`` steps; rerunning after a crash (even ``kill -9``) resumes and ends with the same weights as
-an uninterrupted run. The pairs are tokenized once (batches are padded from the ids); the encoder runs under the
-model's ``precision`` (bf16 autocast where it resolves to it, :mod:`stsreg.product.precision`), the loss in fp32.
+selected model). A resumable checkpoint (:class:`~stsreg.product.training.checkpoint.Checkpointer`) is written once
+``checkpoint_every_s`` seconds passed since the last, and at each epoch end; rerunning after a crash (even
+``kill -9``) resumes and ends with the same weights as an uninterrupted run. The pairs are tokenized once (batches
+are padded from the ids); the encoder runs under the model's ``precision`` (bf16 autocast where it resolves to it,
+:mod:`stsreg.product.precision`), the loss in fp32.
 
 Runs unchanged under ``torchrun --nproc_per_node=N`` (DDP; gloo on CPU, nccl on GPU): the global batch is
 ``batch_size``, split evenly over processes by a ``DistributedSampler``; rank 0 evaluates, checkpoints, logs.
@@ -159,7 +160,7 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
                 _log_step(log_metric, loss, sched, step)
             if (step % p.eval_every == 0 or epoch_end) and rank == 0:
                 bar.set_postfix(dev=f"{select(step):.2f}", best=f"{state['best']:.2f}")
-            if step % p.checkpoint_every == 0 or epoch_end:
+            if ckpt.due(p.checkpoint_every_s) or epoch_end:  # by time: a GPU at ~15 steps/s writes what it needs
                 losses.sync()
                 ckpt.save(state, world_size, rank)
             runtime.barrier()
