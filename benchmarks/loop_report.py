@@ -38,7 +38,8 @@ def summarise(measured: dict, overrides: list[str]) -> dict:
            "round1_s": measured.get("round1_s"), "promoted_by_gate": report.get("promoted"),
            "swap_by_hand": by_hand, "summary": report.get("summary"), "clock": report.get("clock"),
            "served": report.get("served"), "load": load, "load_every_s": measured.get("load_every_s"),
-           "new_version_answered_s": round(answered - origin, 1) if answered else None}
+           "new_version_answered_s": round(answered - origin, 1) if answered else None,
+           "swap_s": round(answered - by_hand["set_at"], 1) if by_hand and answered else None}
     # the loop ends when the load first got an answer from the new version; by hand, the gate's end stands instead
     end = (report["clock"]["phases"][-1]["end"] if by_hand else answered) or report["clock"]["phases"][-1]["end"]
     out["total_min"] = round((end - origin) / 60, 2)
@@ -61,7 +62,8 @@ def markdown(s: dict, clock_table: str) -> str:
     ]
     if s["swap_by_hand"]:
         lines.append(f"- The gate kept the champion, so the swap was timed after `stsreg champion set "
-                     f"{s['swap_by_hand']['version']}`; the total stops at the gate's decision.")
+                     f"{s['swap_by_hand']['version']}`: the server answered with it {s['swap_s']} s after the command "
+                     "returned. The total stops at the gate's decision.")
     lines += ["", "## Phases (the retrain report's clock)", "", clock_table, "",
               "## The server under load", "",
               f"A `POST /similarity` of 2 pairs every {s['load_every_s']:g} s throughout: {load['sent']} sent, "

@@ -22,6 +22,7 @@ shot "$prefect/deployments/deployment/$dep" "$out/prefect-deployment-weekly.png"
 shot "$mlflow/#/models/sts-regression" "$out/mlflow-model.png"
 # the last retrain's flow run: its phases as task runs with their times (docs/operations.md, "The loop's clock")
 run=$(curl -sf -X POST "$prefect/api/flow_runs/filter" -H 'content-type: application/json' \
-  -d '{"flows": {"name": {"any_": ["stsreg-retrain"]}}, "sort": "START_TIME_DESC", "limit": 1}' \
+  -d '{"flows": {"name": {"any_": ["stsreg-retrain"]}}, "flow_runs": {"state": {"type": {"any_": ["COMPLETED"]}}},
+       "sort": "START_TIME_DESC", "limit": 1}' \
   | python3 -c 'import json,sys; runs = json.load(sys.stdin); print(runs[0]["id"] if runs else "")')
 if [ -n "$run" ]; then shot "$prefect/runs/flow-run/$run" "$out/prefect-retrain-run.png"; fi

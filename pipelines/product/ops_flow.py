@@ -1,9 +1,12 @@
 """Flows for scheduled operation (deployed by ``stsreg deploy``; any of them also runs by hand).
 
-- ``stsreg-retrain``: ``dvc repro promote`` in the project (DVC decides what is stale: new data, new params or new
-  code retrain; nothing stale = nothing runs), then reports what changed in the registry: a new version? promoted?
-  why not? The report is a Prefect markdown artifact, ``reports/retrain/last_run.json`` (+ a line in
-  ``history.jsonl``) and the return value.
+- ``stsreg-retrain``: the chain of ``dvc repro promote`` in the project, one stage at a time (:data:`CHAIN`: each a
+  task, so the Prefect UI shows every phase with its time; DVC decides what is stale: new data, new params or new code
+  retrain; nothing stale = nothing runs), then reports what changed in the registry (a new version? promoted? why
+  not?) and the loop's clock (:mod:`stsreg.product.loop_clock`), after a promotion up to the moment the servers
+  following ``@champion`` answer with it. The report is a Prefect markdown artifact,
+  ``reports/retrain/last_run.json`` (+ a line in ``history.jsonl``) and the return value
+  (:mod:`pipelines.product.retrain_report`).
 - ``stsreg-champion-eval``: the 7-task evaluation of the model behind alias ``champion``, one MLflow run in
   experiment ``stsreg-champion``; the version gets ``last_eval.*`` tags (a daily health check of what is served).
 - ``stsreg-profile-run``: ``dvc repro profile`` (the memory / step-time grid), on demand.

@@ -111,6 +111,8 @@ DECLARED: dict[str, str] = {
     "dvc repro profile": _LONG.format("~15 min", "tests/flows/test_profile_flow.py"),
     "make bench": _LONG.format("~50 min, writes the committed benchmark report", "tests/unit/test_bench_report.py"),
     "make bench-stage2": _LONG.format("~30 min", "tests/unit/test_bench_report.py"),
+    "make bench-loop": _LONG.format("a first champion, then one retrain of the worked example",
+                                    "tests/integration/test_bench_loop.py (its run on a tiny project)"),
     "python -m benchmarks.profile_step": _LONG.format("a profiler session", "tests/unit/test_bench_report.py"),
     "python -m benchmarks.compare_cost --backbone all-mpnet-base-v2 --out reports/compare_cost/all-mpnet-base-v2":
         _LONG.format("every row of the comparison, ~5 h on 2 cores", "tests/flows/test_compare_cost.py"),

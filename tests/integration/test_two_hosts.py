@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 import yaml
@@ -66,6 +67,9 @@ def test_stage2_runs_on_the_gpu_pool_in_a_second_clone_and_the_champion_is_promo
 
     origin, cpu, gpu, remote = hosts
     urls = local_servers.start(cpu, free_port(), free_port(), timeout=240, prefect_toml=False)
+    # the UI on a port other than 4200 calls its own API (it used to call :4200's)
+    with urllib.request.urlopen(urls["prefect"] + "/ui-settings", timeout=10) as r:
+        assert json.loads(r.read())["api_url"] == urls["prefect_api"]
     gpu_worker = subprocess.Popen(["prefect", "worker", "start", "--pool", GPU_POOL, "--type", "process"], cwd=gpu,
                                   env={**os.environ, "PREFECT_API_URL": urls["prefect_api"],
                                        "STSREG_WORKDIR": str(gpu)},

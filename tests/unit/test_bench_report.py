@@ -94,3 +94,31 @@ def test_inference_report_rows_ratios_and_targets_met_or_missed():
     assert "ONNX int8 faster than torch bf16: 10.00x (met; bf16 native here: False)" in md
     assert "12.0 vs 20.0 ms = **0.60x** (missed: the encoder's own batch-1 p50 is 10.0 ms (torch fp32) vs 10.0 ms" in md
     assert "`python -m benchmarks.inference --repeats 3` on Some CPU" in md
+
+
+def test_loop_report_counts_from_the_added_rows_to_the_new_versions_first_answer(tmp_path):
+    """`make bench-loop`'s report: the phases of the retrain's clock, the load's first answer from the new version
+    as the end, the failed requests, and no verdict on a CPU that trains in fp32 (the target is for native bf16)."""
+    from benchmarks.loop_report import markdown, summarise
+    from stsreg.product.loop_clock import Clock, format_clock
+
+    clock = Clock(origin=1000.0)
+    clock.add("trigger", 1000.0, 1010.0)
+    clock.add("stage2", 1010.0, 1400.0, ran=True)
+    clock.add("promote", 1400.0, 1430.0, ran=True)
+    clock.add("served", 1430.0, 1450.0)
+    report = {"clock": clock.as_dict(), "promoted": True, "new_version": True, "summary": "promoted to champion",
+              "trigger": {"rows_added": 318}, "served": {"version": 2, "answered": 1450.0}}
+    load = {"sent": 900, "failed": 0, "errors": [], "p50_ms": 12.0, "p99_ms": 40.0, "max_ms": 90.0, "versions": {}}
+    measured = {"project": str(tmp_path), "report": report, "load": load, "data_added_at": 1000.0,
+                "load_new_version_at": 1452.0, "data_add_s": 3.0, "serve_ready_s": 20.0, "load_every_s": 0.5}
+    s = summarise(measured, ["stage2.epochs=1"])
+    assert s["total_min"] == round(452 / 60, 2) and s["new_version_answered_s"] == 452.0
+    text = markdown(s, format_clock(report))
+    assert "`stsreg data add` of 318 rows took 3.0 s" in text and "**0 failed**" in text
+    assert "| stage2 | 6:30.0 | 6:40.0 |" in text and "overrides: `stage2.epochs=1`" in text
+    assert "not judged here: this CPU trains in ?" in text  # no training summary in this project: not bf16
+    (tmp_path / "models/stage2").mkdir(parents=True)
+    (tmp_path / "models/stage2/training_summary.json").write_text('{"precision": "bf16"}')
+    assert "**7.5 min** (target <= 15 min on 2 cores with native bf16): met." in markdown(
+        summarise(measured, []), format_clock(report))

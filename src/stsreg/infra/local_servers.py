@@ -154,8 +154,11 @@ def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, work
                                                "--backend-store-uri", backend, "--serve-artifacts",
                                                "--artifacts-destination", artifacts,
                                                "--workers", "1"], env)
+        # the UI calls the API at this URL: without it, a server on another port than 4200 shows a UI that cannot
+        # reach its own API ("Can't connect to Server API")
+        ui = {"PREFECT_UI_API_URL": urls["prefect_api"]} if "PREFECT_UI_API_URL" not in env else {}
         prefect_pid = _spawn(layout, "prefect", [_bin("prefect"), "server", "start", "--host", host, "--port",
-                                                 str(prefect_port), "--analytics-off"], env)
+                                                 str(prefect_port), "--analytics-off"], {**env, **ui})
         wait_healthy(urls["prefect_api"] + "/health", lambda: _alive(prefect_pid), "prefect server",
                      layout.log_file("prefect"), timeout)
         wait_healthy(urls["mlflow"] + "/health", lambda: _alive(mlflow_pid), "mlflow server", layout.log_file("mlflow"),
