@@ -54,3 +54,31 @@ def tiny_project(root: Path, backbone: str, git: bool = False) -> Path:
 #: Who commits in a test repository (a CI machine may have no git identity).
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "stsreg tests", "GIT_AUTHOR_EMAIL": "tests@stsreg.invalid",
                 "GIT_COMMITTER_NAME": "stsreg tests", "GIT_COMMITTER_EMAIL": "tests@stsreg.invalid"}
+
+
+def scored_reviews(n: int, seed: int):
+    """``n`` tiny scored pairs as a user's table: columns left, right, stars (a 1-5 scale)."""
+    import pandas as pd
+
+    from tests.conftest import tiny_sts
+
+    t = tiny_sts(n, seed)
+    return pd.DataFrame({"left": t.sentence1, "right": t.sentence2, "stars": t.score / 5 * 4 + 1})
+
+
+def declare_reviews(project: Path, gate: list[str] | None = None) -> Path:
+    """A git :func:`tiny_project` with a declared table of its own, ``reviews`` (200 pairs in
+    ``data/tables/reviews.csv``), trained on beside STS-B and SICK-R and selecting on its dev split; ``gate``: the
+    promotion's metrics (default: the project's). Committed; returns the project."""
+    scored_reviews(200, 0).to_csv(project / "data/tables/reviews.csv", index=False)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["prepare"]["sts_tables"] += [{"name": "reviews", "file": "data/tables/reviews.csv", "scale": [1, 5], "d": 1,
+                                        "columns": {"sentence1": "left", "sentence2": "right", "score": "stars"}}]
+    params["stage2"].update(train_tables=["stsb", "sickr", "reviews"], dev_table="reviews")
+    if gate:
+        params["promote"]["metrics"] = gate
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = {**os.environ, **GIT_IDENTITY}
+    subprocess.run(["git", "add", "-A"], cwd=project, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "a declared table"], cwd=project, check=True, env=env)
+    return project

@@ -6,22 +6,12 @@ version, no request fails during the swap, and the written report says so."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
-import pandas as pd
 import pytest
-import yaml
 
-from tests.conftest import tiny_sts
-from tests.helpers.project import GIT_IDENTITY, tiny_project
+from tests.helpers.project import declare_reviews, scored_reviews, tiny_project
 
 pytestmark = pytest.mark.slow
-
-
-def _pairs(n: int, seed: int) -> pd.DataFrame:
-    t = tiny_sts(n, seed)
-    return pd.DataFrame({"left": t.sentence1, "right": t.sentence2, "stars": t.score / 5 * 4 + 1})  # a 1-5 scale
 
 
 @pytest.mark.timeout(1800)
@@ -30,18 +20,9 @@ def test_the_loop_is_timed_from_the_added_rows_to_the_served_new_version(tiny_ba
     from benchmarks.loop_report import write
     from pipelines.product.ops_flow import CHAIN
 
-    project = tiny_project(tmp_path, tiny_backbone, git=True)
-    _pairs(200, 0).to_csv(project / "data/tables/reviews.csv", index=False)
-    params = yaml.safe_load((project / "params.yaml").read_text())
-    params["prepare"]["sts_tables"] += [{"name": "reviews", "file": "data/tables/reviews.csv", "scale": [1, 5], "d": 1,
-                                        "columns": {"sentence1": "left", "sentence2": "right", "score": "stars"}}]
-    params["stage2"].update(train_tables=["stsb", "sickr", "reviews"], dev_table="reviews")
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    subprocess.run(["git", "add", "-A"], cwd=project, check=True)
-    subprocess.run(["git", "commit", "-qm", "a declared table"], cwd=project, check=True,
-                   env={**os.environ, **GIT_IDENTITY})
+    project = declare_reviews(tiny_project(tmp_path, tiny_backbone, git=True))
     monkeypatch.delenv("STSREG_DATA_MIRROR", raising=False)
-    _pairs(60, 7).to_csv(tmp_path / "new.csv", index=False)
+    scored_reviews(60, 7).to_csv(tmp_path / "new.csv", index=False)
 
     measured = run(project, "reviews", tmp_path / "new.csv", rps=4.0, timeout_s=1200)
 

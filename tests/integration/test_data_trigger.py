@@ -10,19 +10,12 @@ import subprocess
 import sys
 import time
 
-import pandas as pd
 import pytest
-import yaml
 
-from tests.conftest import free_port, tiny_sts
-from tests.helpers.project import GIT_IDENTITY, tiny_project
+from tests.conftest import free_port
+from tests.helpers.project import declare_reviews, scored_reviews, tiny_project
 
 pytestmark = pytest.mark.slow
-
-
-def _pairs(n: int, seed: int) -> pd.DataFrame:
-    t = tiny_sts(n, seed)
-    return pd.DataFrame({"left": t.sentence1, "right": t.sentence2, "stars": t.score / 5 * 4 + 1})  # a 1-5 scale
 
 
 def _retrain_runs(client_states) -> list:
@@ -46,16 +39,7 @@ def test_added_rows_trigger_a_retrain_that_registers_and_gates(tiny_backbone, tm
     from stsreg.infra import local_servers
     from stsreg.infra.config import ScheduleParams
 
-    project = tiny_project(tmp_path, tiny_backbone, git=True)
-    _pairs(200, 0).to_csv(project / "data/tables/reviews.csv", index=False)
-    params = yaml.safe_load((project / "params.yaml").read_text())
-    params["prepare"]["sts_tables"] += [{"name": "reviews", "file": "data/tables/reviews.csv", "scale": [1, 5], "d": 1,
-                                        "columns": {"sentence1": "left", "sentence2": "right", "score": "stars"}}]
-    params["stage2"].update(train_tables=["stsb", "sickr", "reviews"], dev_table="reviews")
-    params["promote"]["metrics"] = ["avg7", "reviews"]
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    subprocess.run(["git", "commit", "-qam", "a declared table"], cwd=project, check=True,
-                   env={**os.environ, **GIT_IDENTITY})
+    project = declare_reviews(tiny_project(tmp_path, tiny_backbone, git=True), gate=["avg7", "reviews"])
     monkeypatch.delenv("STSREG_DATA_MIRROR", raising=False)
     urls = local_servers.start(project, free_port(), free_port(), timeout=240, prefect_toml=False)
     try:
@@ -65,7 +49,7 @@ def test_added_rows_trigger_a_retrain_that_registers_and_gates(tiny_backbone, tm
             assert first.state.is_completed(), first.state
             assert json.loads((project / "reports/retrain/last_run.json").read_text())["after"]["champion"] == 1
 
-            _pairs(60, 7).to_csv(tmp_path / "new.csv", index=False)
+            scored_reviews(60, 7).to_csv(tmp_path / "new.csv", index=False)
             env = {**os.environ, "PREFECT_API_URL": urls["prefect_api"], "MLFLOW_TRACKING_URI": urls["mlflow"]}
             added = subprocess.run([os.path.join(os.path.dirname(sys.executable), "stsreg"), "data", "add",
                                     str(tmp_path / "new.csv"), "--table", "reviews"], cwd=project, env=env,
