@@ -7,6 +7,7 @@ import json
 import os
 import threading
 import time
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -129,3 +130,47 @@ def test_stsreg_report_prints_the_last_retrains_clock(tmp_path, monkeypatch, cap
     assert main(["report", "--metrics", "data.json"]) == 0
     out = capsys.readouterr().out
     assert "The last retrain's clock (reports/retrain/last_run.json)" in out and "| stage2 | 1:58.0 | 2:00.0 |" in out
+
+
+SERVED = """
+import sys, uvicorn
+from pathlib import Path
+from stsreg.product.serving.announce import announced
+
+async def app(scope, receive, send):
+    if scope["type"] == "http":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+with announced(Path(sys.argv[1]), "127.0.0.1", int(sys.argv[2]), "models:/m@champion", 1.0):
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+"""
+
+
+def test_a_server_stopped_with_sigterm_removes_its_announcement(tmp_path):
+    """uvicorn raises SIGTERM again once it has drained; the process must still take its file with it."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-c", SERVED, str(tmp_path), str(port)])
+    path = tmp_path / announce.FOLDER / f"{port}.json"
+    deadline = time.monotonic() + 60
+    while announce.served_version(f"http://127.0.0.1:{port}") is None and not path.exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.2)
+    while True:  # up and answering
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).read()
+            break
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+    assert path.exists()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 128 + signal.SIGTERM
+    assert not path.exists()

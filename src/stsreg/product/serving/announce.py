@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -29,14 +30,23 @@ def _local_url(host: str, port: int) -> str:
 
 @contextmanager
 def announced(project: Path, host: str, port: int, model_uri: str, follow_s: float):
-    """Write this server's file for the duration of the block (the file is the server's, removed when it stops)."""
+    """Write this server's file for the duration of the block (the file is the server's, removed when it stops).
+
+    uvicorn, once it has drained on SIGTERM, raises the signal again to the handler it found: with the default one
+    the process would die there and leave the file, so a SIGTERM ends the block with ``SystemExit(143)`` instead."""
     path = project / FOLDER / f"{port}.json"
     atomic.write_json(path, {"url": _local_url(host, port), "model_uri": model_uri, "follow_s": follow_s,
                              "pid": os.getpid(), "started": time.time()})
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
         yield path
     finally:
         path.unlink(missing_ok=True)
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _alive(pid: int) -> bool:
