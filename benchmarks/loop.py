@@ -27,8 +27,10 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.loop_load import Load, free_port, wait_ready
+from benchmarks.loop_load import Load
 from benchmarks.loop_project import NEW_ROWS, make_project
+from benchmarks.serve_load import free_port
+from stsreg.infra.local_servers import wait_healthy
 
 REPO = Path(__file__).resolve().parents[1]
 STSREG = str(Path(sys.executable).with_name("stsreg"))
@@ -70,11 +72,13 @@ def run(project: Path, table: str, rows: Path, rps: float, timeout_s: float) -> 
     server = None
     try:
         _sh([STSREG, "deploy"], project)
+        log = project / ".stsreg/logs/bench-loop-serve.log"  # a file, not a pipe nobody reads while it serves
         server = subprocess.Popen([STSREG, "serve", "--model-uri", "models:/sts-regression@champion", "--port",
                                    str(port), "--follow-s", "2"], cwd=project, env=_env(project),
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        url = f"http://127.0.0.1:{port}"
-        out["serve_ready_s"] = round(wait_ready(url, server, 900), 1)
+                                  stdout=open(log, "w"), stderr=subprocess.STDOUT)
+        url, began = f"http://127.0.0.1:{port}", time.monotonic()
+        wait_healthy(f"{url}/ready", lambda: server.poll() is None, "stsreg serve", log, 900)
+        out["serve_ready_s"] = round(time.monotonic() - began, 1)
         with Load(url, rps) as load:
             time.sleep(5)  # the load runs before the rows arrive
             began = time.time()

@@ -4,40 +4,14 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
-import urllib.error
 import urllib.request
+
+from stsreg.product.serving.announce import served_version
 
 PAIRS = {"sentence1": ["How do I reset my password?", "The cat sits on the mat."],
          "sentence2": ["Where can I change my password?", "A dog runs in the park."]}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _get(url: str, timeout: float = 5.0) -> dict:
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        return json.loads(r.read())
-
-
-def wait_ready(url: str, proc, timeout_s: float) -> float:
-    """Seconds until ``url``'s ``/ready`` says ready (the server process must stay alive)."""
-    began = time.monotonic()
-    while time.monotonic() - began < timeout_s:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server exited ({proc.returncode}):\n{proc.stdout.read()[-3000:]}")
-        try:
-            if _get(f"{url}/ready", 2.0).get("ready"):
-                return time.monotonic() - began
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.5)
-    raise SystemExit(f"{url} not ready after {timeout_s:g} s")
 
 
 class Load:
@@ -63,14 +37,12 @@ class Load:
                 if r.status != 200 or not scores or len(scores) != 2:
                     raise ValueError(f"status {r.status}, scores {scores}")
             self.latencies.append(time.perf_counter() - began)
-        except (OSError, ValueError, urllib.error.HTTPError) as exc:
+        except (OSError, ValueError) as exc:  # HTTPError is an OSError
             self.failed += 1
             self.errors.append(f"{time.time():.1f}: {type(exc).__name__}: {exc}"[:300])
-        try:
-            version = str(_get(f"{self.url}/metadata").get("version"))
+        version = served_version(self.url, timeout=5.0)
+        if version is not None:
             self.versions.setdefault(version, time.time())
-        except (OSError, ValueError):
-            pass
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -157,13 +157,12 @@ def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s
         released = time.time()
     served = {"why": "no new champion"}
     if after["champion"] is not None and after["champion"] != before["champion"]:
-        with clock.phase("served") as phase:
-            served = {"version": after["champion"], **served_task(str(project), after["champion"], serve_wait_s)}
-            answered = [s["answered"] for s in served["servers"] if "answered" in s]
-            served["answered"] = min(answered) if answered else None
-            phase["note"] = "answered" if answered else served.get("why", "")
-        if served["answered"]:  # the phase ends when the first server answered, not when the poll noticed the rest
-            clock.phases[-1].update(end=served["answered"], seconds=round(served["answered"] - released, 2))
+        served = {"version": after["champion"], **served_task(str(project), after["champion"], serve_wait_s)}
+        answered = [s["answered"] for s in served["servers"] if "answered" in s]
+        served["answered"] = min(answered) if answered else None
+        # from the lock's release to the first server's answer (not to when the poll noticed the others)
+        clock.add("served", released, served["answered"] or time.time(),
+                  note="answered" if answered else served.get("why", ""))
     promotion_file = project / "reports/registry/promotion.json"
     promotion = json.loads(promotion_file.read_text()) if promotion_file.exists() else None
     report = {"ran": ran, "tables_changed": changed, "stage2_remote": remote, "pushed": pushed, "before": before,

@@ -76,7 +76,7 @@ def healthy(url: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except OSError:
@@ -159,9 +159,9 @@ def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, work
         ui = {"PREFECT_UI_API_URL": urls["prefect_api"]} if "PREFECT_UI_API_URL" not in env else {}
         prefect_pid = _spawn(layout, "prefect", [_bin("prefect"), "server", "start", "--host", host, "--port",
                                                  str(prefect_port), "--analytics-off"], {**env, **ui})
-        wait_healthy(urls["prefect_api"] + "/health", lambda: _alive(prefect_pid), "prefect server",
+        wait_healthy(urls["prefect_api"] + "/health", lambda: alive(prefect_pid), "prefect server",
                      layout.log_file("prefect"), timeout)
-        wait_healthy(urls["mlflow"] + "/health", lambda: _alive(mlflow_pid), "mlflow server", layout.log_file("mlflow"),
+        wait_healthy(urls["mlflow"] + "/health", lambda: alive(mlflow_pid), "mlflow server", layout.log_file("mlflow"),
                      timeout)
         label_experiments(urls["mlflow"])
         if worker:
@@ -193,7 +193,7 @@ def status(project: Path) -> dict:
     for name in PROCESSES:
         pid_file = layout.pid_file(name)
         pid = int(pid_file.read_text()) if pid_file.exists() else None
-        procs[name] = {"pid": pid, "alive": bool(pid and _alive(pid))}
+        procs[name] = {"pid": pid, "alive": bool(pid and alive(pid))}
     if not urls:
         return {"running": False, "processes": procs}
     health = {"prefect": healthy(urls["prefect_api"] + "/health"), "mlflow": healthy(urls["mlflow"] + "/health")}
@@ -211,19 +211,19 @@ def stop(project: Path, timeout: float = 30.0) -> list[str]:
         if not pid_file.exists():
             continue
         pid = int(pid_file.read_text())
-        if _alive(pid):
+        if alive(pid):
             try:
                 os.killpg(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
             deadline = time.monotonic() + timeout
-            while _alive(pid) and time.monotonic() < deadline:
+            while alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.2)
                 try:
                     os.waitpid(pid, os.WNOHANG)  # reap it when we are its parent (tests)
                 except ChildProcessError:
                     pass
-            if _alive(pid):
+            if alive(pid):
                 os.killpg(pid, signal.SIGKILL)
             stopped.append(name)
         pid_file.unlink()

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from stsreg.infra import atomic
-from stsreg.infra.local_servers import STATE_DIR
+from stsreg.infra.local_servers import STATE_DIR, alive
 
 #: Where live servers announce themselves (relative to the project).
 FOLDER = Path(STATE_DIR) / "serving"
@@ -49,16 +49,6 @@ def announced(project: Path, host: str, port: int, model_uri: str, follow_s: flo
         signal.signal(signal.SIGTERM, previous)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
-
-
 def followers(project: Path, alias: str = "champion") -> list[dict]:
     """The live servers of ``project`` that follow ``alias`` (their model URI ends in ``@alias`` and ``follow_s`` > 0);
     a file left by a server that died is skipped."""
@@ -68,7 +58,7 @@ def followers(project: Path, alias: str = "champion") -> list[dict]:
             info = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue  # being written or removed right now
-        if _alive(int(info.get("pid", -1))) and str(info.get("model_uri", "")).endswith(f"@{alias}") \
+        if alive(int(info.get("pid", -1))) and str(info.get("model_uri", "")).endswith(f"@{alias}") \
                 and float(info.get("follow_s") or 0) > 0:
             found.append(info)
     return found
