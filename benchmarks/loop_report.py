@@ -14,15 +14,28 @@ from stsreg.product.loop_clock import format_clock
 TARGET_MIN = 15.0
 
 
-def _precision(project: Path) -> str:
-    summary = project / "models/stage2/training_summary.json"
-    return json.loads(summary.read_text()).get("precision", "?") if summary.exists() else "?"
+def _stage2(project: Path) -> dict:
+    """The retrain's stage 2 (its ``training_summary.json``): where it started, its steps and the dev scores (x100)."""
+    path = project / "models/stage2/training_summary.json"
+    summary = json.loads(path.read_text()) if path.exists() else {}
+    keys = ("precision", "steps", "start_dev_spearman", "best_dev_spearman", "best_step", "started_from")
+    return {k: summary.get(k) for k in keys}
 
 
-def _machine(project: Path) -> dict:
+def _machine(stage2: dict) -> dict:
     from stsreg.infra.tracking import cpu_name
 
-    return {"cpu": cpu_name(), "cores": os.cpu_count(), "precision": _precision(project)}
+    return {"cpu": cpu_name(), "cores": os.cpu_count(), "precision": stage2.get("precision") or "?"}
+
+
+def _stage2_line(st: dict) -> str:
+    origin = st.get("started_from") or {"from": "stage1"}
+    start = (f"from champion v{origin['version']} (a warm retrain)" if origin["from"] == "champion" else
+             "from stage 1 (a cold retrain" + (f": {origin['why']})" if origin.get("why") else ")"))
+    if st.get("steps") is None:
+        return "- Stage 2: no summary found."
+    return (f"- Stage 2 started {start}: {st['steps']} steps; dev Spearman x100 {st['start_dev_spearman']:.2f} at "
+            f"step 0, {st['best_dev_spearman']:.2f} kept (step {st['best_step']}).")
 
 
 def summarise(measured: dict, overrides: list[str]) -> dict:
@@ -31,7 +44,8 @@ def summarise(measured: dict, overrides: list[str]) -> dict:
     origin = measured["data_added_at"]
     answered = measured.get("load_new_version_at")
     by_hand = measured.get("swap_by_hand")
-    out = {"machine": _machine(Path(measured["project"])), "overrides": overrides,
+    stage2 = _stage2(Path(measured["project"]))
+    out = {"machine": _machine(stage2), "stage2": stage2, "overrides": overrides,
            "about": measured.get("about") or f"`{measured['project']}`",
            "rows_added": (report.get("trigger") or {}).get("rows_added"), "data_add_s": measured["data_add_s"],
            "serve_ready_s": measured["serve_ready_s"],
@@ -58,6 +72,7 @@ def markdown(s: dict, clock_table: str) -> str:
         + (f"; overrides: {', '.join(f'`{o}`' for o in s['overrides'])}" if s["overrides"] else "") + ".", "",
         f"- `stsreg data add` of {s['rows_added']} rows took {s['data_add_s']:.1f} s; `stsreg serve` was ready in "
         f"{s['serve_ready_s']:.1f} s before the loop began.",
+        _stage2_line(s["stage2"]),
         f"- Outcome: {s['summary']}",
     ]
     if s["swap_by_hand"]:

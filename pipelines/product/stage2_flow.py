@@ -8,6 +8,7 @@ training-loss curve (DVC plots).
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +21,7 @@ from stsreg.product import model_card
 from stsreg.product.lineage import log_tables
 from stsreg.product.model_files import set_max_length, write_st_config
 from stsreg.product.runners.stage2_runner import run_stage2
+from stsreg.product.runners.warm_start import starting_point
 
 
 def _write_curves(summary: dict, out: Path) -> None:
@@ -44,14 +46,18 @@ def tracked_stage2(params_path: str, sts_path: str, init_dir: str, out_dir: str,
     """Stage 2 with its MLflow run, metrics file and curves: the one body of the flow's task and of
     ``stsreg train --stage 2`` under torchrun. Every process trains; rank 0 alone (the one that evaluates and saves)
     opens the run and writes the outputs, so N processes leave what one process leaves."""
-    params = load_params(params_path)
+    # models/stage1, or the champion when stage2.warm_start asks (its epochs and lr replace stage 2's)
+    init, params, origin = starting_point(load_params(params_path), Path(init_dir))
     if not runtime.is_main_process():
-        return run_stage2(params, Path(sts_path), Path(init_dir), Path(out_dir), Path(ckpt_dir))
-    with tracking.tracked_run(EXPERIMENT, "stage2", logged(params, "2"), run_tags([sts_path])) as run:
+        return run_stage2(params, Path(sts_path), init, Path(out_dir), Path(ckpt_dir))
+    tags = run_tags([sts_path]) | {f"warm_start.{k}": str(v) for k, v in origin.items() if k != "from"}
+    with tracking.tracked_run(EXPERIMENT, "stage2", logged(params, "2"), tags) as run:
         p = params.stage2  # lineage: the tables trained on and the one selected on, as MLflow datasets
         log_tables(tracking.client(run.uri), run.run_id, sts_path,
                    {"training": [(t, "train") for t in p.train_tables], "validation": [(p.dev_table, "dev")]})
-        summary = run_stage2(params, Path(sts_path), Path(init_dir), Path(out_dir), Path(ckpt_dir), run)
+        summary = run_stage2(params, Path(sts_path), init, Path(out_dir), Path(ckpt_dir), run)
+        summary["started_from"] = origin
+        atomic.write_text(Path(out_dir) / "training_summary.json", json.dumps(summary, indent=2))
         publish(params, Path(out_dir), summary)
         if curves_dir:
             _write_curves(summary, Path(curves_dir))

@@ -123,6 +123,49 @@ def test_versions_aliases_tags_and_gate_decisions(registry):
     assert json.loads((work / "prom2.json").read_text())["promoted"] is False
 
 
+def test_a_warm_retrain_starts_from_the_champion_and_names_it(registry, tmp_path):
+    """``stage2.warm_start``: stage 2 starts from ``@champion`` (its dev score is the curve's step 0), trains its own
+    epochs and lr, and names the version in the summary, the run's tags and the card; with another backbone, or no
+    champion, it starts from stage 1 and says why."""
+    from pipelines.product.stage2_flow import tracked_stage2
+    from stsreg.infra.config import load_params
+    from stsreg.product.runners.warm_start import starting_point
+    from stsreg.product.sts_eval import spearman_cosine
+
+    work, uri, _, c = registry
+    champion = c.get_model_version_by_alias(NAME, "champion")
+    raw = yaml.safe_load((work / "params.yaml").read_text())
+    raw["stage2"].update(batch_size=8, eval_every=1000, checkpoint_every_s=0,
+                         warm_start={"enabled": True, "epochs": 1, "lr": 3e-5})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    sts = pd.concat([tiny_eval_table(), tiny_sts(32, seed=9).assign(dataset="stsb", split="train", subset="A",
+                                                                     file="stsb/train.txt", line=range(1, 33),
+                                                                     seen_in_train=False)], ignore_index=True)
+    sts.to_parquet(tmp_path / "sts.parquet")
+    summary = tracked_stage2(str(tmp_path / "params.yaml"), str(tmp_path / "sts.parquet"), str(work / "untrained"),
+                             str(tmp_path / "out"), str(tmp_path / "ck"))
+    origin = {"from": "champion", "version": int(champion.version), "run_id": champion.run_id}
+    assert summary["started_from"] == origin
+    assert json.loads((tmp_path / "out/training_summary.json").read_text())["started_from"] == origin
+    assert summary["config"]["stage2"]["epochs"] == 1 and summary["config"]["stage2"]["lr"] == 3e-5
+    assert summary["total_steps"] == 4  # 32 pairs, batch 8, the warm start's 1 epoch (stage2.epochs is 3)
+    dev = sts[(sts.dataset == "stsb") & (sts.split == "dev")]
+    trained = SiameseRegressor.load(work / "trained", precision="fp32")
+    trained.config.max_length = raw["model"]["max_length"]
+    assert summary["start_dev_spearman"] == pytest.approx(
+        spearman_cosine(trained, dev.sentence1, dev.sentence2, dev.score, 64, show_progress=False), abs=1e-6)
+    assert c.get_run(summary["run_id"]).data.tags["warm_start.version"] == str(champion.version)
+    assert f"started from champion v{champion.version} (a warm retrain)" in (tmp_path / "out/README.md").read_text()
+
+    other = load_params(tmp_path / "params.yaml")
+    other = other.__class__(**{**other.__dict__, "model": other.model.__class__(backbone="some/other-model")})
+    init, kept, why = starting_point(other, work / "untrained")
+    assert init == work / "untrained" and kept == other and "some/other-model" in why["why"]
+    init, _, why = starting_point(load_params(tmp_path / "params.yaml"), work / "untrained",
+                                  uri=f"sqlite:///{tmp_path}/empty.db")
+    assert init == work / "untrained" and why == {"from": "stage1", "why": "no champion yet"}
+
+
 def test_champion_eval_flow_evaluates_the_champion_and_tags_its_version(registry, caplog):
     """The scheduled champion evaluation: downloads ``@champion`` from the registry, runs the release flow's evaluate
     task in experiment ``stsreg-champion`` and tags the version; same model and data, so the same avg7."""

@@ -170,7 +170,8 @@ def test_search_stage_reads_only_the_stage2_settings_trials_do_not_search():
     assert fixed == set(search.FIXED)
     searched = {f.name for f in dataclasses.fields(Params().stage2)} - fixed
     # every stage-2 knob is either fixed for the search or set by each trial
-    assert searched == set(search.SEARCHED) | {"eval_every", "keep", "labels"} | {"group_by_length"}
+    # ... or not read by a trial at all: each trial starts from stage 1 (warm_start is the loop's retrain)
+    assert searched == set(search.SEARCHED) | {"eval_every", "keep", "labels"} | {"group_by_length", "warm_start"}
     with pytest.raises(ParamsError, match="search.lr"):
         search.check_ranges(dataclasses.replace(Params().search, lr=(1e-3, 1e-5)))
 

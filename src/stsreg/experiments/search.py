@@ -33,8 +33,10 @@ SEARCHED = ("loss", "epochs", "lr", "warmup_ratio", "labels", "group_by_length",
 #: The ``[low, high]`` ranges of ``params.search``.
 RANGES = ("lr", "warmup_ratio", *searched_knobs())
 #: ``params.stage2`` fields every trial takes as they are (the search never changes them; a trial sets its own
-#: ``eval_every`` and keeps the best dev evaluation after step 0).
-FIXED = tuple(f.name for f in dataclasses.fields(Stage2Params) if f.name not in (*SEARCHED, "eval_every", "keep"))
+#: ``eval_every`` and keeps the best dev evaluation after step 0; every trial starts from stage 1, so ``warm_start``,
+#: the loop's retrain, is not read).
+FIXED = tuple(f.name for f in dataclasses.fields(Stage2Params)
+              if f.name not in (*SEARCHED, "eval_every", "keep", "warm_start"))
 
 
 def check_ranges(s: SearchParams, source: str = "params.yaml") -> None:

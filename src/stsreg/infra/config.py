@@ -39,7 +39,8 @@ from stsreg.infra.settings_experiments import (BASELINE_SYSTEMS, COMPARE_METHODS
 from stsreg.infra.settings_operations import LaunchParams, ScheduleParams, ServeParams
 from stsreg.infra.settings_training import (HEAD_LOSSES, KEEP_MODES, LABEL_MODES, NLI_OBJECTIVES, STAGE2_LOSSES,
                                             EvaluateParams, ModelParams, NliTrainingParams, PromoteParams,
-                                            Stage1EncoderParams, Stage1Params, Stage2Params)
+                                            Stage1EncoderParams, Stage1Params, Stage2Params,
+                                            Stage2WarmStartParams)
 
 #: The sections' names, read from here by the rest of the code (each is declared in the settings module of its owner).
 __all__ = ["MIRROR_ENV", "PUBLIC_STS_TABLES", "PUBLIC_TABLES", "TABLES_DIR", "ExtraNLISource", "FetchParams",
@@ -48,7 +49,8 @@ __all__ = ["MIRROR_ENV", "PUBLIC_STS_TABLES", "PUBLIC_TABLES", "TABLES_DIR", "Ex
            "SearchPoint", "NliTableParams", "LaunchParams", "ScheduleParams", "ServeParams", "HEAD_LOSSES",
            "KEEP_MODES",
            "LABEL_MODES", "NLI_OBJECTIVES", "STAGE2_LOSSES", "EvaluateParams", "ModelParams", "NliTrainingParams",
-           "PromoteParams", "Stage1EncoderParams", "Stage1Params", "Stage2Params", "Params", "ParamsError",
+           "PromoteParams", "Stage1EncoderParams", "Stage1Params", "Stage2Params", "Stage2WarmStartParams", "Params",
+           "ParamsError",
            "BUFFER_GAPS",
            "PRESETS", "load_params", "parse_params", "with_overrides", "param_keys"]
 

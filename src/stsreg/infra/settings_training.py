@@ -71,6 +71,17 @@ class Stage1Params:
 
 
 @section
+class Stage2WarmStartParams:
+    """A retrain that starts from the registry's ``@champion`` instead of ``models/stage1``
+    (:mod:`stsreg.product.runners.warm_start`): the grown tables for ``epochs`` at ``lr``, every old row replayed with
+    the new ones. With no champion yet, or one of another backbone, stage 2 starts from stage 1 as usual."""
+
+    enabled: bool = knob(False, "true: start from @champion (when there is one of model.backbone)")
+    epochs: int = knob(1, "epochs of a warm retrain (replaces stage2.epochs)", ge=1)
+    lr: float = knob(1e-5, "peak lr of a warm retrain (replaces stage2.lr): half the cold one, a continuation", gt=0)
+
+
+@section
 @add_knobs(loss_specs.stage2_fields(), after="loss")
 class Stage2Params:
     """Full fine-tuning on STS-B train + SICK-R train; best STS-B dev checkpoint kept. The knobs of the losses (``x0``,
@@ -101,6 +112,7 @@ class Stage2Params:
     dev_table: str = knob(public_tables.DEV_TABLE, "the table whose dev split selects the checkpoint (the only labels "
                                                    "any choice reads)",
                           pattern=r"[a-z][a-z0-9_]*")
+    warm_start: Stage2WarmStartParams = knob(factory=Stage2WarmStartParams)
 
 
 @section

@@ -67,14 +67,22 @@ def _table(p: Params, name: str) -> str:
     return f"{name} ({t.file}, scale [{t.scale[0]:g}, {t.scale[1]:g}] {mapped}, d {t.d:g})"
 
 
-def _stage2(p: Params) -> str:
+def _stage2(p: Params, model_dir: Path) -> str:
+    """The stage-2 line; a warm retrain (``training_summary.json``'s ``started_from``: the champion) names the version
+    it continued and its own epochs and lr (:mod:`stsreg.product.runners.warm_start`)."""
     s = p.stage2
     spec = LOSSES[s.loss]
     knobs = spec.card_line({name: getattr(s, name) for name in spec.knobs()})
     loss = f"`{s.loss}`" + (f" ({knobs})" if knobs else "")
     tables = " + ".join(f"{_table(p, t)} train" for t in s.train_tables)
-    return (f"- **Stage 2, STS** ({tables}, labels `{s.labels}`): everything fine-tuned with {loss}, "
-            f"{s.epochs} epoch(s), batch {s.batch_size}, lr {s.lr:g}, weight decay {s.weight_decay:g}, warmup "
+    summary = model_dir / "training_summary.json"
+    origin = json.loads(summary.read_text()).get("started_from", {}) if summary.exists() else {}
+    epochs, lr, start = s.epochs, s.lr, ""
+    if origin.get("from") == "champion":
+        epochs, lr = s.warm_start.epochs, s.warm_start.lr
+        start = f"started from champion v{origin['version']} (a warm retrain), "
+    return (f"- **Stage 2, STS** ({tables}, labels `{s.labels}`): {start}everything fine-tuned with {loss}, "
+            f"{epochs} epoch(s), batch {s.batch_size}, lr {lr:g}, weight decay {s.weight_decay:g}, warmup "
             f"{s.warmup_ratio:g}, layer decay {s.layer_decay:g}; the checkpoint kept is the `{s.keep}` "
             f"{_table(p, s.dev_table).split(' (')[0]} dev evaluation (every {s.eval_every} steps). No test label is "
             "read during training or selection.")
@@ -149,7 +157,7 @@ def render(params: Params, model_dir: Path, metrics: dict, table_md: str, git_co
         *_details(params, config, dim, base, "evaluated and served", git_commit), *_USAGE,
         "From the registry: `mlflow.pyfunc.load_model(\"models:/sts-regression@champion\").predict(df)` with columns "
         "`sentence1`, `sentence2` (a 0-5 score and the cosine per pair), or `stsreg serve` for a REST endpoint.", "",
-        "## Training", "", _stage1(params), _stage2(params), "",
+        "## Training", "", _stage1(params), _stage2(params, model_dir), "",
         "## Evaluation", "",
         "Spearman x100 of the cosine, 95% bootstrap intervals. *Unseen*: only the test pairs that no training table "
         f"contains (match `{params.prepare.leakage.match}`): STS-B train holds many STS12-16 test pairs.", "",
@@ -173,5 +181,5 @@ def render_trained(params: Params, model_dir: Path, summary: dict) -> str:
         "evaluation (`dvc repro evaluate`: `reports/eval/table.md`) and carried by the registered version's card.", "",
         *_details(params, config, dim, base, "the training length; the registered copy is set to the evaluated one",
                   None), *_USAGE,
-        "## Training", "", _stage1(params), _stage2(params), "", *_LIMITS]
+        "## Training", "", _stage1(params), _stage2(params, model_dir), "", *_LIMITS]
     return "\n".join(lines)
