@@ -2,7 +2,7 @@
 
 In the example project (:mod:`benchmarks.loop_project`: a clone of this one with the worked example's ``qa`` table):
 
-1. round 1 by hand (``dvc repro promote``): the first champion, not timed here;
+1. round 1 by hand (``dvc repro promote``) when the project's registry has no champion yet: not timed here;
 2. ``stsreg servers start`` (Prefect + MLflow + a process worker, on their own ports), ``stsreg deploy`` (the retrain
    deployment with its data trigger) and ``stsreg serve`` of ``@champion`` following the alias;
 3. a light load on the server (:class:`benchmarks.loop_load.Load`: a /similarity request every ``1/rps`` s) and
@@ -36,10 +36,23 @@ REPO = Path(__file__).resolve().parents[1]
 STSREG = str(Path(sys.executable).with_name("stsreg"))
 
 
+#: The caller's settings that must not reach the project: its commands use its own servers, store and mirror.
+CALLERS = ("PREFECT_API_URL", "MLFLOW_TRACKING_URI", "STSREG_DATA_MIRROR")
+
+
 def _env(project: Path) -> dict:
     """The environment of the project's commands: theirs alone (no server variable of the caller's leaks in)."""
-    drop = ("PREFECT_API_URL", "MLFLOW_TRACKING_URI", "STSREG_DATA_MIRROR")
-    return {k: v for k, v in os.environ.items() if k not in drop}
+    return {k: v for k, v in os.environ.items() if k not in CALLERS}
+
+
+def _has_champion(project: Path) -> bool:
+    """Whether the project's own registry (its embedded store, not the caller's) has a ``@champion``. Not a file of
+    the project: a clone carries the committed ``reports/registry/promotion.json`` of the project it came from."""
+    from stsreg.infra import tracking
+    from stsreg.product import registry
+
+    uri = f"sqlite:///{(project / tracking.DEFAULT_TRACKING_URI.removeprefix('sqlite:///')).resolve()}"
+    return registry.version_by_alias(tracking.client(uri), registry.MODEL_NAME, "champion") is not None
 
 
 def _sh(cmd: list[str], project: Path, timeout: float | None = None) -> tuple[float, str]:
@@ -65,7 +78,7 @@ def run(project: Path, table: str, rows: Path, rps: float, timeout_s: float) -> 
     """Round 1 (when the project has no gate decision yet), servers, deployment, server, load, ``rows`` added to
     ``table``, the clock. Returns the measurements."""
     out = {"project": str(project), "load_every_s": round(1 / rps, 3)}
-    if not (project / "reports/registry/promotion.json").exists():
+    if not _has_champion(project):
         out["round1_s"] = round(_sh(["dvc", "repro", "promote"], project)[0], 1)
     prefect, mlflow_port, port = free_port(), free_port(), free_port()
     _sh([STSREG, "servers", "start", "--prefect-port", str(prefect), "--mlflow-port", str(mlflow_port)], project)

@@ -23,10 +23,13 @@ def test_the_loop_is_timed_from_the_added_rows_to_the_served_new_version(tiny_ba
     project = declare_reviews(tiny_project(tmp_path, tiny_backbone, git=True))
     monkeypatch.delenv("STSREG_DATA_MIRROR", raising=False)
     scored_reviews(60, 7).to_csv(tmp_path / "new.csv", index=False)
+    (project / "reports/registry").mkdir(parents=True, exist_ok=True)  # as a clone of a project that has a champion
+    (project / "reports/registry/promotion.json").write_text('{"promoted": true}')
 
     measured = run(project, "reviews", tmp_path / "new.csv", rps=4.0, timeout_s=1200)
 
     report = measured["report"]
+    assert measured["round1_s"] > 0  # the project's own registry had no champion: round 1 made one
     phases = [p["phase"] for p in report["clock"]["phases"]]
     assert phases[:2] == ["trigger", "lock"] and phases[2:2 + len(CHAIN)] == list(CHAIN), phases
     assert report["trigger"]["rows_added"] == 60 and report["tables_changed"] == {"reviews": {"added": 60,

@@ -122,3 +122,15 @@ def test_loop_report_counts_from_the_added_rows_to_the_new_versions_first_answer
     (tmp_path / "models/stage2/training_summary.json").write_text('{"precision": "bf16"}')
     assert "**7.5 min** (target <= 15 min on 2 cores with native bf16): met." in markdown(
         summarise(measured, []), format_clock(report))
+
+
+def test_the_loop_bench_asks_the_projects_own_registry_for_its_first_champion(tmp_path, monkeypatch):
+    """A clone carries its origin's committed ``reports/registry/promotion.json``: round 1 is still needed while the
+    clone's own store has no champion, whatever store the caller exported."""
+    from benchmarks.loop import _has_champion
+
+    (tmp_path / "reports/registry").mkdir(parents=True)
+    (tmp_path / "reports/registry/promotion.json").write_text('{"promoted": true}')
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'callers.db'}")
+    assert not _has_champion(tmp_path)
+    assert (tmp_path / "mlflow/mlflow.db").exists() and not (tmp_path / "callers.db").exists()

@@ -226,7 +226,7 @@ def stop(project: Path, timeout: float = 30.0) -> list[str]:
             if alive(pid):
                 os.killpg(pid, signal.SIGKILL)
             stopped.append(name)
-        pid_file.unlink()
+        pid_file.unlink(missing_ok=True)  # a second stop running at once removed it first
     prefect_project.remove(project)
     layout.urls_file.unlink(missing_ok=True)
     return stopped
