@@ -20,7 +20,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 export UV_SYSTEM_CERTS ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-loop bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test lint test-slow lock clean
+.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-loop bench-loop-warm bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test lint test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -86,6 +86,11 @@ bench-serve: install ## the champion served (stsreg serve per backend and auto, 
 BENCH_LOOP_ARGS ?=
 bench-loop: install ## the loop's clock: `stsreg data add` -> retrain -> gate -> the served champion answering, per phase, under a light load, in a clone with the worked example's table -> reports/benchmarks-loop.{md,json} (after `make run`; BENCH_LOOP_ARGS='-S key=value' cuts the example)
 	python -m benchmarks.loop $(BENCH_LOOP_ARGS)
+
+bench-loop-warm: install ## the warm retrain against the cold one: `make bench-loop` twice, each in its own clone (cold -> reports/benchmarks-loop-cold, stage2.warm_start.enabled=true -> reports/benchmarks-loop), side by side in reports/benchmarks-loop-levers.md (BENCH_LOOP_ARGS applies to both)
+	python -m benchmarks.loop --dir build/bench-loop-cold --out reports/benchmarks-loop-cold $(BENCH_LOOP_ARGS)
+	python -m benchmarks.loop --dir build/bench-loop-warm $(BENCH_LOOP_ARGS) -S stage2.warm_start.enabled=true
+	python -m benchmarks.loop_report cold=reports/benchmarks-loop-cold.json warm=reports/benchmarks-loop.json --out reports/benchmarks-loop-levers.md
 
 bench-data: install ## preparing a user table of 100k and 1M generated pairs: rows/s and peak memory -> reports/benchmarks-data.{md,json} (~2 min)
 	python -m benchmarks.data_scale

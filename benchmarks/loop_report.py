@@ -22,6 +22,15 @@ def _stage2(project: Path) -> dict:
     return {k: summary.get(k) for k in keys}
 
 
+def _gate(project: Path) -> dict:
+    """The retrain's gate (``reports/registry/promotion.json``: each judged metric's gain over the champion, x100, with
+    its 95% interval) and its evaluation (``reports/eval/metrics.json``: avg7, unseen avg7, the dev table's score)."""
+    read = [json.loads(p.read_text()) if p.exists() else {}
+            for p in (project / "reports/registry/promotion.json", project / "reports/eval/metrics.json")]
+    return {"tests": read[0].get("tests", {}), "champion": read[0].get("champion"),
+            "metrics": {k: v for k, v in read[1].items() if k.endswith("_spearman") and "_low" not in k}}
+
+
 def _machine(stage2: dict) -> dict:
     from stsreg.infra.tracking import cpu_name
 
@@ -45,7 +54,8 @@ def summarise(measured: dict, overrides: list[str]) -> dict:
     answered = measured.get("load_new_version_at")
     by_hand = measured.get("swap_by_hand")
     stage2 = _stage2(Path(measured["project"]))
-    out = {"machine": _machine(stage2), "stage2": stage2, "overrides": overrides,
+    out = {"machine": _machine(stage2), "stage2": stage2, "gate": _gate(Path(measured["project"])),
+           "overrides": overrides,
            "about": measured.get("about") or f"`{measured['project']}`",
            "rows_added": (report.get("trigger") or {}).get("rows_added"), "data_add_s": measured["data_add_s"],
            "serve_ready_s": measured["serve_ready_s"],
@@ -99,3 +109,48 @@ def write(measured: dict, overrides: list[str], out: Path) -> str:
     atomic.write_json(out.with_suffix(".json"), {**s, "measured": measured})
     atomic.write_text(out.with_suffix(".md"), text)
     return text
+
+
+def _took(s: dict, phase: str) -> str:
+    from stsreg.product.loop_clock import clock_time
+
+    took = [p["seconds"] for p in (s.get("clock") or {}).get("phases", []) if p["phase"] == phase]
+    return clock_time(took[0]) if took else "-"
+
+
+def compare(runs: dict[str, dict]) -> str:
+    """A markdown table of retrains measured on the same example (``runs``: label -> a report's json, as
+    :func:`write` saves it): where stage 2 started, its steps and time, the dev score it kept, the gate's gains over
+    the champion with their intervals, and the loop's total."""
+    tables = sorted({t for s in runs.values() for t in s["gate"]["tests"]})
+    head = ["retrain", "stage 2 from", "steps", "stage 2", "dev kept (step 0)",
+            *[f"gate: {t} gain [95% CI]" for t in tables], "promoted", "rows added -> end"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, s in runs.items():
+        st, tests = s["stage2"], s["gate"]["tests"]
+        origin = st.get("started_from") or {"from": "stage1"}
+        start = f"champion v{origin['version']}" if origin["from"] == "champion" else "stage 1"
+        gains = [f"{tests[t]['diff']:+.2f} [{tests[t]['low']:+.2f}, {tests[t]['high']:+.2f}]" if t in tests else "-"
+                 for t in tables]
+        lines.append("| " + " | ".join([label, start, str(st["steps"]), _took(s, "stage2"),
+                                         f"{st['best_dev_spearman']:.2f} ({st['start_dev_spearman']:.2f})", *gains,
+                                         "yes" if s["promoted_by_gate"] else "no", f"{s['total_min']:.1f} min"])
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Compare retrains measured by make bench-loop on the same example.")
+    ap.add_argument("runs", nargs="+", metavar="LABEL=REPORT.json", help="e.g. cold=reports/benchmarks-loop-cold.json")
+    ap.add_argument("--out", type=Path, required=True, help="the markdown table's file")
+    a = ap.parse_args(argv)
+    runs = {label: json.loads(Path(path).read_text()) for label, _, path in (r.partition("=") for r in a.runs)}
+    atomic.write_text(a.out, compare(runs))
+    print(a.out.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

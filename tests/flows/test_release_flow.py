@@ -333,6 +333,33 @@ def test_versions_carry_onnx_exports_with_their_measured_quality(registry):
             assert torch.nn.functional.cosine_similarity(got, reference).min() > 0.95
 
 
+def test_auto_takes_the_measurement_registration_made_on_this_cpu(registry, tmp_path):
+    """Registration measures what ``serve.backend: auto`` would (``onnx/auto_measured.json``: CPU, threads,
+    precision, rates); a server on the same CPU takes it as it is (the very floats, so nothing was measured again),
+    and one whose CPU differs measures anew."""
+    import shutil
+
+    import mlflow
+
+    from stsreg.infra.tracking import cpu_name
+    from stsreg.product.serving.model_uri import resolve
+
+    work, uri, _, c = registry
+    folder = tmp_path / "version"
+    shutil.copytree(mlflow.artifacts.download_artifacts(artifact_uri=resolve(f"models:/{NAME}@champion", uri),
+                                                        tracking_uri=uri), folder)
+    (model_dir,) = [p.parent.parent for p in folder.glob("artifacts/*/" + export.MEASURED)]
+    record = json.loads((model_dir / export.MEASURED).read_text())
+    assert record["cpu"] == cpu_name() and record["threads"] == torch.get_num_threads()
+    assert set(record["rates"]) == set(export.servable(model_dir)) and record["backend"] in record["rates"]
+    model = SiameseRegressor.load(model_dir, precision=record["precision"])
+    backend, rates = export.choose(model, model_dir)
+    assert rates == record["rates"] and backend == max(rates, key=lambda b: rates[b]["sentences_s"])
+    (model_dir / export.MEASURED).write_text(json.dumps({**record, "cpu": "another CPU"}))
+    backend, rates = export.choose(model, model_dir)
+    assert set(rates) == set(record["rates"]) and rates != record["rates"]
+
+
 def test_folders_load_in_sentence_transformers_with_the_projects_embeddings(registry):
     """A trained folder (what stage 2 writes) and a registered one load with `SentenceTransformer(path)` and give the
     project's embeddings; the registered one carries its card, cosine as its similarity function and the evaluated

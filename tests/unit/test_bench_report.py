@@ -134,3 +134,32 @@ def test_the_loop_bench_asks_the_projects_own_registry_for_its_first_champion(tm
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'callers.db'}")
     assert not _has_champion(tmp_path)
     assert (tmp_path / "mlflow/mlflow.db").exists() and not (tmp_path / "callers.db").exists()
+
+
+def test_retrains_of_the_loop_compare_side_by_side(tmp_path):
+    """`python -m benchmarks.loop_report cold=... warm=...`: one row per retrain, where stage 2 started, its steps and
+    time, the dev score kept (and at step 0), each gated table's gain with its interval, and the total."""
+    import json
+
+    from benchmarks.loop_report import compare, summarise
+    from stsreg.product.loop_clock import Clock
+
+    runs = {}
+    for label, origin, steps, took in (("cold", {"from": "stage1"}, 375, 300.0),
+                                       ("warm", {"from": "champion", "version": 1, "run_id": "r"}, 125, 100.0)):
+        project = tmp_path / label
+        (project / "models/stage2").mkdir(parents=True)
+        (project / "reports/registry").mkdir(parents=True)
+        (project / "models/stage2/training_summary.json").write_text(json.dumps(
+            {"precision": "fp32", "steps": steps, "start_dev_spearman": 70.0, "best_dev_spearman": 75.5,
+             "best_step": steps, "started_from": origin}))
+        (project / "reports/registry/promotion.json").write_text(json.dumps(
+            {"champion": 1, "tests": {"qa": {"diff": 0.5, "low": -0.25, "high": 1.25, "p_value": 0.1}}}))
+        clock = Clock(origin=0.0)
+        clock.add("stage2", 10.0, 10.0 + took, ran=True)
+        report = {"clock": clock.as_dict(), "promoted": False, "summary": "kept", "served": {}}
+        runs[label] = summarise({"project": str(project), "report": report, "data_added_at": 0.0, "data_add_s": 1.0,
+                                 "serve_ready_s": 1.0, "load": {}}, [])
+    table = compare(runs)
+    assert "| cold | stage 1 | 375 | 5:00.0 | 75.50 (70.00) | +0.50 [-0.25, +1.25] | no | 5.2 min |" in table
+    assert "| warm | champion v1 | 125 | 1:40.0 | 75.50 (70.00) | +0.50 [-0.25, +1.25] | no | 1.8 min |" in table

@@ -52,7 +52,8 @@ class Clock:
         return {"origin": self.origin, "phases": self.phases, "total_s": total}
 
 
-def _clock_time(seconds: float) -> str:
+def clock_time(seconds: float) -> str:
+    """Seconds as min:s with a tenth (``125.3`` -> ``2:05.3``), as the clock tables show them."""
     return f"{int(seconds // 60)}:{seconds % 60:04.1f}"
 
 
@@ -67,10 +68,10 @@ def format_clock(report: dict) -> str:
     lines = ["| phase | took (min:s) | done at (min:s from the start) | |", "|---|---:|---:|---|"]
     for p in phases:
         note = "failed" if p.get("failed") else ("up to date" if p.get("ran") is False else p.get("note", ""))
-        lines.append(f"| {p['phase']} | {_clock_time(p['seconds'])} | {_clock_time(p['end'] - origin)} | {note} |")
+        lines.append(f"| {p['phase']} | {clock_time(p['seconds'])} | {clock_time(p['end'] - origin)} | {note} |")
     start = "the rows were added" if clock.get("origin") else "the retrain started"
     served = report.get("served") or {}
     tail = (f"the server answered with v{served['version']}" if served.get("answered")
             else f"no server answered with a new version: {served.get('why') or 'no new champion'}")
     total = clock.get("total_s")
-    return "\n".join(lines) + f"\n\nFrom when {start} to the end: {_clock_time(total) if total else '?'}; {tail}."
+    return "\n".join(lines) + f"\n\nFrom when {start} to the end: {clock_time(total) if total else '?'}; {tail}."

@@ -96,14 +96,53 @@ def measure(model, sentences: list[str] | None = None) -> dict[str, float]:
     return {"sentences_s": len(batch) / best, "batch1_p50_ms": statistics.median(single[1:])}
 
 
-def choose(model, model_dir: str | os.PathLike, threads: int = 0) -> tuple[str, dict[str, dict]]:
+#: What ``auto`` measured at registration (:func:`record_choice`), beside the exports' verdicts.
+MEASURED = "onnx/auto_measured.json"
+
+
+def _where(model, threads: int) -> dict:
+    """What a measurement holds only for: this CPU, the intra-op threads and the model's precision setting."""
+    from stsreg.infra.tracking import cpu_name
+
+    return {"cpu": cpu_name(), "threads": threads or torch.get_num_threads(), "precision": model.precision}
+
+
+def record_choice(model, model_dir: str | os.PathLike, threads: int = 0) -> dict:
+    """Registration: :func:`choose` measured here once and stored in ``MEASURED`` (``{cpu, threads, precision,
+    backend, rates}``), so that a server started on the same CPU, threads and precision starts and swaps without
+    measuring (a server elsewhere measures, as before). Returns the record."""
+    backend, rates = choose(model, model_dir, threads, stored=False)
+    record = {**_where(model, threads), "backend": backend, "rates": rates}
+    (Path(model_dir) / MEASURED).write_text(json.dumps(record, indent=2))
+    return record
+
+
+def _stored_choice(model, model_dir: str | os.PathLike, threads: int) -> tuple[str, dict[str, dict]] | None:
+    """(backend, rates) from registration's record when it was made here (:func:`_where`) and holds a rate for
+    every backend the folder may serve now (only those kept), else None."""
+    path = Path(model_dir) / MEASURED
+    record = json.loads(path.read_text()) if path.is_file() else {}
+    if not record or any(record.get(k) != v for k, v in _where(model, threads).items()):
+        return None
+    allowed = servable(model_dir)
+    rates = {b: r for b, r in record["rates"].items() if b in allowed}
+    return (max(rates, key=lambda b: rates[b]["sentences_s"]), rates) if set(rates) == set(allowed) else None
+
+
+def choose(model, model_dir: str | os.PathLike, threads: int = 0, stored: bool = True) -> tuple[str, dict[str, dict]]:
     """``serve.backend: auto``: torch where a GPU is (the model moves there); on a CPU each backend the folder may
     serve (:func:`servable`) is measured as requests arrive (:func:`measure`: batched throughput and batch-1 latency)
     and the one with the most sentences per second in batches runs from then on (under load, the batcher hands the
-    encoder full batches). Returns (backend, {backend: measurements})."""
+    encoder full batches). ``stored``: take registration's measurement instead (:func:`record_choice`) when it was
+    made on this CPU with these threads and precision. Returns (backend, {backend: measurements})."""
     if torch.cuda.is_available():
         use_backend(model, "torch", model_dir, threads)
         return "torch", {}
+    known = _stored_choice(model, model_dir, threads) if stored else None
+    if known:
+        use_backend(model, known[0], model_dir, threads)
+        log.info("backend auto: %s (measured at registration on this CPU: %s)", known[0], describe_rates(known[1]))
+        return known
     rates = {}
     for backend in servable(model_dir):
         use_backend(model, backend, model_dir, threads)

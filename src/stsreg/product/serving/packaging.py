@@ -9,7 +9,9 @@
 - **exports** (:mod:`stsreg.product.serving.export`): ONNX fp32 and int8, each scored on the evaluation's pairs (the 7
 tasks
   and every declared test table) and judged against torch's avg7 with ``serve.max_avg7_drop``; the verdicts go to
-  ``onnx/backends.json`` (what serving reads) and to the version's tags (:func:`tags`).
+  ``onnx/backends.json`` (what serving reads) and to the version's tags (:func:`tags`);
+- **auto's measurement** (:func:`stsreg.product.serving.export.record_choice`): the fastest servable backend on the
+  registering CPU, so a server there starts and swaps without measuring.
 """
 
 from __future__ import annotations
@@ -60,6 +62,10 @@ def package(params: Params, model_dir: Path, dst: Path, sts_path: Path, torch_me
             verdict["file"] = export.FILES[backend]
             verdict["mib"] = round((dst / export.FILES[backend]).stat().st_size / 2**20, 1)
     (dst / export.QUALITY).write_text(json.dumps(verdicts, indent=2))
+    # what `serve.backend: auto` measures, measured once here: a server on this CPU starts and swaps without it
+    from stsreg.product.model import SiameseRegressor
+
+    export.record_choice(SiameseRegressor.load(dst, precision=params.serve.precision).eval(), dst)
     return verdicts
 
 
