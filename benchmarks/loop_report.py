@@ -70,6 +70,11 @@ def summarise(measured: dict, overrides: list[str]) -> dict:
     return out
 
 
+def _cpu(machine: dict) -> str:
+    """The CPU's name with its core count (once: some names carry it)."""
+    return machine["cpu"] + ("" if "cores" in machine["cpu"] else f", {machine['cores']} cores")
+
+
 def markdown(s: dict, clock_table: str) -> str:
     m, load = s["machine"], s["load"]
     bf16 = "bf16" in str(m["precision"])
@@ -77,8 +82,7 @@ def markdown(s: dict, clock_table: str) -> str:
                f"not judged here: this CPU trains in {m['precision']}; the target is for native bf16")
     lines = [
         "# The loop's clock (`make bench-loop`)", "",
-        f"Machine: {m['cpu']}" + ("" if "cores" in m["cpu"] else f", {m['cores']} cores")
-        + f"; stage 2 precision {m['precision']}. The project: {s['about']}"
+        f"Machine: {_cpu(m)}; stage 2 precision {m['precision']}. The project: {s['about']}"
         + (f"; overrides: {', '.join(f'`{o}`' for o in s['overrides'])}" if s["overrides"] else "") + ".", "",
         f"- `stsreg data add` of {s['rows_added']} rows took {s['data_add_s']:.1f} s; `stsreg serve` was ready in "
         f"{s['serve_ready_s']:.1f} s before the loop began.",
@@ -124,8 +128,15 @@ def compare(runs: dict[str, dict]) -> str:
     the champion with their intervals, and the loop's total."""
     tables = sorted({t for s in runs.values() for t in s["gate"]["tests"]})
     head = ["retrain", "stage 2 from", "steps", "stage 2", "dev kept (step 0)",
-            *[f"gate: {t} gain [95% CI]" for t in tables], "promoted", "rows added -> end"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            *[f"gate: {t} gain [95% CI]" for t in tables], "promoted", "clock"]
+    first = next(iter(runs.values()))
+    m = first["machine"]
+    lines = [f"Machine: {_cpu(m)}, stage 2 in {m['precision']}; overrides of every run: "
+             + (", ".join(f"`{o}`" for o in first["overrides"] if "warm_start" not in o) or "none")
+             + ". Gains: x100 Spearman over the run's champion on the test pairs its gate judges. The clock runs "
+             "from the rows added to the server answering a promoted version, or to the gate's decision when it kept "
+             "the champion.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, s in runs.items():
         st, tests = s["stage2"], s["gate"]["tests"]
         origin = st.get("started_from") or {"from": "stage1"}

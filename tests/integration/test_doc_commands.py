@@ -113,6 +113,9 @@ DECLARED: dict[str, str] = {
     "make bench-stage2": _LONG.format("~30 min", "tests/unit/test_bench_report.py"),
     "make bench-loop": _LONG.format("a first champion, then one retrain of the worked example",
                                     "tests/integration/test_bench_loop.py (its run on a tiny project)"),
+    "make bench-loop-warm": _LONG.format("make bench-loop twice: a cold and a warm retrain of the worked example",
+                                         "tests/integration/test_bench_loop.py and tests/unit/test_bench_report.py "
+                                         "(the side-by-side table)"),
     "python -m benchmarks.profile_step": _LONG.format("a profiler session", "tests/unit/test_bench_report.py"),
     "python -m benchmarks.compare_cost --backbone all-mpnet-base-v2 --out reports/compare_cost/all-mpnet-base-v2":
         _LONG.format("every row of the comparison, ~5 h on 2 cores", "tests/flows/test_compare_cost.py"),

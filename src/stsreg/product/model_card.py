@@ -67,7 +67,7 @@ def _table(p: Params, name: str) -> str:
     return f"{name} ({t.file}, scale [{t.scale[0]:g}, {t.scale[1]:g}] {mapped}, d {t.d:g})"
 
 
-def _stage2(p: Params, model_dir: Path) -> str:
+def _stage2(p: Params, model_dir: Path | None = None) -> str:
     """The stage-2 line; a warm retrain (``training_summary.json``'s ``started_from``: the champion) names the version
     it continued and its own epochs and lr (:mod:`stsreg.product.runners.warm_start`)."""
     s = p.stage2
@@ -75,8 +75,8 @@ def _stage2(p: Params, model_dir: Path) -> str:
     knobs = spec.card_line({name: getattr(s, name) for name in spec.knobs()})
     loss = f"`{s.loss}`" + (f" ({knobs})" if knobs else "")
     tables = " + ".join(f"{_table(p, t)} train" for t in s.train_tables)
-    summary = model_dir / "training_summary.json"
-    origin = json.loads(summary.read_text()).get("started_from", {}) if summary.exists() else {}
+    summary = model_dir / "training_summary.json" if model_dir else None
+    origin = json.loads(summary.read_text()).get("started_from", {}) if summary and summary.exists() else {}
     epochs, lr, start = s.epochs, s.lr, ""
     if origin.get("from") == "champion":
         epochs, lr = s.warm_start.epochs, s.warm_start.lr
