@@ -165,10 +165,12 @@ def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s
                   note="answered" if answered else served.get("why", ""))
     promotion_file = project / "reports/registry/promotion.json"
     promotion = json.loads(promotion_file.read_text()) if promotion_file.exists() else None
+    origin = retrain_report.stage2_origin(project, ran)
     report = {"ran": ran, "tables_changed": changed, "stage2_remote": remote, "pushed": pushed, "before": before,
               "after": after, "new_version": after["latest"] != before["latest"],
-              "promoted": after["champion"] != before["champion"],
-              "summary": retrain_report.tables_line(changed) + retrain_report.describe(before, after, ran, promotion),
+              "promoted": after["champion"] != before["champion"], "stage2_started_from": origin,
+              "summary": retrain_report.tables_line(changed)
+              + retrain_report.describe(before, after, ran, promotion, origin),
               "started": started, "lock_acquired": locked,
               "lock_released": released, "served": served, "trigger": trigger, "clock": clock.as_dict()}
     retrain_report.write(project, report)

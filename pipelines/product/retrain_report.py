@@ -41,11 +41,24 @@ def tables_line(changed: dict) -> str:
     return "tables changed (rows added/removed): " + ", ".join(parts) + ". "
 
 
-def describe(before: dict, after: dict, ran: list[str], promotion: dict | None) -> str:
-    """One paragraph: what the run changed in the registry, and why."""
+def stage2_origin(project: Path, ran: list[str]) -> dict | None:
+    """Where the run's stage 2 started (``models/stage2/training_summary.json``'s ``started_from``: stage 1, or the
+    champion of a warm retrain), or None when stage 2 did not run."""
+    summary = project / "models/stage2/training_summary.json"
+    if "stage2" not in ran or not summary.exists():
+        return None
+    return json.loads(summary.read_text()).get("started_from", {"from": "stage1"})
+
+
+def describe(before: dict, after: dict, ran: list[str], promotion: dict | None, origin: dict | None = None) -> str:
+    """One paragraph: what the run changed in the registry, and why (``origin``: :func:`stage2_origin`)."""
     if not ran:
         return "nothing was stale: no stage ran, the registry is unchanged (champion v%s)" % after["champion"]
     text = f"stages run: {', '.join(ran)}. "
+    if origin and origin.get("from") == "champion":
+        text += f"stage 2 continued champion v{origin['version']} (a warm retrain). "
+    elif origin and origin.get("why"):
+        text += f"stage 2 started from stage 1: {origin['why']}. "
     if after["latest"] != before["latest"]:
         text += f"new version v{after['latest']} registered as challenger; "
         if after["champion"] != before["champion"]:

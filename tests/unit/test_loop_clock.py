@@ -174,3 +174,23 @@ def test_a_server_stopped_with_sigterm_removes_its_announcement(tmp_path):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 128 + signal.SIGTERM
     assert not path.exists()
+
+
+def test_the_retrain_report_says_where_stage_2_started(tmp_path):
+    """A warm retrain's report names the champion stage 2 continued; a warm start that fell back says why; a run
+    without stage 2 says nothing of it."""
+    from pipelines.product.retrain_report import describe, stage2_origin
+
+    before, after = {"latest": 1, "champion": 1}, {"latest": 2, "champion": 1}
+    summary = tmp_path / "models/stage2/training_summary.json"
+    summary.parent.mkdir(parents=True)
+    summary.write_text(json.dumps({"started_from": {"from": "champion", "version": 1, "run_id": "r"}}))
+    origin = stage2_origin(tmp_path, ["prepare", "stage2"])
+    assert "stage 2 continued champion v1 (a warm retrain). new version v2" in describe(
+        before, after, ["prepare", "stage2"], None, origin)
+    assert stage2_origin(tmp_path, ["promote"]) is None
+    summary.write_text(json.dumps({"started_from": {"from": "stage1", "why": "no champion yet"}}))
+    assert "stage 2 started from stage 1: no champion yet. " in describe(
+        before, after, ["stage2"], None, stage2_origin(tmp_path, ["stage2"]))
+    summary.write_text("{}")  # a cold retrain of code before the warm start: no mention
+    assert "stage 2" not in describe(before, after, ["stage2"], None, stage2_origin(tmp_path, ["stage2"]))
