@@ -51,8 +51,8 @@ def _has_champion(project: Path) -> bool:
     from stsreg.infra import tracking
     from stsreg.product import registry
 
-    uri = f"sqlite:///{(project / tracking.DEFAULT_TRACKING_URI.removeprefix('sqlite:///')).resolve()}"
-    return registry.version_by_alias(tracking.client(uri), registry.MODEL_NAME, "champion") is not None
+    return registry.version_by_alias(tracking.client(tracking.embedded_uri(project)), registry.MODEL_NAME,
+                                     "champion") is not None
 
 
 def _sh(cmd: list[str], project: Path, timeout: float | None = None) -> tuple[float, str]:

@@ -13,6 +13,7 @@ from stsreg.infra import atomic, tracking
 from stsreg.product import registry
 from stsreg.product.loop_clock import format_clock
 from stsreg.product.registry import MODEL_NAME
+from stsreg.product.runners.warm_start import origin_of
 
 
 def registry_state(uri: str, name: str = MODEL_NAME) -> dict:
@@ -44,10 +45,7 @@ def tables_line(changed: dict) -> str:
 def stage2_origin(project: Path, ran: list[str]) -> dict | None:
     """Where the run's stage 2 started (``models/stage2/training_summary.json``'s ``started_from``: stage 1, or the
     champion of a warm retrain), or None when stage 2 did not run."""
-    summary = project / "models/stage2/training_summary.json"
-    if "stage2" not in ran or not summary.exists():
-        return None
-    return json.loads(summary.read_text()).get("started_from", {"from": "stage1"})
+    return origin_of(project / "models/stage2") if "stage2" in ran else None
 
 
 def describe(before: dict, after: dict, ran: list[str], promotion: dict | None, origin: dict | None = None) -> str:

@@ -8,7 +8,6 @@ training-loss curve (DVC plots).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -55,9 +54,7 @@ def tracked_stage2(params_path: str, sts_path: str, init_dir: str, out_dir: str,
         p = params.stage2  # lineage: the tables trained on and the one selected on, as MLflow datasets
         log_tables(tracking.client(run.uri), run.run_id, sts_path,
                    {"training": [(t, "train") for t in p.train_tables], "validation": [(p.dev_table, "dev")]})
-        summary = run_stage2(params, Path(sts_path), init, Path(out_dir), Path(ckpt_dir), run)
-        summary["started_from"] = origin
-        atomic.write_text(Path(out_dir) / "training_summary.json", json.dumps(summary, indent=2))
+        summary = run_stage2(params, Path(sts_path), init, Path(out_dir), Path(ckpt_dir), run, started_from=origin)
         publish(params, Path(out_dir), summary)
         if curves_dir:
             _write_curves(summary, Path(curves_dir))

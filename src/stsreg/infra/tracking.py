@@ -25,7 +25,12 @@ def tracking_uri(project: Path | None = None) -> str:
     (absolute) for code that may run from another folder (flows started by a Prefect worker)."""
     if "MLFLOW_TRACKING_URI" in os.environ:
         return os.environ["MLFLOW_TRACKING_URI"]
-    return f"sqlite:///{project.resolve() / 'mlflow' / 'mlflow.db'}" if project else DEFAULT_TRACKING_URI
+    return embedded_uri(project) if project else DEFAULT_TRACKING_URI
+
+
+def embedded_uri(project: Path) -> str:
+    """The embedded store of ``project`` (absolute), whatever the environment names."""
+    return f"sqlite:///{project.resolve() / 'mlflow' / 'mlflow.db'}"
 
 
 def client(uri: str | None = None):

@@ -14,6 +14,7 @@ from stsreg.infra import public_tables
 from stsreg.infra.config import Params
 from stsreg.infra.loss_specs import LOSSES
 from stsreg.product import backbones
+from stsreg.product.runners.warm_start import origin_of
 
 PAPER = ("Zhang & Li, \"Advancing Semantic Textual Similarity Modeling: A Regression Framework with Translated ReLU "
          "and Smooth K2 Loss\", EMNLP 2024 (arXiv 2406.05326)")
@@ -75,8 +76,7 @@ def _stage2(p: Params, model_dir: Path | None = None) -> str:
     knobs = spec.card_line({name: getattr(s, name) for name in spec.knobs()})
     loss = f"`{s.loss}`" + (f" ({knobs})" if knobs else "")
     tables = " + ".join(f"{_table(p, t)} train" for t in s.train_tables)
-    summary = model_dir / "training_summary.json" if model_dir else None
-    origin = json.loads(summary.read_text()).get("started_from", {}) if summary and summary.exists() else {}
+    origin = origin_of(model_dir) if model_dir else {"from": "stage1"}
     epochs, lr, start = s.epochs, s.lr, ""
     if origin.get("from") == "champion":
         epochs, lr = s.warm_start.epochs, s.warm_start.lr

@@ -34,7 +34,7 @@ def stage2_data(sts_path: Path, tables: tuple[str, ...] = TRAIN_DATASETS, dev_ta
 
 
 def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, out_dir: Path, ckpt_dir: Path,
-               log_metric=NOOP, keep: str | None = None, on_eval=None) -> dict:
+               log_metric=NOOP, keep: str | None = None, on_eval=None, started_from: dict | None = None) -> dict:
     """A starting model (a saved folder, by default ``models/stage1``, or a model object) + STS tables ->
     ``out_dir`` (the STS-B dev selection ``keep``, default ``stage2.keep``), ``stage2.max_train_pairs`` applied.
     ``on_eval(step, dev_spearman)``: see :class:`stsreg.product.training.selection.DevSelector`."""
@@ -48,4 +48,4 @@ def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, ou
     train, dev = stage2_data(sts_path, p.train_tables, p.dev_table)
     train = sample_pairs(train, p.max_train_pairs, params.seed)
     return fine_tune(model, train, dev, Objective.from_params(p), p, params.seed, out_dir, ckpt_dir, device, log_metric,
-                     keep=keep, on_eval=on_eval)
+                     keep=keep, on_eval=on_eval, started_from=started_from)

@@ -59,6 +59,14 @@ def starting_point(params: Params, stage1_dir: Path, uri: str | None = None) -> 
                                                                "run_id": champion.run_id}
 
 
+def origin_of(model_dir: Path) -> dict:
+    """Where the stage-2 folder ``model_dir`` started: its ``training_summary.json``'s ``started_from``
+    (:func:`starting_point`'s ``origin``); ``{"from": "stage1"}`` for a folder without one."""
+    summary = Path(model_dir) / "training_summary.json"
+    saved = json.loads(summary.read_text()) if summary.exists() else {}
+    return saved.get("started_from") or {"from": "stage1"}
+
+
 def _cold(stage1_dir: Path, params: Params, why: str) -> tuple[Path, Params, dict]:
     log.info("stage 2 starts from %s (warm start asked for, but %s)", stage1_dir, why)
     return stage1_dir, params, {"from": "stage1", "why": why}

@@ -116,13 +116,15 @@ class LossCurve:
 
 def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, objective: Objective, p: Stage2Params,
               seed: int, out_dir: Path, ckpt_dir: Path, device: torch.device | None = None,
-              log_metric=lambda key, value, step: None, keep: str | None = None, on_eval=None) -> dict:
+              log_metric=lambda key, value, step: None, keep: str | None = None, on_eval=None,
+              started_from: dict | None = None) -> dict:
     """Fine-tune on ``train`` (sentence1, sentence2, score on the data's scale: STS-B 0-5, SICK-R 1-5) with
     ``objective``; ``p`` gives the optimisation (lr, epochs, batch, schedule, labels, evaluation, checkpoints).
     Writes the model selected on ``dev`` (STS-B dev) to ``out_dir``: ``keep`` (default ``p.keep``) ``best`` or
     ``trained`` (:mod:`stsreg.product.training.selection`). Returns a summary: dev and loss curves, both selections
     (``best_*``, ``trained_best_*``), the resolved ``config``. Resumes from ``ckpt_dir/last.pt`` when it belongs to
-    the same configuration and data. ``on_eval(step, dev_spearman)``: see :class:`DevSelector`."""
+    the same configuration and data. ``on_eval(step, dev_spearman)``: see :class:`DevSelector`. ``started_from``: what
+    the starting weights are (:mod:`stsreg.product.runners.warm_start`), kept in the summary when given."""
     device = device or runtime.resolve_device()
     world_size, rank = runtime.world()
     per_rank = _per_rank(p.batch_size, world_size)
@@ -166,14 +168,22 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
             runtime.barrier()
     bar.close()
     losses.close(step)
-    # only rank 0 evaluates: the other DDP ranks have no dev curve; the loss curve is rank 0's share of the batches
-    summary = {"steps": step, "total_steps": total_steps, **select.summary(), "loss_curve": state["loss_curve"],
-               "world_size": world_size, "precision": precision.describe(amp_dtype),
-               "config": {"seed": seed, "stage2": asdict(p)}}
+    summary = _summary(step, total_steps, select, state, world_size, amp_dtype, seed, p, started_from)
     if rank == 0:
         _write_output(select.kept_dir, summary, out_dir)
     runtime.barrier()
     return summary
+
+
+def _summary(step: int, total_steps: int, select: DevSelector, state: dict, world_size: int, amp_dtype, seed: int,
+             p: Stage2Params, started_from: dict | None) -> dict:
+    """The run's ``training_summary.json``: steps, both dev selections, the loss curve, processes, precision, the
+    resolved config and, when given, what the starting weights were."""
+    # only rank 0 evaluates: the other DDP ranks have no dev curve; the loss curve is rank 0's share of the batches
+    summary = {"steps": step, "total_steps": total_steps, **select.summary(), "loss_curve": state["loss_curve"],
+               "world_size": world_size, "precision": precision.describe(amp_dtype),
+               "config": {"seed": seed, "stage2": asdict(p)}}
+    return summary | ({"started_from": started_from} if started_from is not None else {})
 
 
 def _checkpointer(ckpt_dir: Path, p: Stage2Params, seed: int, world_size: int, amp_dtype, data: list,
