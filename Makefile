@@ -87,10 +87,13 @@ BENCH_LOOP_ARGS ?=
 bench-loop: install ## the loop's clock: `stsreg data add` -> retrain -> gate -> the served champion answering, per phase, under a light load, in a clone with the worked example's table -> reports/benchmarks-loop.{md,json} (after `make run`; BENCH_LOOP_ARGS='-S key=value' cuts the example)
 	python -m benchmarks.loop $(BENCH_LOOP_ARGS)
 
-bench-loop-warm: install ## the warm retrain against the cold one: `make bench-loop` twice, each in its own clone (cold -> reports/benchmarks-loop-cold, stage2.warm_start.enabled=true -> reports/benchmarks-loop), side by side in reports/benchmarks-loop-levers.md (BENCH_LOOP_ARGS applies to both)
+# make bench-loop-warm's third retrain: the fraction of the champion's rows replayed
+BENCH_LOOP_REPLAY ?= 0.25
+bench-loop-warm: install ## the warm retrains against the cold one: `make bench-loop` three times, each in its own clone (cold -> reports/benchmarks-loop-cold, stage2.warm_start.enabled=true -> reports/benchmarks-loop, and with replay=$(BENCH_LOOP_REPLAY) -> reports/benchmarks-loop-replay), side by side in reports/benchmarks-loop-levers.md (BENCH_LOOP_ARGS applies to all)
 	python -m benchmarks.loop --dir build/bench-loop-cold --out reports/benchmarks-loop-cold $(BENCH_LOOP_ARGS)
 	python -m benchmarks.loop --dir build/bench-loop-warm $(BENCH_LOOP_ARGS) -S stage2.warm_start.enabled=true
-	python -m benchmarks.loop_report cold=reports/benchmarks-loop-cold.json warm=reports/benchmarks-loop.json --out reports/benchmarks-loop-levers.md
+	python -m benchmarks.loop --dir build/bench-loop-replay --out reports/benchmarks-loop-replay $(BENCH_LOOP_ARGS) -S stage2.warm_start.enabled=true -S stage2.warm_start.replay=$(BENCH_LOOP_REPLAY)
+	python -m benchmarks.loop_report cold=reports/benchmarks-loop-cold.json warm=reports/benchmarks-loop.json warm-replay=reports/benchmarks-loop-replay.json --out reports/benchmarks-loop-levers.md
 
 bench-data: install ## preparing a user table of 100k and 1M generated pairs: rows/s and peak memory -> reports/benchmarks-data.{md,json} (~2 min)
 	python -m benchmarks.data_scale

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from stsreg.infra import atomic
 from stsreg.product.loop_clock import format_clock
+from stsreg.product.runners.warm_start import rows_text
 
 #: The loop's target on 2 CPU cores with native bf16 (minutes, from the rows added to the new champion answering).
 TARGET_MIN = 15.0
@@ -39,7 +40,8 @@ def _machine(stage2: dict) -> dict:
 
 def _stage2_line(st: dict) -> str:
     origin = st.get("started_from") or {"from": "stage1"}
-    start = (f"from champion v{origin['version']} (a warm retrain)" if origin["from"] == "champion" else
+    start = (" ".join(filter(None, [f"from champion v{origin['version']} (a warm retrain)", rows_text(origin)]))
+             if origin["from"] == "champion" else
              "from stage 1 (a cold retrain" + (f": {origin['why']})" if origin.get("why") else ")"))
     if st.get("steps") is None:
         return "- Stage 2: no summary found."
@@ -141,6 +143,9 @@ def compare(runs: dict[str, dict]) -> str:
         st, tests = s["stage2"], s["gate"]["tests"]
         origin = st.get("started_from") or {"from": "stage1"}
         start = f"champion v{origin['version']}" if origin["from"] == "champion" else "stage 1"
+        if "rows" in origin:  # a replay below 1: the rows it trained
+            r = origin["rows"]
+            start += f": {r['new']:,} new + {r['replayed']:,} of {r['old']:,} old rows"
         gains = [f"{tests[t]['diff']:+.2f} [{tests[t]['low']:+.2f}, {tests[t]['high']:+.2f}]" if t in tests else "-"
                  for t in tables]
         lines.append("| " + " | ".join([label, start, str(st["steps"]), _took(s, "stage2"),

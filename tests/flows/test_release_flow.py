@@ -14,6 +14,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import requests
@@ -23,6 +24,8 @@ import yaml
 from stsreg.infra.config import Stage2Params
 from stsreg.product.serving import export
 from stsreg.product.model import SiameseRegressor
+from stsreg.product.model_files import TRAIN_ROWS
+from stsreg.product.training.replay import row_hashes
 from tests.helpers.training import fine_tune_params as fine_tune
 from tests.conftest import REPO, free_port, tiny_eval_table, tiny_sts
 
@@ -52,6 +55,8 @@ def registry(harness, tiny_backbone, tmp_path_factory):
     p = Stage2Params(batch_size=8, epochs=3, eval_every=1000, checkpoint_every_s=3600, lr=1e-3, warmup_ratio=0.1)
     fine_tune(SiameseRegressor.load(work / "untrained"), tiny_sts(240, seed=7), tiny_sts(40, seed=8), p, 3,
               work / "trained", work / "ck", torch.device("cpu"))
+    # the champion's own train rows, as stage 2 keeps them: 24 of the 32 that the warm retrain's table holds
+    np.save(work / "trained" / TRAIN_ROWS, row_hashes(_warm_train().head(24)))
 
     decisions = {}
     for i, model in enumerate(["untrained", "trained", "untrained"]):
@@ -138,9 +143,7 @@ def test_a_warm_retrain_starts_from_the_champion_and_names_it(registry, tmp_path
     raw["stage2"].update(batch_size=8, eval_every=1000, checkpoint_every_s=0,
                          warm_start={"enabled": True, "epochs": 1, "lr": 3e-5})
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    sts = pd.concat([tiny_eval_table(), tiny_sts(32, seed=9).assign(dataset="stsb", split="train", subset="A",
-                                                                     file="stsb/train.txt", line=range(1, 33),
-                                                                     seen_in_train=False)], ignore_index=True)
+    sts = _warm_table()
     sts.to_parquet(tmp_path / "sts.parquet")
     summary = tracked_stage2(str(tmp_path / "params.yaml"), str(tmp_path / "sts.parquet"), str(work / "untrained"),
                              str(tmp_path / "out"), str(tmp_path / "ck"))
@@ -157,13 +160,52 @@ def test_a_warm_retrain_starts_from_the_champion_and_names_it(registry, tmp_path
     assert c.get_run(summary["run_id"]).data.tags["warm_start.version"] == str(champion.version)
     assert f"started from champion v{champion.version} (a warm retrain)" in (tmp_path / "out/README.md").read_text()
 
+    assert np.array_equal(np.load(tmp_path / "out" / TRAIN_ROWS), row_hashes(_warm_train()))  # the next one's
+
     other = load_params(tmp_path / "params.yaml")
     other = other.__class__(**{**other.__dict__, "model": other.model.__class__(backbone="some/other-model")})
-    init, kept, why = starting_point(other, work / "untrained")
-    assert init == work / "untrained" and kept == other and "some/other-model" in why["why"]
-    init, _, why = starting_point(load_params(tmp_path / "params.yaml"), work / "untrained",
-                                  uri=f"sqlite:///{tmp_path}/empty.db")
-    assert init == work / "untrained" and why == {"from": "stage1", "why": "no champion yet"}
+    cold = starting_point(other, work / "untrained")
+    assert cold.init == work / "untrained" and cold.params == other and "some/other-model" in cold.origin["why"]
+    cold = starting_point(load_params(tmp_path / "params.yaml"), work / "untrained",
+                          uri=f"sqlite:///{tmp_path}/empty.db")
+    assert cold.init == work / "untrained" and cold.origin == {"from": "stage1", "why": "no champion yet"}
+
+
+def test_a_warm_retrain_replays_a_fraction_of_the_champions_rows_beside_every_new_one(registry, tmp_path):
+    """``stage2.warm_start.replay``: the 8 rows the champion never drew from all train, with half of its 24 own rows;
+    the summary, the card and the next model's ``train_rows.npy`` say so."""
+    from pipelines.product.stage2_flow import tracked_stage2
+
+    work, _, _, c = registry
+    champion = c.get_model_version_by_alias(NAME, "champion")
+    raw = yaml.safe_load((work / "params.yaml").read_text())
+    raw["stage2"].update(batch_size=8, eval_every=1000, checkpoint_every_s=0,
+                         warm_start={"enabled": True, "epochs": 1, "lr": 3e-5, "replay": 0.5})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    _warm_table().to_parquet(tmp_path / "sts.parquet")
+    summary = tracked_stage2(str(tmp_path / "params.yaml"), str(tmp_path / "sts.parquet"), str(work / "untrained"),
+                             str(tmp_path / "out"), str(tmp_path / "ck"))
+    rows = {"new": 8, "replayed": 12, "old": 24, "replay": 0.5}
+    assert summary["started_from"] == {"from": "champion", "version": int(champion.version),
+                                       "run_id": champion.run_id, "rows": rows}
+    assert summary["total_steps"] == 3  # 8 + 12 rows, batch 8 (all 32 would be 4)
+    assert (f"started from champion v{champion.version} (a warm retrain) on 8 new rows and 12 of 24 old ones "
+            "replayed (replay 0.5)") in (tmp_path / "out/README.md").read_text()
+    assert np.array_equal(np.load(tmp_path / "out" / TRAIN_ROWS), row_hashes(_warm_train()))  # drawn from: all 32
+
+
+def _warm_table() -> pd.DataFrame:
+    """The evaluation's tables and 32 STS-B train pairs: the warm retrains' prepared table."""
+    return pd.concat([tiny_eval_table(), tiny_sts(32, seed=9).assign(dataset="stsb", split="train", subset="A",
+                                                                     file="stsb/train.txt", line=range(1, 33),
+                                                                     seen_in_train=False)], ignore_index=True)
+
+
+def _warm_train() -> pd.DataFrame:
+    """The warm table's rows that stage 2 trains on (its train tables' train split)."""
+    from stsreg.product.data.catalogue import sts_training_pairs
+
+    return sts_training_pairs(_warm_table())
 
 
 def test_champion_eval_flow_evaluates_the_champion_and_tags_its_version(registry, caplog):

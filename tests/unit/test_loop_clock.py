@@ -194,3 +194,10 @@ def test_the_retrain_report_says_where_stage_2_started(tmp_path):
         before, after, ["stage2"], None, stage2_origin(tmp_path, ["stage2"]))
     summary.write_text("{}")  # a cold retrain of code before the warm start: no mention
     assert "stage 2" not in describe(before, after, ["stage2"], None, stage2_origin(tmp_path, ["stage2"]))
+    rows = {"new": 254, "replayed": 500, "old": 2000, "replay": 0.25}
+    summary.write_text(json.dumps({"started_from": {"from": "champion", "version": 1, "rows": rows}}))
+    assert ("stage 2 continued champion v1 (a warm retrain) on 254 new rows and 500 of 2,000 old ones replayed "
+            "(replay 0.25). ") in describe(before, after, ["stage2"], None, stage2_origin(tmp_path, ["stage2"]))
+    summary.write_text(json.dumps({"started_from": {"from": "champion", "version": 1, "replay_why": "no rows kept"}}))
+    assert "(a warm retrain) every old row replayed: no rows kept. " in describe(
+        before, after, ["stage2"], None, stage2_origin(tmp_path, ["stage2"]))

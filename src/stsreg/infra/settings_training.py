@@ -73,12 +73,15 @@ class Stage1Params:
 @section
 class Stage2WarmStartParams:
     """A retrain that starts from the registry's ``@champion`` instead of ``models/stage1``
-    (:mod:`stsreg.product.runners.warm_start`): the grown tables for ``epochs`` at ``lr``, every old row replayed with
-    the new ones. With no champion yet, or one of another backbone, stage 2 starts from stage 1 as usual."""
+    (:mod:`stsreg.product.runners.warm_start`): the grown tables for ``epochs`` at ``lr``, every new row with a
+    ``replay`` fraction of the old ones (1: all of them). With no champion yet, or one of another backbone, stage 2
+    starts from stage 1 as usual."""
 
     enabled: bool = knob(False, "true: start from @champion (when there is one of model.backbone)")
     epochs: int = knob(1, "epochs of a warm retrain (replaces stage2.epochs)", ge=1)
     lr: float = knob(1e-5, "peak lr of a warm retrain (replaces stage2.lr): half the cold one, a continuation", gt=0)
+    replay: float = knob(1.0, "the fraction of the champion's own train rows trained again beside every new row "
+                         "(1: all, as a cold retrain draws them; 0: only the new rows)", ge=0, le=1)
 
 
 @section

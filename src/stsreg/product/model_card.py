@@ -14,7 +14,7 @@ from stsreg.infra import public_tables
 from stsreg.infra.config import Params
 from stsreg.infra.loss_specs import LOSSES
 from stsreg.product import backbones
-from stsreg.product.runners.warm_start import origin_of
+from stsreg.product.runners.warm_start import origin_of, rows_text
 
 PAPER = ("Zhang & Li, \"Advancing Semantic Textual Similarity Modeling: A Regression Framework with Translated ReLU "
          "and Smooth K2 Loss\", EMNLP 2024 (arXiv 2406.05326)")
@@ -70,7 +70,8 @@ def _table(p: Params, name: str) -> str:
 
 def _stage2(p: Params, model_dir: Path | None = None) -> str:
     """The stage-2 line; a warm retrain (``training_summary.json``'s ``started_from``: the champion) names the version
-    it continued and its own epochs and lr (:mod:`stsreg.product.runners.warm_start`)."""
+    it continued, its own epochs and lr and, with a replay below 1, the rows it trained
+    (:mod:`stsreg.product.runners.warm_start`)."""
     s = p.stage2
     spec = LOSSES[s.loss]
     knobs = spec.card_line({name: getattr(s, name) for name in spec.knobs()})
@@ -80,7 +81,8 @@ def _stage2(p: Params, model_dir: Path | None = None) -> str:
     epochs, lr, start = s.epochs, s.lr, ""
     if origin.get("from") == "champion":
         epochs, lr = s.warm_start.epochs, s.warm_start.lr
-        start = f"started from champion v{origin['version']} (a warm retrain), "
+        start = " ".join(filter(None, [f"started from champion v{origin['version']} (a warm retrain)",
+                                       rows_text(origin)])) + ", "
     return (f"- **Stage 2, STS** ({tables}, labels `{s.labels}`): {start}everything fine-tuned with {loss}, "
             f"{epochs} epoch(s), batch {s.batch_size}, lr {lr:g}, weight decay {s.weight_decay:g}, warmup "
             f"{s.warmup_ratio:g}, layer decay {s.layer_decay:g}; the checkpoint kept is the `{s.keep}` "

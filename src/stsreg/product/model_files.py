@@ -1,5 +1,5 @@
-"""The files of a saved model folder that other tools read: sentence-transformers' similarity config, and the one
-maximum length every loader of the folder truncates at."""
+"""The files of a saved model folder that other tools read: sentence-transformers' similarity config, the one
+maximum length every loader of the folder truncates at, and the rows a stage-2 model was trained from."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 
 ST_CONFIG = "config_sentence_transformers.json"  # sentence-transformers' file: the similarity function, the versions
+# a stage-2 folder's (n,) uint64 hashes of the train rows its training was drawn from
+# (stsreg.product.training.replay.row_hashes): a warm retrain from it tells its old rows from new ones by these
+TRAIN_ROWS = "train_rows.npy"
 
 
 def write_st_config(folder: Path) -> None:

@@ -13,6 +13,7 @@ from stsreg.product.data.catalogue import TRAIN_DATASETS, dev_split, sample_pair
 from stsreg.product.model import SiameseRegressor
 from stsreg.product.objective import Objective
 from stsreg.product.runners import NOOP
+from stsreg.product.training.replay import replayed, row_hashes
 from stsreg.product.training.stage2_training import fine_tune
 
 
@@ -34,10 +35,14 @@ def stage2_data(sts_path: Path, tables: tuple[str, ...] = TRAIN_DATASETS, dev_ta
 
 
 def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, out_dir: Path, ckpt_dir: Path,
-               log_metric=NOOP, keep: str | None = None, on_eval=None, started_from: dict | None = None) -> dict:
+               log_metric=NOOP, keep: str | None = None, on_eval=None, started_from: dict | None = None,
+               seen=None) -> dict:
     """A starting model (a saved folder, by default ``models/stage1``, or a model object) + STS tables ->
-    ``out_dir`` (the STS-B dev selection ``keep``, default ``stage2.keep``), ``stage2.max_train_pairs`` applied.
-    ``on_eval(step, dev_spearman)``: see :class:`stsreg.product.training.selection.DevSelector`."""
+    ``out_dir`` (the STS-B dev selection ``keep``, default ``stage2.keep``, and ``train_rows.npy``: the train rows
+    drawn from), ``stage2.max_train_pairs`` applied. ``on_eval(step, dev_spearman)``: see
+    :class:`stsreg.product.training.selection.DevSelector`. ``seen`` (a warm start's
+    :class:`~stsreg.product.runners.warm_start.Start`): every row not among them and ``stage2.warm_start.replay``
+    of the others train, and ``started_from["rows"]`` counts them."""
     device = runtime.resolve_device()
     runtime.init_distributed(device)
     model = init if isinstance(init, SiameseRegressor) else SiameseRegressor.load(init,
@@ -46,6 +51,11 @@ def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, ou
     runtime.set_seed(params.seed)
     p = params.stage2
     train, dev = stage2_data(sts_path, p.train_tables, p.dev_table)
-    train = sample_pairs(train, p.max_train_pairs, params.seed)
+    drawn_from = row_hashes(train)
+    if seen is None:
+        train = sample_pairs(train, p.max_train_pairs, params.seed)
+    else:
+        train, rows = replayed(train, seen, p.warm_start.replay, p.max_train_pairs, params.seed)
+        started_from = {**(started_from or {}), "rows": rows}
     return fine_tune(model, train, dev, Objective.from_params(p), p, params.seed, out_dir, ckpt_dir, device, log_metric,
-                     keep=keep, on_eval=on_eval, started_from=started_from)
+                     keep=keep, on_eval=on_eval, started_from=started_from, drawn_from=drawn_from)

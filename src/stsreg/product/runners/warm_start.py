@@ -5,6 +5,10 @@ for ``warm_start.epochs`` (default 1, against ``stage2.epochs`` 3) at ``warm_sta
 split (step 0 is the champion itself, so ``keep: best`` never hands on a model worse on dev than the one served). It
 is the loop's lever on stage 2's time; the gate still judges the result against the champion on the test pairs.
 
+``warm_start.replay`` below 1 is the second lever: every row new to the champion trains, and only that fraction of
+the rows it drew from is replayed (:mod:`stsreg.product.training.replay`), told apart by the ``train_rows.npy`` each
+stage-2 folder keeps.
+
 Stage 2 then depends on the champion, which DVC does not see: a promotion alone does not make stage 2 out of date.
 :func:`starting_point` says what it started from (``origin``); the flow writes it into ``training_summary.json`` and
 the run's tags (``warm_start.version``), so the version trained on is named with the model.
@@ -17,25 +21,44 @@ import json
 import logging
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
 
 from stsreg.infra.config import Params
+from stsreg.product.model_files import TRAIN_ROWS
 
 log = logging.getLogger(__name__)
 
 
-def starting_point(params: Params, stage1_dir: Path, uri: str | None = None) -> tuple[object, Params, dict]:
-    """(init, params, origin): what :func:`stsreg.product.runners.stage2_runner.run_stage2` starts from and with.
+
+class Start(NamedTuple):
+    """What :func:`stsreg.product.runners.stage2_runner.run_stage2` starts from: ``init`` (a folder or a model),
+    ``params`` (the warm epochs and lr in place), ``origin`` (for the summary, tags and card) and ``seen`` (the
+    champion's :data:`TRAIN_ROWS` when ``warm_start.replay`` < 1 asks to tell its rows from the new ones, else
+    None)."""
+
+    init: object
+    params: Params
+    origin: dict
+    seen: np.ndarray | None = None
+
+
+def starting_point(params: Params, stage1_dir: Path, uri: str | None = None) -> Start:
+    """What :func:`stsreg.product.runners.stage2_runner.run_stage2` starts from and with (:class:`Start`).
 
     - cold (warm start off, no champion yet, or a champion of another backbone): ``stage1_dir`` and ``params`` as
       given; ``origin`` ``{"from": "stage1"}`` plus ``why`` when a warm start was asked for;
     - warm: the champion loaded (a :class:`~stsreg.product.model.SiameseRegressor` at ``model.max_length`` and
       ``model.precision``), ``params`` with ``stage2.epochs`` / ``stage2.lr`` replaced by the warm ones, and
-      ``origin`` ``{"from": "champion", "version", "run_id"}``.
+      ``origin`` ``{"from": "champion", "version", "run_id"}``; with ``warm_start.replay`` < 1, ``seen`` holds the
+      champion's train rows, or ``origin["replay_why"]`` says why every row is replayed (a champion trained before
+      the rows were kept).
 
     ``uri``: the MLflow store (None: the project's, :func:`stsreg.infra.tracking.tracking_uri`)."""
     warm = params.stage2.warm_start
     if not warm.enabled:
-        return stage1_dir, params, {"from": "stage1"}
+        return Start(stage1_dir, params, {"from": "stage1"})
     from stsreg.infra import tracking
     from stsreg.product import registry
     from stsreg.product.model import SiameseRegressor
@@ -50,13 +73,19 @@ def starting_point(params: Params, stage1_dir: Path, uri: str | None = None) -> 
             return _cold(stage1_dir, params, f"champion v{champion.version} is of backbone {backbone!r}, "
                                              f"model.backbone is {params.model.backbone!r}")
         model = SiameseRegressor.load(folder, precision=params.model.precision)
+        seen = np.load(folder / TRAIN_ROWS) if (folder / TRAIN_ROWS).exists() else None
     # the registered folder truncates at the evaluation's length; training runs at the model's, as stage 1's does
     model.config.max_length = params.model.max_length
     stage2 = dataclasses.replace(params.stage2, epochs=warm.epochs, lr=warm.lr)
     log.info("stage 2 starts from champion v%s (warm start: %d epoch(s) at lr %g)", champion.version, warm.epochs,
              warm.lr)
-    return model, dataclasses.replace(params, stage2=stage2), {"from": "champion", "version": int(champion.version),
-                                                               "run_id": champion.run_id}
+    origin = {"from": "champion", "version": int(champion.version), "run_id": champion.run_id}
+    if warm.replay >= 1:
+        seen = None  # every row, as a cold retrain draws them: nothing to tell apart
+    elif seen is None:
+        origin["replay_why"] = f"champion v{champion.version} has no {TRAIN_ROWS} (trained before rows were kept)"
+        log.info("every row replayed: %s", origin["replay_why"])
+    return Start(model, dataclasses.replace(params, stage2=stage2), origin, seen)
 
 
 def origin_of(model_dir: Path) -> dict:
@@ -67,6 +96,17 @@ def origin_of(model_dir: Path) -> dict:
     return saved.get("started_from") or {"from": "stage1"}
 
 
-def _cold(stage1_dir: Path, params: Params, why: str) -> tuple[Path, Params, dict]:
+def rows_text(origin: dict) -> str:
+    """How a warm retrain's rows were chosen, for the card and the retrain report ("" for a cold start)."""
+    if "rows" in origin:
+        r = origin["rows"]
+        return (f"on {r['new']:,} new rows and {r['replayed']:,} of {r['old']:,} old ones replayed "
+                f"(replay {r['replay']:g})")
+    if origin.get("replay_why"):
+        return f"every old row replayed: {origin['replay_why']}"
+    return ""
+
+
+def _cold(stage1_dir: Path, params: Params, why: str) -> Start:
     log.info("stage 2 starts from %s (warm start asked for, but %s)", stage1_dir, why)
-    return stage1_dir, params, {"from": "stage1", "why": why}
+    return Start(stage1_dir, params, {"from": "stage1", "why": why})

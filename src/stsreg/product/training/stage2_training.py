@@ -24,6 +24,7 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -37,6 +38,7 @@ from stsreg.infra.codehash import code_hash
 from stsreg.infra.hashing import sha256_lines
 from stsreg.product.objective import Objective
 from stsreg.product.model import SiameseRegressor, weights_fingerprint
+from stsreg.product.model_files import TRAIN_ROWS
 from stsreg.product.optim import build_optimizer
 from stsreg.product.training.batches import adjust_labels, epoch_batches, pair_lengths
 from stsreg.product.training.checkpoint import Checkpointer
@@ -117,14 +119,15 @@ class LossCurve:
 def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, objective: Objective, p: Stage2Params,
               seed: int, out_dir: Path, ckpt_dir: Path, device: torch.device | None = None,
               log_metric=lambda key, value, step: None, keep: str | None = None, on_eval=None,
-              started_from: dict | None = None) -> dict:
+              started_from: dict | None = None, drawn_from: np.ndarray | None = None) -> dict:
     """Fine-tune on ``train`` (sentence1, sentence2, score on the data's scale: STS-B 0-5, SICK-R 1-5) with
     ``objective``; ``p`` gives the optimisation (lr, epochs, batch, schedule, labels, evaluation, checkpoints).
     Writes the model selected on ``dev`` (STS-B dev) to ``out_dir``: ``keep`` (default ``p.keep``) ``best`` or
     ``trained`` (:mod:`stsreg.product.training.selection`). Returns a summary: dev and loss curves, both selections
     (``best_*``, ``trained_best_*``), the resolved ``config``. Resumes from ``ckpt_dir/last.pt`` when it belongs to
     the same configuration and data. ``on_eval(step, dev_spearman)``: see :class:`DevSelector`. ``started_from``: what
-    the starting weights are (:mod:`stsreg.product.runners.warm_start`), kept in the summary when given."""
+    the starting weights are (:mod:`stsreg.product.runners.warm_start`), kept in the summary when given;
+    ``drawn_from``: the hashes of the rows ``train`` was drawn from, kept as :data:`TRAIN_ROWS` when given."""
     device = device or runtime.resolve_device()
     world_size, rank = runtime.world()
     per_rank = _per_rank(p.batch_size, world_size)
@@ -170,7 +173,7 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
     losses.close(step)
     summary = _summary(step, total_steps, select, state, world_size, amp_dtype, seed, p, started_from)
     if rank == 0:
-        _write_output(select.kept_dir, summary, out_dir)
+        _write_output(select.kept_dir, summary, out_dir, drawn_from)
     runtime.barrier()
     return summary
 
@@ -221,8 +224,11 @@ def _training_data(model: SiameseRegressor, train: pd.DataFrame, objective: Obje
     return ids_a, ids_b, y, pair_lengths(ids_a, ids_b) if p.group_by_length else None, sha256_lines(s1 + s2)
 
 
-def _write_output(kept_dir: Path, summary: dict, out_dir: Path) -> None:
-    """The kept model + ``training_summary.json`` -> ``out_dir``, swapped in whole (never a half-copied model)."""
+def _write_output(kept_dir: Path, summary: dict, out_dir: Path, drawn_from: np.ndarray | None) -> None:
+    """The kept model + ``training_summary.json`` (+ ``train_rows.npy``) -> ``out_dir``, swapped in whole (never a
+    half-copied model)."""
     with atomic.staged_dir(out_dir) as staged:
         shutil.copytree(kept_dir, staged, dirs_exist_ok=True)
         (staged / "training_summary.json").write_text(json.dumps(summary, indent=2))
+        if drawn_from is not None:  # a warm retrain from this model tells its old rows from new ones by these
+            np.save(staged / TRAIN_ROWS, drawn_from)
