@@ -89,7 +89,7 @@ bench-loop: install ## the loop's clock: `stsreg data add` -> retrain -> gate ->
 
 # make bench-loop-warm's third retrain: the fraction of the champion's rows replayed
 BENCH_LOOP_REPLAY ?= 0.25
-bench-loop-warm: install ## the warm retrains against the cold one: `make bench-loop` three times, each in its own clone (cold -> reports/benchmarks-loop-cold, stage2.warm_start.enabled=true -> reports/benchmarks-loop, and with replay=$(BENCH_LOOP_REPLAY) -> reports/benchmarks-loop-replay), side by side in reports/benchmarks-loop-levers.md (BENCH_LOOP_ARGS applies to all)
+bench-loop-warm: install ## the warm retrains against the cold one: `make bench-loop` three times, each in its own clone (cold -> reports/benchmarks-loop-cold, stage2.warm_start.enabled=true -> reports/benchmarks-loop, and with stage2.warm_start.replay=BENCH_LOOP_REPLAY, default 0.25 -> reports/benchmarks-loop-replay), side by side in reports/benchmarks-loop-levers.md (BENCH_LOOP_ARGS applies to all)
 	python -m benchmarks.loop --dir build/bench-loop-cold --out reports/benchmarks-loop-cold $(BENCH_LOOP_ARGS)
 	python -m benchmarks.loop --dir build/bench-loop-warm $(BENCH_LOOP_ARGS) -S stage2.warm_start.enabled=true
 	python -m benchmarks.loop --dir build/bench-loop-replay --out reports/benchmarks-loop-replay $(BENCH_LOOP_ARGS) -S stage2.warm_start.enabled=true -S stage2.warm_start.replay=$(BENCH_LOOP_REPLAY)
