@@ -9,7 +9,7 @@ from pathlib import Path
 
 from stsreg.infra import atomic
 from stsreg.product.loop_clock import format_clock
-from stsreg.product.runners.warm_start import rows_text
+from stsreg.product.runners.warm_start import warm_text
 
 #: The loop's target on 2 CPU cores with native bf16 (minutes, from the rows added to the new champion answering).
 TARGET_MIN = 15.0
@@ -40,8 +40,7 @@ def _machine(stage2: dict) -> dict:
 
 def _stage2_line(st: dict) -> str:
     origin = st.get("started_from") or {"from": "stage1"}
-    start = (" ".join(filter(None, [f"from champion v{origin['version']} (a warm retrain)", rows_text(origin)]))
-             if origin["from"] == "champion" else
+    start = (f"from {warm_text(origin)}" if origin["from"] == "champion" else
              "from stage 1 (a cold retrain" + (f": {origin['why']})" if origin.get("why") else ")"))
     if st.get("steps") is None:
         return "- Stage 2: no summary found."

@@ -97,9 +97,9 @@ def emit_data_changed(project: Path, table: str, rows_added: int, added_at: floa
 
 
 def table_changes(before: pd.DataFrame | None, after: pd.DataFrame) -> dict[str, dict[str, int]]:
-    """Rows added and removed per table between two prepared STS tables (matched by content: sentence1, sentence2,
-    score), only tables that changed."""
-    key = ["dataset", "sentence1", "sentence2", "score"]
+    """Rows added and removed per table between two prepared STS tables (matched by content:
+    :data:`stsreg.product.data.schemas.ROW_KEY`), only tables that changed."""
+    from stsreg.product.data.schemas import ROW_KEY as key
 
     def counted(df: pd.DataFrame) -> pd.DataFrame:
         return df[key].assign(n=df.groupby(key, sort=False).cumcount())

@@ -13,7 +13,7 @@ from stsreg.infra import atomic, tracking
 from stsreg.product import registry
 from stsreg.product.loop_clock import format_clock
 from stsreg.product.registry import MODEL_NAME
-from stsreg.product.runners.warm_start import origin_of, rows_text
+from stsreg.product.runners.warm_start import origin_of, warm_text
 
 
 def registry_state(uri: str, name: str = MODEL_NAME) -> dict:
@@ -31,8 +31,9 @@ def pairs(sts_file: Path):
     gained or lost rows."""
     import pandas as pd
 
-    return pd.read_parquet(sts_file, columns=["dataset", "sentence1", "sentence2",
-                                              "score"]) if sts_file.exists() else None
+    from stsreg.product.data.schemas import ROW_KEY
+
+    return pd.read_parquet(sts_file, columns=ROW_KEY) if sts_file.exists() else None
 
 
 def tables_line(changed: dict) -> str:
@@ -54,8 +55,7 @@ def describe(before: dict, after: dict, ran: list[str], promotion: dict | None, 
         return "nothing was stale: no stage ran, the registry is unchanged (champion v%s)" % after["champion"]
     text = f"stages run: {', '.join(ran)}. "
     if origin and origin.get("from") == "champion":
-        text += " ".join(filter(None, [f"stage 2 continued champion v{origin['version']} (a warm retrain)",
-                                       rows_text(origin)])) + ". "
+        text += f"stage 2 continued {warm_text(origin)}. "
     elif origin and origin.get("why"):
         text += f"stage 2 started from stage 1: {origin['why']}. "
     if after["latest"] != before["latest"]:

@@ -14,7 +14,7 @@ from stsreg.infra import public_tables
 from stsreg.infra.config import Params
 from stsreg.infra.loss_specs import LOSSES
 from stsreg.product import backbones
-from stsreg.product.runners.warm_start import origin_of, rows_text
+from stsreg.product.runners.warm_start import origin_of, warm_text
 
 PAPER = ("Zhang & Li, \"Advancing Semantic Textual Similarity Modeling: A Regression Framework with Translated ReLU "
          "and Smooth K2 Loss\", EMNLP 2024 (arXiv 2406.05326)")
@@ -81,8 +81,7 @@ def _stage2(p: Params, model_dir: Path | None = None) -> str:
     epochs, lr, start = s.epochs, s.lr, ""
     if origin.get("from") == "champion":
         epochs, lr = s.warm_start.epochs, s.warm_start.lr
-        start = " ".join(filter(None, [f"started from champion v{origin['version']} (a warm retrain)",
-                                       rows_text(origin)])) + ", "
+        start = f"started from {warm_text(origin)}, "
     return (f"- **Stage 2, STS** ({tables}, labels `{s.labels}`): {start}everything fine-tuned with {loss}, "
             f"{epochs} epoch(s), batch {s.batch_size}, lr {lr:g}, weight decay {s.weight_decay:g}, warmup "
             f"{s.warmup_ratio:g}, layer decay {s.layer_decay:g}; the checkpoint kept is the `{s.keep}` "

@@ -16,6 +16,9 @@ import pandera.pandas as pa
 
 NLI_LABELS = {"contradiction": 0, "neutral": 1, "entailment": 2}
 SPLITS = ("train", "dev", "test")
+# an STS row's identity: its content, not its file or line (what the retrain counts as added or removed, and what a
+# warm retrain tells its new rows from the champion's by)
+ROW_KEY = ["dataset", "sentence1", "sentence2", "score"]
 
 _non_empty = pa.Check(lambda s: s.str.strip().str.len() > 0, error="empty after stripping whitespace")
 

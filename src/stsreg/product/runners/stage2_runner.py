@@ -40,8 +40,8 @@ def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, ou
     """A starting model (a saved folder, by default ``models/stage1``, or a model object) + STS tables ->
     ``out_dir`` (the STS-B dev selection ``keep``, default ``stage2.keep``, and ``train_rows.npy``: the train rows
     drawn from), ``stage2.max_train_pairs`` applied. ``on_eval(step, dev_spearman)``: see
-    :class:`stsreg.product.training.selection.DevSelector`. ``seen`` (a warm start's
-    :class:`~stsreg.product.runners.warm_start.Start`): every row not among them and ``stage2.warm_start.replay``
+    :class:`stsreg.product.training.selection.DevSelector`. ``seen`` (a warm start's champion's train-row hashes,
+    :attr:`stsreg.product.runners.warm_start.Start.seen`): every row not among them and ``stage2.warm_start.replay``
     of the others train, and ``started_from["rows"]`` counts them."""
     device = runtime.resolve_device()
     runtime.init_distributed(device)

@@ -31,7 +31,6 @@ from stsreg.product.model_files import TRAIN_ROWS
 log = logging.getLogger(__name__)
 
 
-
 class Start(NamedTuple):
     """What :func:`stsreg.product.runners.stage2_runner.run_stage2` starts from: ``init`` (a folder or a model),
     ``params`` (the warm epochs and lr in place), ``origin`` (for the summary, tags and card) and ``seen`` (the
@@ -96,15 +95,18 @@ def origin_of(model_dir: Path) -> dict:
     return saved.get("started_from") or {"from": "stage1"}
 
 
-def rows_text(origin: dict) -> str:
-    """How a warm retrain's rows were chosen, for the card and the retrain report ("" for a cold start)."""
+def warm_text(origin: dict) -> str:
+    """A warm start (an ``origin`` from the champion) in words, for the card, the retrain report and the loop report:
+    the version continued and, with a replay below 1, how its rows were chosen ("champion v1 (a warm retrain) on 181
+    new rows and 500 of 11,017 old ones replayed (replay 0.25)")."""
+    text = f"champion v{origin['version']} (a warm retrain)"
     if "rows" in origin:
         r = origin["rows"]
-        return (f"on {r['new']:,} new rows and {r['replayed']:,} of {r['old']:,} old ones replayed "
+        return (f"{text} on {r['new']:,} new rows and {r['replayed']:,} of {r['old']:,} old ones replayed "
                 f"(replay {r['replay']:g})")
     if origin.get("replay_why"):
-        return f"every old row replayed: {origin['replay_why']}"
-    return ""
+        return f"{text} every old row replayed: {origin['replay_why']}"
+    return text
 
 
 def _cold(stage1_dir: Path, params: Params, why: str) -> Start:

@@ -1,6 +1,6 @@
 """A warm retrain's rows: every row new to the model it continues, and a fraction of that model's own rows replayed.
 
-Rows are told apart by content (:data:`ROW_KEY`, the matching the retrain uses to count the rows a table gained),
+Rows are told apart by content (:data:`stsreg.product.data.schemas.ROW_KEY`, as the retrain counts added rows),
 against ``train_rows.npy`` (:data:`stsreg.product.model_files.TRAIN_ROWS`), which every stage-2 folder keeps: the
 hashes of the train rows its training was drawn from (:func:`stsreg.product.training.stage2_training.fine_tune`
 writes it; :mod:`stsreg.product.runners.warm_start` reads the champion's).
@@ -14,11 +14,9 @@ import numpy as np
 import pandas as pd
 
 from stsreg.product.data.catalogue import sample_pairs
+from stsreg.product.data.schemas import ROW_KEY
 
 log = logging.getLogger(__name__)
-
-ROW_KEY = ["dataset", "sentence1", "sentence2", "score"]  # a row's identity: its content, not its file or line
-
 
 def row_hashes(train: pd.DataFrame) -> np.ndarray:
     """(n_unique,) uint64, sorted: one hash per distinct row of ``train`` by :data:`ROW_KEY` (pandas' fixed-key
@@ -38,7 +36,7 @@ def replayed(train: pd.DataFrame, seen: np.ndarray, replay: float, cap: int, see
     is_old = np.isin(_per_row(train), seen)
     new = sample_pairs(train[~is_old], cap, seed)
     old = sample_pairs(train[is_old], cap, seed)
-    kept = old.sample(n=round(replay * len(old)), random_state=seed) if len(old) else old
+    kept = old.sample(n=round(replay * len(old)), random_state=seed)
     rows = {"new": len(new), "replayed": len(kept), "old": int(is_old.sum()), "replay": replay}
     log.info("warm retrain on %d new rows and %d of %d old ones (replay %g)", rows["new"], rows["replayed"],
              rows["old"], replay)
