@@ -7,6 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from stsreg.infra.config import load_params
+from stsreg.infra.errors import ParamsError
+from stsreg.product.model_files import TRAIN_ROWS
+from stsreg.product.runners.warm_start import champion_rows
 from stsreg.product.training.replay import replayed, row_hashes
 
 
@@ -54,3 +58,32 @@ def test_nothing_new_replays_the_fraction_of_the_old(replay):
     old = _rows(50)
     train, rows = replayed(old, row_hashes(old), replay, 0, seed=3)
     assert rows["new"] == 0 and len(train) == round(replay * 50)
+
+
+def test_a_champions_rows_that_cannot_be_used_are_named_and_nothing_is_trained_on_them(tmp_path):
+    """A missing, truncated, pickled or mistyped ``train_rows.npy``: no hashes, and a reason that names the file
+    (the warm start then replays every row and says why in ``started_from.replay_why``)."""
+    assert champion_rows(tmp_path) == (None, f"has no {TRAIN_ROWS} (trained before rows were kept)")
+    kept = row_hashes(_rows(4))
+    np.save(tmp_path / TRAIN_ROWS, kept)
+    seen, why = champion_rows(tmp_path)
+    assert np.array_equal(seen, kept) and why == ""
+    (tmp_path / TRAIN_ROWS).write_bytes((tmp_path / TRAIN_ROWS).read_bytes()[:70])  # cut short
+    seen, why = champion_rows(tmp_path)
+    assert seen is None and why.startswith(f"has an unreadable {TRAIN_ROWS} (")
+    np.save(tmp_path / TRAIN_ROWS, np.array([{"a": 1}], dtype=object))  # a pickle: never loaded
+    seen, why = champion_rows(tmp_path)
+    assert seen is None and why.startswith(f"has an unreadable {TRAIN_ROWS} (")
+    np.save(tmp_path / TRAIN_ROWS, np.arange(4.0))
+    assert champion_rows(tmp_path) == (None, f"has a {TRAIN_ROWS} of float64 (4,), not (n,) uint64 row hashes")
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1"])
+def test_a_replay_outside_0_1_is_refused_naming_the_key(tmp_path, value):
+    from tests.conftest import REPO
+
+    text = (REPO / "params.yaml").read_text().replace("    replay: 1.0 ", f"    replay: {value} ")
+    assert f"replay: {value}" in text
+    (tmp_path / "params.yaml").write_text(text)
+    with pytest.raises(ParamsError, match="stage2.warm_start.replay: expected a value"):
+        load_params(tmp_path / "params.yaml")

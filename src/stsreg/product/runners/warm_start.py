@@ -72,19 +72,32 @@ def starting_point(params: Params, stage1_dir: Path, uri: str | None = None) -> 
             return _cold(stage1_dir, params, f"champion v{champion.version} is of backbone {backbone!r}, "
                                              f"model.backbone is {params.model.backbone!r}")
         model = SiameseRegressor.load(folder, precision=params.model.precision)
-        seen = np.load(folder / TRAIN_ROWS) if (folder / TRAIN_ROWS).exists() else None
+        seen, why = champion_rows(folder) if warm.replay < 1 else (None, "")
     # the registered folder truncates at the evaluation's length; training runs at the model's, as stage 1's does
     model.config.max_length = params.model.max_length
     stage2 = dataclasses.replace(params.stage2, epochs=warm.epochs, lr=warm.lr)
     log.info("stage 2 starts from champion v%s (warm start: %d epoch(s) at lr %g)", champion.version, warm.epochs,
              warm.lr)
     origin = {"from": "champion", "version": int(champion.version), "run_id": champion.run_id}
-    if warm.replay >= 1:
-        seen = None  # every row, as a cold retrain draws them: nothing to tell apart
-    elif seen is None:
-        origin["replay_why"] = f"champion v{champion.version} has no {TRAIN_ROWS} (trained before rows were kept)"
+    if why:  # a replay asked for, but nothing to tell the champion's rows by: every row, as a cold retrain draws them
+        origin["replay_why"] = f"champion v{champion.version} {why}"
         log.info("every row replayed: %s", origin["replay_why"])
     return Start(model, dataclasses.replace(params, stage2=stage2), origin, seen)
+
+
+def champion_rows(folder: Path) -> tuple[np.ndarray | None, str]:
+    """(the (n,) uint64 hashes of :data:`TRAIN_ROWS` in a model folder, "") or (None, why they cannot be used): a
+    folder trained before the rows were kept has none; an unreadable or malformed file is named, not trained on."""
+    path = Path(folder) / TRAIN_ROWS
+    if not path.exists():
+        return None, f"has no {TRAIN_ROWS} (trained before rows were kept)"
+    try:
+        seen = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        return None, f"has an unreadable {TRAIN_ROWS} ({exc})"
+    if seen.ndim != 1 or seen.dtype != np.uint64:
+        return None, f"has a {TRAIN_ROWS} of {seen.dtype} {seen.shape}, not (n,) uint64 row hashes"
+    return seen, ""
 
 
 def origin_of(model_dir: Path) -> dict:
