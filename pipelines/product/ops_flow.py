@@ -36,6 +36,7 @@ from stsreg.infra import tracking
 from stsreg.infra.locking import held_env, pipeline_lock
 from stsreg.product.loop_clock import Clock
 from stsreg.product.registry import MODEL_NAME
+from stsreg.product.runners.warm_start import nothing_learned
 
 #: The stages ``dvc repro promote`` runs, in order: the retrain runs them one by one, each a task and a phase of its
 #: clock (tests/unit/test_loop_clock.py checks this against dvc.yaml).
@@ -99,10 +100,16 @@ def dvc_push(project_dir: str) -> bool:
 
 def _stages(project: Path, target: str, heartbeat_s: float, clock: Clock, gpu_pool: str, repo_url: str):
     """Run the chain up to ``target`` stage by stage (one task and one clock phase each; a target outside
-    :data:`CHAIN`: one ``dvc repro target``); stage 2 on ``gpu_pool``'s worker when set and stale. Returns (stages
-    that ran, the remote stage 2's summary or None)."""
+    :data:`CHAIN`: one ``dvc repro target``); stage 2 on ``gpu_pool``'s worker when set and stale. A warm stage 2
+    that learned nothing (:func:`stsreg.product.runners.warm_start.nothing_learned`: it kept the champion itself)
+    ends the chain there: evaluating, registering and gating a copy of the champion would tell nothing. Returns
+    (stages that ran, the remote stage 2's summary or None, what nothing learned found or None)."""
     ran, remote = [], None
     for stage in CHAIN[:CHAIN.index(target) + 1] if target in CHAIN else (target,):
+        if stage in ("evaluate", "register", "promote") and "stage2" in ran:
+            found = nothing_learned(_training_summary(project))
+            if found:
+                return ran, remote, found
         with clock.phase(stage) as phase:
             if stage == "stage2" and gpu_pool and subprocess.run(["dvc", "status", "stage2", "--quiet"],
                                                                   cwd=project).returncode:  # stale: train it there
@@ -112,7 +119,12 @@ def _stages(project: Path, target: str, heartbeat_s: float, clock: Clock, gpu_po
             done = dvc_repro(str(project), stage, heartbeat_s, single=target in CHAIN)
             ran += [s for s in done if s not in ran]
             phase["ran"] = stage in ran
-    return ran, remote
+    return ran, remote, None
+
+
+def _training_summary(project: Path) -> dict:
+    path = project / "models/stage2/training_summary.json"
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 @task(name="served", task_run_name="the server answers v{version}")
@@ -138,7 +150,8 @@ def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s
     started = time.time()
     project = Path(project_dir).resolve()
     uri = tracking.tracking_uri(project)
-    schedule = load_params(project / "params.yaml").schedule
+    params = load_params(project / "params.yaml")
+    schedule, dev_table = params.schedule, params.stage2.dev_table
     sts_file = project / "data/prepared/sts.parquet"
     origin = (trigger or {}).get("added_at")
     clock = Clock(float(origin) if origin else None)
@@ -150,10 +163,13 @@ def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s
         locked = time.time()
         before = retrain_report.registry_state(uri)
         tables_before = retrain_report.pairs(sts_file)
-        ran, remote = _stages(project, target, heartbeat_s, clock, schedule.gpu_pool, schedule.repo_url)
+        ran, remote, learned_nothing = _stages(project, target, heartbeat_s, clock, schedule.gpu_pool,
+                                               schedule.repo_url)
         pushed = dvc_push(str(project))
         after = retrain_report.registry_state(uri)
         changed = table_changes(tables_before, retrain_report.pairs(sts_file)) if "prepare" in ran else {}
+        if learned_nothing and learned_nothing["new_rows"] is None and changed:  # every row replayed: not counted
+            learned_nothing["new_rows"] = sum(c["added"] for c in changed.values())
         released = time.time()
     served = {"why": "no new champion"}
     if after["champion"] is not None and after["champion"] != before["champion"]:
@@ -169,8 +185,9 @@ def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s
     report = {"ran": ran, "tables_changed": changed, "stage2_remote": remote, "pushed": pushed, "before": before,
               "after": after, "new_version": after["latest"] != before["latest"],
               "promoted": after["champion"] != before["champion"], "stage2_started_from": origin,
+              "nothing_learned": learned_nothing,
               "summary": retrain_report.tables_line(changed)
-              + retrain_report.describe(before, after, ran, promotion, origin),
+              + retrain_report.describe(before, after, ran, promotion, origin, learned_nothing, dev_table),
               "started": started, "lock_acquired": locked,
               "lock_released": released, "served": served, "trigger": trigger, "clock": clock.as_dict()}
     retrain_report.write(project, report)

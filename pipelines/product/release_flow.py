@@ -28,6 +28,7 @@ from stsreg.infra.config import load_params
 from stsreg.infra.public_tables import DEV_METRIC
 from stsreg.product.lineage import log_tables
 from stsreg.infra.hashing import fingerprint, sha256_file
+from stsreg.product.runners import warm_start
 from stsreg.product.runners.eval_runner import headline as eval_headline, load_for_eval, run_evaluate
 from stsreg.product.sts_eval import score_pairs
 
@@ -88,10 +89,13 @@ def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: l
 
     from stsreg.product.serving import packaging
 
+    params = load_params(params_path)
+    learned_nothing = warm_start.nothing_learned(_summary(model_dir))
+    if learned_nothing:  # the folder is the champion's own weights: no second copy in the registry
+        return _not_registered(learned_nothing, params.stage2.dev_table, out_path)
     run_id = json.loads((Path(eval_dir) / "mlflow_run.json").read_text())["run_id"]
     metrics = json.loads((Path(eval_dir) / "metrics.json").read_text())
     commit = tracking.git_commit()
-    params = load_params(params_path)
     tags = {f"data_sha256.{Path(p).name}": sha256_file(p) for p in data_paths}
     tags.update({"params_hash": params_hash(params_path), "git_commit": commit,
                  "avg7_spearman": f"{metrics['avg7_spearman']:.2f}",
@@ -114,6 +118,22 @@ def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: l
     return out
 
 
+def _summary(model_dir: str) -> dict:
+    path = Path(model_dir) / "training_summary.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _not_registered(found: dict, dev_table: str, out_path: str) -> dict:
+    """A warm retrain that learned nothing (:func:`stsreg.product.runners.warm_start.nothing_learned`): the register
+    stage's outputs say so (``registered: false`` and why) and the registry is left as it was."""
+    reason = warm_start.nothing_learned_text(found, dev_table)
+    out = {"registered": False, "version": None, "alias": None, "nothing_learned": found, "reason": reason}
+    atomic.write_text(out_path, json.dumps(out, indent=2))
+    atomic.write_text(Path(out_path).with_name("model_card.md"), f"# No new version\n\n{reason}.\n")
+    atomic.write_text(Path(out_path).with_name("backends.json"), json.dumps({}, indent=2))
+    return out
+
+
 @flow(name="stsreg-register")
 def register_flow(params_path: str = "params.yaml", model_dir: str = "models/stage2", eval_dir: str = "reports/eval",
                   data_paths: tuple[str, ...] = ("data/prepared/sts.parquet", "data/prepared/nli_train.parquet"),
@@ -124,11 +144,23 @@ def register_flow(params_path: str = "params.yaml", model_dir: str = "models/sta
 
 @task(name="promote")
 def promote_task(params_path: str, out_path: str, sts_path: str = "data/prepared/sts.parquet",
-                 headline_path: str | None = None) -> dict:
+                 headline_path: str | None = None, challenger_path: str | None = None) -> dict:
     """The gate; the whole decision to ``out_path``, its numbers (``headline``) to ``headline_path``. When the gate
     fails (no decision), both files say so (``{"status": "failed", "error": ...}``, written atomically) instead of
-    describing an earlier decision as if it were today's."""
+    describing an earlier decision as if it were today's. When the register stage registered nothing
+    (``challenger_path``, default ``challenger.json`` beside ``out_path``, says ``registered: false``: a warm retrain
+    that learned nothing), nothing is judged and the decision says why (an earlier challenger is never judged in its
+    place)."""
+    challenger_path = challenger_path or str(Path(out_path).with_name("challenger.json"))
     try:
+        registered = json.loads(Path(challenger_path).read_text()) if Path(challenger_path).exists() else {}
+        if registered.get("registered") is False:
+            decision = {"promoted": False, "challenger": None, "champion": registered["nothing_learned"]["version"],
+                        "reason": registered["reason"], "nothing_learned": registered["nothing_learned"]}
+            atomic.write_text(out_path, json.dumps(decision, indent=2))
+            if headline_path:
+                atomic.write_text(headline_path, json.dumps(headline(decision), indent=2))
+            return decision
         return _promote(params_path, out_path, sts_path, headline_path)
     except BaseException as exc:
         failed = json.dumps({"status": "failed", "promoted": False, "error": f"{type(exc).__name__}: {exc}"}, indent=2)

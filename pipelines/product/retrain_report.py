@@ -13,7 +13,7 @@ from stsreg.infra import atomic, tracking
 from stsreg.product import registry
 from stsreg.product.loop_clock import format_clock
 from stsreg.product.registry import MODEL_NAME
-from stsreg.product.runners.warm_start import origin_of, warm_text
+from stsreg.product.runners.warm_start import nothing_learned_text, origin_of, warm_text
 
 
 def registry_state(uri: str, name: str = MODEL_NAME) -> dict:
@@ -49,8 +49,11 @@ def stage2_origin(project: Path, ran: list[str]) -> dict | None:
     return origin_of(project / "models/stage2") if "stage2" in ran else None
 
 
-def describe(before: dict, after: dict, ran: list[str], promotion: dict | None, origin: dict | None = None) -> str:
-    """One paragraph: what the run changed in the registry, and why (``origin``: :func:`stage2_origin`)."""
+def describe(before: dict, after: dict, ran: list[str], promotion: dict | None, origin: dict | None = None,
+             learned_nothing: dict | None = None, dev_table: str = "the") -> str:
+    """One paragraph: what the run changed in the registry, and why (``origin``: :func:`stage2_origin`;
+    ``learned_nothing``: :func:`stsreg.product.runners.warm_start.nothing_learned` when the chain ended after stage 2,
+    ``dev_table`` the split it was judged on)."""
     if not ran:
         return "nothing was stale: no stage ran, the registry is unchanged (champion v%s)" % after["champion"]
     text = f"stages run: {', '.join(ran)}. "
@@ -58,6 +61,9 @@ def describe(before: dict, after: dict, ran: list[str], promotion: dict | None, 
         text += f"stage 2 continued {warm_text(origin)}. "
     elif origin and origin.get("why"):
         text += f"stage 2 started from stage 1: {origin['why']}. "
+    if learned_nothing:
+        return text + (f"{nothing_learned_text(learned_nothing, dev_table)}; champion stays v{after['champion']} "
+                       "(evaluate, register and promote not run: they would judge a copy of it)")
     if after["latest"] != before["latest"]:
         text += f"new version v{after['latest']} registered as challenger; "
         if after["champion"] != before["champion"]:

@@ -194,6 +194,57 @@ def test_a_warm_retrain_replays_a_fraction_of_the_champions_rows_beside_every_ne
     assert np.array_equal(np.load(tmp_path / "out" / TRAIN_ROWS), row_hashes(_warm_train()))  # drawn from: all 32
 
 
+def test_a_warm_retrain_that_learned_nothing_registers_nothing_and_says_so(registry, tmp_path):
+    """A warm stage 2 whose steps never beat the champion on dev keeps step 0, the champion's own weights: the register
+    stage registers no copy (its outputs say ``registered: false`` and why), the gate judges nothing (no earlier
+    challenger in its place) and leaves the aliases alone, and `stsreg report` says "nothing learned from N new rows"
+    with the dev scores."""
+    from pipelines.product.release_flow import promote_flow, register_flow
+    from pipelines.product.stage2_flow import tracked_stage2
+    from stsreg.product.run_report import run_report
+
+    work, uri, _, c = registry
+    champion = c.get_model_version_by_alias(NAME, "champion")
+    versions = sorted(int(v.version) for v in c.search_model_versions(f"name='{NAME}'"))
+    raw = yaml.safe_load((work / "params.yaml").read_text())
+    # an lr far below one ulp of the weights: every step leaves them as they were, so no step beats step 0
+    raw["stage2"].update(batch_size=8, eval_every=2, checkpoint_every_s=3600,
+                         warm_start={"enabled": True, "epochs": 1, "lr": 1e-15, "replay": 0.5})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    _warm_table().to_parquet(tmp_path / "sts.parquet")
+    summary = tracked_stage2(str(tmp_path / "params.yaml"), str(tmp_path / "sts.parquet"), str(work / "untrained"),
+                             str(tmp_path / "models/stage2"), str(tmp_path / "ck"))
+    assert summary["best_step"] == 0 and summary["started_from"]["from"] == "champion"
+
+    reg = register_flow(params_path=str(tmp_path / "params.yaml"), model_dir=str(tmp_path / "models/stage2"),
+                        eval_dir=str(tmp_path / "no-eval"), out_path=str(tmp_path / "registry/challenger.json"),
+                        sts_path=str(tmp_path / "sts.parquet"))
+    new_rows = summary["started_from"]["rows"]["new"]
+    assert reg["registered"] is False and reg["version"] is None
+    assert reg["reason"].startswith(f"nothing learned from {new_rows} new rows: stsb dev "
+                                    f"{summary['start_dev_spearman']:.2f} at the start (champion v{champion.version})")
+    assert reg["reason"].endswith("no challenger registered")
+    assert json.loads((tmp_path / "registry/challenger.json").read_text()) == reg
+    assert (tmp_path / "registry/model_card.md").read_text().startswith("# No new version")
+    assert sorted(int(v.version) for v in c.search_model_versions(f"name='{NAME}'")) == versions
+
+    challenger = c.get_model_version_by_alias(NAME, "challenger")
+    decision = promote_flow(params_path=str(tmp_path / "params.yaml"), out_path=str(tmp_path / "registry/p.json"),
+                            sts_path=str(tmp_path / "sts.parquet"), headline_path=str(tmp_path / "head.json"))
+    assert decision["promoted"] is False and decision["challenger"] is None and decision["reason"] == reg["reason"]
+    assert c.get_model_version_by_alias(NAME, "champion").version == champion.version
+    assert c.get_model_version_by_alias(NAME, "challenger").version == challenger.version  # not judged again
+    assert json.loads((tmp_path / "head.json").read_text())["promoted"] is False
+
+    (tmp_path / "summary.json").write_text(json.dumps({"datasets": {}, "leakage": {}, "leakage_match": "exact",
+                                                       "nli_train_rows": 0}))
+    (tmp_path / "eval.json").write_text(json.dumps({"avg7_spearman": 50.0}))  # an earlier run's: not shown
+    text = run_report(tmp_path / "summary.json", tmp_path / "models", tmp_path / "eval.json",
+                      tmp_path / "registry/p.json")
+    assert f"No new version: nothing learned from {new_rows} new rows: STS-B dev" in text
+    assert "Evaluation of models/stage2" not in text and "Registry:" not in text
+
+
 def _warm_table() -> pd.DataFrame:
     """The evaluation's tables and 32 STS-B train pairs: the warm retrains' prepared table."""
     return pd.concat([tiny_eval_table(), tiny_sts(32, seed=9).assign(dataset="stsb", split="train", subset="A",

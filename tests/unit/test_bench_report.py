@@ -163,3 +163,44 @@ def test_retrains_of_the_loop_compare_side_by_side(tmp_path):
     table = compare(runs)
     assert "| cold | stage 1 | 375 | 5:00.0 | 75.50 (70.00) | +0.50 [-0.25, +1.25] | no | 5.2 min |" in table
     assert "| warm | champion v1 | 125 | 1:40.0 | 75.50 (70.00) | +0.50 [-0.25, +1.25] | no | 1.8 min |" in table
+
+
+def test_the_learning_curve_report_scores_fixed_pairs_follows_the_champion_and_judges_the_goal(tmp_path):
+    """benchmarks.learn_report: each round's task score on the same pairs (Spearman x100 with its interval), the
+    champion each kind serves after the round (it moves only on a promotion), the last round's goal, the plot."""
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from benchmarks.learn_report import write
+
+    rng = np.random.default_rng(0)
+    gold = rng.uniform(0, 1, 200)
+    pairs = pd.DataFrame({"sentence1": [f"a{i}" for i in range(200)], "sentence2": [f"b{i}" for i in range(200)],
+                          "score": gold})
+
+    def row(rnd, kind, noise, promoted, stage2_s=None):
+        return {"round": rnd, "retrain": kind, "promoted": promoted, "stage2_s": stage2_s, "clock_s": 300.0,
+                "steps": 100, "kept_step": 50, "precision": "fp32", "rows_added": 40,
+                "cosines": (gold + rng.normal(0, noise, 200)).tolist()}
+
+    rows = [row(1, "first", 0.5, True), row(2, "warm", 0.2, True, 60.0), row(2, "cold", 0.1, False, 240.0),
+            row(3, "warm", 0.15, False, 50.0), row(3, "cold", 0.12, True, 250.0)]
+    text = write(rows, pairs, {"warm": tmp_path / "warm", "cold": tmp_path / "cold"}, ["stage2.epochs=1"],
+                 {"first": 0.4, "arrivals": 2}, tmp_path / "learn")
+    out = json.loads((tmp_path / "learn.json").read_text())
+    by = {(r["round"], r["retrain"]): r for r in out["rows"]}
+    assert all("cosines" not in r for r in out["rows"]) and out["fixed_pairs"] == out["unseen_pairs"] == 200
+    assert by[(2, "warm")]["task_score"] > by[(1, "first")]["task_score"]  # less noise, higher Spearman
+    assert by[(2, "warm")]["task_ci"][0] < by[(2, "warm")]["task_score"] < by[(2, "warm")]["task_ci"][1]
+    # the champion served: warm promoted in round 2 and not in 3; cold kept v1 in round 2, promoted in 3
+    assert by[(3, "warm")]["champion_score"] == by[(2, "warm")]["task_score"]
+    assert by[(2, "cold")]["champion_score"] == by[(1, "first")]["task_score"]
+    assert by[(3, "cold")]["champion_score"] == by[(3, "cold")]["task_score"]
+    goal = out["goal"]
+    assert goal["complete"] and goal["stage2_ratio"] == 0.2 and goal["fast_enough"]
+    assert goal["warm_minus_cold"] == round(by[(3, "warm")]["task_score"] - by[(3, "cold")]["task_score"], 2)
+    assert goal["warm_promoted_rounds"] == [2] and goal["cold_promoted_rounds"] == [3]
+    assert (tmp_path / "learn.png").read_bytes()[:4] == b"\x89PNG" and "![task score per round]" in text
+    assert "`stage2.epochs=1`" in text and out["machine"]["precision"] == "fp32"

@@ -201,3 +201,26 @@ def test_the_retrain_report_says_where_stage_2_started(tmp_path):
     summary.write_text(json.dumps({"started_from": {"from": "champion", "version": 1, "replay_why": "no rows kept"}}))
     assert "(a warm retrain) every old row replayed: no rows kept. " in describe(
         before, after, ["stage2"], None, stage2_origin(tmp_path, ["stage2"]))
+
+
+def test_a_warm_stage2_that_kept_the_champion_is_nothing_learned_and_the_report_says_so():
+    """``nothing_learned``: only a warm start (from the champion) that kept step 0 under ``keep: best``; the retrain
+    report then ends with the dev scores and names the stages it did not run."""
+    from pipelines.product.retrain_report import describe
+    from stsreg.product.runners.warm_start import nothing_learned
+
+    rows = {"new": 181, "replayed": 2754, "old": 11017, "replay": 0.25}
+    warm = {"started_from": {"from": "champion", "version": 1, "rows": rows}, "kept": "best", "best_step": 0,
+            "start_dev_spearman": 82.671, "trained_best_dev_spearman": 82.5, "trained_best_step": 150, "steps": 184}
+    found = nothing_learned(warm)
+    assert found == {"version": 1, "new_rows": 181, "start_dev": 82.671, "best_trained_dev": 82.5,
+                     "best_trained_step": 150, "steps": 184}
+    assert nothing_learned({**warm, "best_step": 150}) is None  # it learned: the kept step is a trained one
+    assert nothing_learned({**warm, "kept": "trained"}) is None  # the authors' selection never keeps step 0
+    assert nothing_learned({**warm, "started_from": {"from": "stage1"}}) is None  # a cold start is not the champion
+    assert nothing_learned({}) is None
+    text = describe({"latest": 1, "champion": 1}, {"latest": 1, "champion": 1}, ["prepare", "stage2"], None,
+                    warm["started_from"], found, "qa")
+    assert ("nothing learned from 181 new rows: qa dev 82.67 at the start (champion v1), 82.50 at best after it "
+            "(step 150 of 184); no challenger registered; champion stays v1 (evaluate, register and promote not "
+            "run") in text

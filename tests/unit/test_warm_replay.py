@@ -87,3 +87,26 @@ def test_a_replay_outside_0_1_is_refused_naming_the_key(tmp_path, value):
     (tmp_path / "params.yaml").write_text(text)
     with pytest.raises(ParamsError, match="stage2.warm_start.replay: expected a value"):
         load_params(tmp_path / "params.yaml")
+
+
+def test_the_task_tables_old_rows_all_replay_and_the_fraction_is_drawn_from_the_others():
+    """``warm_start.replay_task``: the dev table's (your task's) old rows are few and what the gate judges, so every
+    one of them trains again; the replay fraction is drawn from the public tables' old rows."""
+    public, task, new = _rows(400, dataset="stsb"), _rows(60, start=1000), _rows(20, start=2000)
+    today = pd.concat([public, task, new], ignore_index=True)
+    seen = row_hashes(pd.concat([public, task]))
+    train, rows = replayed(today, seen, 0.25, 0, seed=5, task="qa")
+    assert rows == {"new": 20, "replayed": 160, "old": 460, "replay": 0.25, "task": {"table": "qa", "replayed": 60}}
+    assert set(task.sentence1) <= set(train.sentence1) and set(new.sentence1) <= set(train.sentence1)
+    assert (train.dataset == "stsb").sum() == 100 and len(train) == 180
+
+
+def test_a_warm_retrain_is_evaluated_evals_times_whatever_its_length():
+    from stsreg.product.runners.stage2_runner import warm_eval_every
+
+    p = load_params().stage2  # batch 16; the warm start's 10 evaluations
+    warm = p.__class__(**{**p.__dict__, "epochs": 1})
+    assert warm_eval_every(2935, warm) == 19  # 184 steps: every 19 (the cold eval_every, 200, would judge it once)
+    assert warm_eval_every(160, warm) == 1 and warm_eval_every(1, warm) == 1
+    two = p.__class__(**{**p.__dict__, "epochs": 2})
+    assert warm_eval_every(1600, two) == 20

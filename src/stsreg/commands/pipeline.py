@@ -104,6 +104,9 @@ def cmd_register(args: argparse.Namespace) -> int:
     from pipelines.product.release_flow import register_flow
 
     out = register_flow(params_path=args.params, model_dir=args.model, eval_dir=args.eval_dir, out_path=args.out)
+    if out.get("registered") is False:
+        print(f"not registered: {out['reason']}")
+        return 0
     backends = "; ".join(f"{k.split('.')[1]} avg7 {out['tags'][k]} ({out['tags'][k.replace('.avg7', '.reason')]})"
                          for k in out["tags"] if k.startswith("backend.") and k.endswith(".avg7"))
     print(f"registered {out['name']} version {out['version']} (alias challenger), avg7 {out['tags']['avg7_spearman']}"

@@ -139,11 +139,16 @@ def _table_problems(params: Params, source: str) -> list[str]:
                         "yours after them")
     for key, names in (("stage2.train_tables", params.stage2.train_tables),
                        ("stage2.dev_table", (params.stage2.dev_table,)),
-                       ("promote.metrics", tuple(n for n in params.promote.metrics if n != "avg7"))):
+                       ("promote.metrics", tuple(n for n in params.promote.metrics if n != "avg7")),
+                       ("promote.guards", tuple(n for n in params.promote.guards if n != "avg7"))):
         unknown = [n for n in names if n not in declared]
         if unknown:
             problems.append(f"{source}: {key}: unknown table(s) {unknown}; known: {sorted(declared)} (declare yours in "
                             "prepare.sts_tables)")
+    both = sorted(set(params.promote.metrics) & set(params.promote.guards))
+    if both:
+        problems.append(f"{source}: promote.guards: {both} also in promote.metrics; a metric is either an objective "
+                        "(must gain) or a guard (may not drop by more than its bound)")
     for name in params.stage2.train_tables:
         t = declared.get(name)
         if t is None:  # an unknown name, reported above (a declared table's scale is valid: its own rule)

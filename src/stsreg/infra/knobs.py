@@ -1,6 +1,7 @@
 """How a ``params.yaml`` field is declared and checked: :func:`knob` states a field's default, help and constraints
 once; :func:`section` turns a class of knobs into a frozen pydantic dataclass whose types carry those constraints
-(strict scalars, ranges, choices as ``Literal``, anchored patterns, per element for tuples), so pydantic checks every
+(strict scalars, ranges, choices as ``Literal``, anchored patterns, per element for tuples, per key and
+value for mappings), so pydantic checks every
 key, type and range, and :func:`problems` words its errors as ``<file>: <dotted key>: <reason>``.
 
 The YAML is read with YAML 1.2's booleans (:class:`Yaml12Loader`): only ``true``/``false`` are booleans, and a bare
@@ -77,6 +78,12 @@ def _typed(tp: Any, meta: dict) -> Any:
         return Annotated[tuple[_typed(elem, meta), ...], BeforeValidator(lambda v: [] if v is None else v)]
     if dataclasses.is_dataclass(tp):
         return Annotated[tp, BeforeValidator(lambda v: {} if v is None else v)]
+    if typing.get_origin(tp) is dict:  # a mapping: its keys match ``pattern``, its values the limits
+        key, value = typing.get_args(tp)
+        keys = {"pattern": f"^(?:{meta['pattern']})$"} if "pattern" in meta else {}
+        values = {k: v for k, v in meta.items() if k != "pattern"}
+        return Annotated[dict[Annotated[key, Strict(), Field(**keys)], _typed(value, values)],
+                         BeforeValidator(lambda v: {} if v is None else v)]
     base = Literal[meta["choices"]] if "choices" in meta else Annotated[tp, Strict()]
     limits = {k: meta[k] for k in ("ge", "gt", "le", "lt") if k in meta}
     if "pattern" in meta:
@@ -168,6 +175,7 @@ def problems(exc: ValidationError, root: type, source: str) -> list[str]:
     out = []
     for err in exc.errors():
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".") or "(top level)"
+        where = where.replace(".[key]", " (the key)")  # a mapping's key, as pydantic locates it
         out.append(f"{source}: {where}: {_reason(err, root)}")
     return out
 

@@ -73,15 +73,22 @@ class Stage1Params:
 @section
 class Stage2WarmStartParams:
     """A retrain that starts from the registry's ``@champion`` instead of ``models/stage1``
-    (:mod:`stsreg.product.runners.warm_start`): the grown tables for ``epochs`` at ``lr``, every new row with a
-    ``replay`` fraction of the old ones (1: all of them). With no champion yet, or one of another backbone, stage 2
-    starts from stage 1 as usual."""
+    (:mod:`stsreg.product.runners.warm_start`): for ``epochs`` at ``lr``, every new row, every old row of the task's
+    table (``replay_task``) and a ``replay`` fraction of the other old ones, judged on the dev split ``evals`` times.
+    With no champion yet, or one of another backbone, stage 2 starts from stage 1 as usual."""
 
     enabled: bool = knob(False, "true: start from @champion (when there is one of model.backbone)")
     epochs: int = knob(1, "epochs of a warm retrain (replaces stage2.epochs)", ge=1)
-    lr: float = knob(1e-5, "peak lr of a warm retrain (replaces stage2.lr): half the cold one, a continuation", gt=0)
-    replay: float = knob(1.0, "the fraction of the champion's own train rows trained again beside every new row "
-                         "(1: all, as a cold retrain draws them; 0: only the new rows)", ge=0, le=1)
+    lr: float = knob(2e-5, "peak lr of a warm retrain (replaces stage2.lr): the cold one; at half of it a warm run "
+                           "of a few hundred steps left the champion where it was", gt=0)
+    replay: float = knob(0.1, "the fraction of the champion's own train rows trained again beside every new row "
+                         "(1: all, as a cold retrain draws them; 0: only the new rows); with replay_task, of the rows "
+                         "of the other tables", ge=0, le=1)
+    replay_task: bool = knob(True, "every old row of stage2.dev_table (your task's table, the one the checkpoint is "
+                                   "selected on) is replayed whatever replay says; replay then draws from the other "
+                                   "tables")
+    evals: int = knob(10, "dev evaluations spread evenly over a warm retrain (replaces stage2.eval_every), so its "
+                          "selection has a curve to choose from however few steps it runs", ge=1)
 
 
 @section
@@ -130,12 +137,18 @@ class EvaluateParams:
 
 @section
 class PromoteParams:
-    """Gate for moving alias ``champion``: gain >= ``margin`` avg7 points *and* paired bootstrap p < ``alpha``."""
+    """Gate for moving alias ``champion``: every objective of ``metrics`` gains >= ``margin`` Spearman points *and*
+    the paired bootstrap's p < ``alpha``; every metric of ``guards`` may drop, but not by more than its bound (the
+    gain's 95% lower bound >= -bound). E.g. ``metrics: [qa]`` with ``guards: {avg7: 0.3}``: promoted when the user's
+    table gains, as long as the public benchmarks do not lose more than 0.3 points."""
 
-    margin: float = knob(0.1, "avg7 gain in Spearman points")
+    margin: float = knob(0.1, "the gain each objective of metrics needs, in Spearman points")
     alpha: float = knob(0.05, "one-sided paired-bootstrap p-value", gt=0, le=1)
     unseen_only: bool = knob(False, "test on the unseen (leakage-free) test pairs only")
     against_backbone: bool = knob(True, "no champion yet: the challenger must beat the untouched backbone "
                                         "(model.backbone) by the same gate; false: the first version is promoted")
     metrics: tuple[str, ...] = knob(("avg7",), "what the gate judges: avg7 (the 7 public tasks) and/or declared table "
                                "names (their test split); every entry must pass", pattern=r"[a-z][a-z0-9_]*")
+    guards: dict[str, float] = knob(factory=dict, help="metrics that may not drop by more than their bound in Spearman "
+                                    "points, judged on the gain's lower confidence bound (avg7 and/or declared table "
+                                    "names; none by default), e.g. {avg7: 0.3}", ge=0, pattern=r"[a-z][a-z0-9_]*")

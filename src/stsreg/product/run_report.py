@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from stsreg.infra import public_tables
+from stsreg.product.runners.warm_start import nothing_learned, nothing_learned_text
 
 
 
@@ -58,6 +59,12 @@ def run_report(data_summary: Path, models: Path, eval_metrics: Path, promotion: 
                      f"kept (step {s['best_step']} of {s['total_steps']}; step 0 = nothing beat the start){trained}; "
                      f"curve: "
                      + ", ".join(f"{int(step)}:{v:.2f}" for step, v in curve))
+        found = nothing_learned(s)
+        if found:  # models/stage2 is the champion itself: an evaluation or a gate decision on disk is of another run
+            parts.append(f"\nNo new version: {nothing_learned_text(found, public_tables.display(dev_table))}; the "
+                         f"champion v{found['version']} stays (the evaluation and the gate of an earlier run are not "
+                         "shown)")
+            return "\n".join(parts)
     if eval_metrics.exists():
         from stsreg.product.sts_eval import format_table
 

@@ -143,5 +143,6 @@ def _entry(table: StsTableSource, path: Path, dialect, x0: float | None) -> list
     trains = "REFUSED" not in advice
     return lines + ([advice] if advice else []) + [
         (f"then train on it (stage2.train_tables: [stsb, sickr, {name}]), " if trains else "then ")
-        + f"select on it (stage2.dev_table: {name}) and gate on it (promote.metrics: [avg7, {name}]); "
+        + f"select on it (stage2.dev_table: {name}) and gate on it, with the public benchmarks as a guard "
+        f"(promote.metrics: [{name}], promote.guards: {{avg7: 0.3}}); "
         "`dvc repro promote`"]

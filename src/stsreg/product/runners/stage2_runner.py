@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -34,6 +36,15 @@ def stage2_data(sts_path: Path, tables: tuple[str, ...] = TRAIN_DATASETS, dev_ta
     return train, dev
 
 
+def warm_eval_every(pairs: int, p) -> int:
+    """A warm retrain's dev evaluation interval: ``stage2.warm_start.evals`` evaluations over its steps (``pairs``
+    rows at ``stage2.batch_size`` for ``stage2.epochs``, the warm ones in place). A warm run is short (a few hundred
+    steps): at the cold run's ``eval_every`` it may be judged once, at its end, after the schedule decayed the lr to
+    zero, and then nothing beats the champion it started from."""
+    steps = math.ceil(pairs / p.batch_size) * p.epochs
+    return max(1, math.ceil(steps / p.warm_start.evals))
+
+
 def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, out_dir: Path, ckpt_dir: Path,
                log_metric=NOOP, keep: str | None = None, on_eval=None, started_from: dict | None = None,
                seen=None) -> dict:
@@ -55,7 +66,10 @@ def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, ou
     if seen is None:
         train = sample_pairs(train, p.max_train_pairs, params.seed)
     else:
-        train, rows = replayed(train, seen, p.warm_start.replay, p.max_train_pairs, params.seed)
+        train, rows = replayed(train, seen, p.warm_start.replay, p.max_train_pairs, params.seed,
+                               p.dev_table if p.warm_start.replay_task else None)
         started_from = {**(started_from or {}), "rows": rows}
+    if (started_from or {}).get("from") == "champion":
+        p = dataclasses.replace(p, eval_every=warm_eval_every(len(train), p))
     return fine_tune(model, train, dev, Objective.from_params(p), p, params.seed, out_dir, ckpt_dir, device, log_metric,
                      keep=keep, on_eval=on_eval, started_from=started_from, drawn_from=drawn_from)

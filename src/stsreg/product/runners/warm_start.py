@@ -115,8 +115,10 @@ def warm_text(origin: dict) -> str:
     text = f"champion v{origin['version']} (a warm retrain)"
     if "rows" in origin:
         r = origin["rows"]
+        task = (f", all {r['task']['replayed']:,} old {r['task']['table']} rows among them" if r.get("task")
+                else "")
         return (f"{text} on {r['new']:,} new rows and {r['replayed']:,} of {r['old']:,} old ones replayed "
-                f"(replay {r['replay']:g})")
+                f"(replay {r['replay']:g}{task})")
     if origin.get("replay_why"):
         return f"{text} every old row replayed: {origin['replay_why']}"
     return text
@@ -125,3 +127,28 @@ def warm_text(origin: dict) -> str:
 def _cold(stage1_dir: Path, params: Params, why: str) -> Start:
     log.info("stage 2 starts from %s (warm start asked for, but %s)", stage1_dir, why)
     return Start(stage1_dir, params, {"from": "stage1", "why": why})
+
+
+def nothing_learned(summary: dict) -> dict | None:
+    """When a warm retrain kept its start (``stage2.keep: best`` and step 0, the champion itself, was never beaten on
+    the dev split): ``{"version", "new_rows", "start_dev", "best_trained_dev", "best_trained_step", "steps"}``, else
+    None. Such a stage-2 folder holds the champion's own weights: registering and gating it would judge a copy, so the
+    retrain stops there (:func:`nothing_learned_text` says why). ``summary``: ``training_summary.json``."""
+    origin = summary.get("started_from") or {}
+    if origin.get("from") != "champion" or summary.get("kept") != "best" or summary.get("best_step") != 0:
+        return None
+    return {"version": origin.get("version"), "new_rows": (origin.get("rows") or {}).get("new"),
+            "start_dev": summary.get("start_dev_spearman"),
+            "best_trained_dev": summary.get("trained_best_dev_spearman"),
+            "best_trained_step": summary.get("trained_best_step"), "steps": summary.get("steps")}
+
+
+def nothing_learned_text(found: dict, dev_table: str) -> str:
+    """:func:`nothing_learned` in words: "nothing learned from 181 new rows: qa dev 82.67 at the start (champion v1),
+    82.51 at best after it (step 150 of 184); no challenger registered"."""
+    rows = f"{found['new_rows']:,} new rows" if found.get("new_rows") is not None else "the grown tables"
+    after = (f"{found['best_trained_dev']:.2f} at best after it (step {found['best_trained_step']} of {found['steps']})"
+             if found.get("best_trained_dev") is not None and found.get("best_trained_step", -1) >= 0
+             else "no evaluation after it")
+    return (f"nothing learned from {rows}: {dev_table} dev {found['start_dev']:.2f} at the start (champion "
+            f"v{found['version']}), {after}; no challenger registered")

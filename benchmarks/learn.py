@@ -1,0 +1,239 @@
+"""``make bench-learn``: does the user's data make their model better, round by round? Warm against cold retrains.
+
+The worked example's ``qa`` table (docs/own_data.md, 1,588 scored question/answer pairs) arrives in rounds: a first
+part (``--first``, 40%) declared in a clone of this project and trained by hand (``dvc repro promote``: champion v1),
+then ``--arrivals`` further parts (4). The clone is copied once round 1 is done, so both retrain kinds start from the
+same champion v1, data and registry: ``warm`` (``stage2.warm_start.enabled: true``) and ``cold`` (stage 2 from stage 1).
+Each project runs the real loop: ``stsreg servers start``, ``stsreg deploy`` (the retrain deployment and its data
+trigger), ``stsreg serve`` following ``@champion`` under a light load; per round ``stsreg data add arrival_N.jsonl
+--table qa`` in each project in turn, the triggered retrain, its gate (``promote.metrics: [qa]`` with ``promote.guards:
+{avg7: 0.3}``, unseen pairs) and the served champion.
+
+Per round and retrain kind it records the retrain report's clock (stage 2 and the whole loop), stage 2's steps and
+kept step, the gate's verdict, the evaluation's avg7 unseen, and ``task_score``: the Spearman x100 (95% bootstrap CI)
+of the retrain's model on **fixed test pairs**, the ``qa`` rows of the whole table that its stable hash puts in test
+(so no round ever trains on them) and that no training table holds (unseen); the served champion's score beside it.
+Writes ``reports/benchmarks-learn.{md,json,png}`` (:mod:`benchmarks.learn_report`).
+
+    python -m benchmarks.learn [--dir build/bench-learn] [--arrivals 4] [-S stage2.epochs=1 ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from benchmarks.loop import STSREG, _env, _has_champion, _last_run, _sh
+from benchmarks.loop_load import Load
+from benchmarks.loop_project import NEW_ROWS, QA, make_project
+from benchmarks.serve_load import free_port
+from stsreg.infra.local_servers import wait_healthy
+
+REPO = Path(__file__).resolve().parents[1]
+#: The first part of the table (what round 1 declared), kept beside the projects.
+FIRST = "first_part.jsonl"
+#: The gate of every round after the first: the user's task must gain, the public benchmarks may lose at most 0.3.
+GATE = {"promote.metrics": ["qa"], "promote.guards": {"avg7": 0.3}, "promote.unseen_only": True}
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _write_rows(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+
+
+def arrivals(base: Path, project: Path, first: float, n: int) -> list[Path]:
+    """Split the example's 1,588 rows (its table and the rows that arrive later, in the example's shuffled order):
+    the first ``first`` of them stay the declared table (and :data:`FIRST` keeps them), the rest become ``n`` files
+    ``arrival_1..n.jsonl`` in ``base`` (returned)."""
+    table = project / QA["file"]
+    rows = _rows(table) + _rows(project.parent / NEW_ROWS)
+    head = round(len(rows) * first)
+    _write_rows(table, rows[:head])
+    _write_rows(base / FIRST, rows[:head])
+    rest, files = rows[head:], []
+    for i in range(n):
+        files.append(base / f"arrival_{i + 1}.jsonl")
+        _write_rows(files[-1], rest[i * len(rest) // n:(i + 1) * len(rest) // n])
+    return files
+
+
+def arrival_files(base: Path) -> list[Path]:
+    return sorted(base.glob("arrival_*.jsonl"), key=lambda p: int(p.stem.split("_")[1]))
+
+
+def fixed_test_pairs(base: Path) -> pd.DataFrame:
+    """The ``qa`` rows of the whole table (:data:`FIRST` and every arrival in ``base``) that its stable hash puts in
+    the test split: the same pairs in every round, never trained on. Columns sentence1, sentence2, score (0-1)."""
+    from stsreg.product.data.user_tables import hash_split
+
+    rows = pd.DataFrame(_rows(base / FIRST) + [r for f in arrival_files(base) for r in _rows(f)])
+    rows = rows.rename(columns={"text_a": "sentence1", "text_b": "sentence2", "similarity": "score"})
+    split = hash_split(rows.sentence1, rows.sentence2, QA["dev_fraction"], QA["test_fraction"])
+    test = rows[split == "test"].reset_index(drop=True)
+    return test.assign(sentence1=test.sentence1.str.strip(), sentence2=test.sentence2.str.strip())
+
+
+def _set_params(project: Path, values: dict, message: str) -> None:
+    path = project / "params.yaml"
+    params = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for dotted, value in values.items():
+        *keys, last = dotted.split(".")
+        node = params
+        for k in keys:
+            node = node.setdefault(k, {})
+        node[last] = value
+    path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    _sh(["git", "commit", "-qam", message], project)
+
+
+def projects(base: Path, overrides: list[str], first: float, n: int) -> tuple[dict[str, Path], list[Path]]:
+    """The warm and the cold project after round 1, and the arrival files (made once; a rerun continues)."""
+    warm, cold = base / "warm", base / "cold"
+    if not (warm / "params.yaml").exists():
+        make_project(REPO, warm, overrides)
+        arrivals(base, warm, first, n)
+        _sh(["git", "commit", "-qam", f"the first {first:.0%} of the qa table"], warm)
+    files = arrival_files(base)
+    if not _has_champion(warm):
+        print(f"round 1 by hand in {warm}: dvc repro promote", flush=True)
+        _sh(["dvc", "repro", "promote"], warm)
+    if not (cold / "params.yaml").exists():  # the same champion v1, data and registry for both kinds
+        shutil.copytree(warm, cold, symlinks=True)
+        # the warm recipe as this checkout declares it (the clone may predate it), switched on in the warm project
+        recipe = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))["stage2"]["warm_start"]
+        _set_params(cold, {**GATE, "stage2.warm_start": {**recipe, "enabled": False}}, "cold retrains, gated on qa")
+        _set_params(warm, {**GATE, "stage2.warm_start": {**recipe, "enabled": True}}, "warm retrains, gated on qa")
+    return {"warm": warm, "cold": cold}, files
+
+
+class Served:
+    """One project's loop machinery: its servers, the retrain deployment, ``stsreg serve`` and the light load."""
+
+    def __init__(self, project: Path, rps: float):
+        self.project, self.rps = project, rps
+        self.server = self.load = None
+
+    def __enter__(self):
+        prefect, mlflow_port, self.port = free_port(), free_port(), free_port()
+        _sh([STSREG, "servers", "start", "--prefect-port", str(prefect), "--mlflow-port", str(mlflow_port)],
+            self.project)
+        _sh([STSREG, "deploy"], self.project)
+        log = self.project / ".stsreg/logs/bench-learn-serve.log"
+        self.server = subprocess.Popen([STSREG, "serve", "--model-uri", "models:/sts-regression@champion", "--port",
+                                        str(self.port), "--follow-s", "2"], cwd=self.project, env=_env(self.project),
+                                       stdout=open(log, "w"), stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{self.port}"
+        wait_healthy(f"{url}/ready", lambda: self.server.poll() is None, "stsreg serve", log, 900)
+        self.load = Load(url, self.rps).__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.load:
+            self.load.__exit__(None, None, None)
+        if self.server:
+            self.server.send_signal(signal.SIGTERM)
+            self.server.wait(60)
+        _sh([STSREG, "servers", "stop"], self.project)
+
+
+def task_scores(model_dir: Path, pairs: pd.DataFrame, max_length: int) -> np.ndarray:
+    """The cosine of every fixed test pair under the model folder (fp32, the evaluation's length)."""
+    from stsreg.product.runners.eval_runner import load_for_eval
+    from stsreg.product.sts_eval import cosine_scores
+
+    model = load_for_eval(model_dir, max_length, "mean", "fp32")
+    return cosine_scores(model, pairs.sentence1.tolist(), pairs.sentence2.tolist(), 64, show_progress=False)
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def one_round(kind: str, served: Served, arrival: Path, rnd: int, pairs: pd.DataFrame, timeout_s: float) -> dict:
+    """``stsreg data add`` of ``arrival`` in the project, the triggered retrain, the served champion; the row."""
+    project = served.project
+    began = time.time()
+    _sh([STSREG, "data", "add", str(arrival), "--table", "qa"], project)
+    report = _last_run(project, began, timeout_s)
+    if report.get("promoted"):
+        served.load.wait_for(str(report["after"]["champion"]), 600)
+    summary = _json(project / "models/stage2/training_summary.json")
+    phases = {p["phase"]: p["seconds"] for p in (report.get("clock") or {}).get("phases", [])}
+    evaluated = "evaluate" in report.get("ran", [])
+    metrics = _json(project / "reports/eval/metrics.json") if evaluated else {}
+    promotion = _json(project / "reports/registry/promotion.json") if "promote" in report.get("ran", []) else {}
+    params = yaml.safe_load((project / "params.yaml").read_text(encoding="utf-8"))
+    cosines = task_scores(project / "models/stage2", pairs, params["evaluate"]["max_length"])
+    return {"round": rnd, "retrain": kind, "rows_added": (report.get("tables_changed") or {}).get("qa", {}).get(
+                "added"),
+            "stage2_s": phases.get("stage2"), "clock_s": (report.get("clock") or {}).get("total_s"),
+            "steps": summary.get("steps"), "kept_step": summary.get("best_step"),
+            "dev_start": summary.get("start_dev_spearman"), "dev_kept": summary.get("best_dev_spearman"),
+            "started_from": summary.get("started_from"), "nothing_learned": report.get("nothing_learned"),
+            "avg7_unseen": metrics.get("avg7_unseen_spearman"), "promoted": bool(report.get("promoted")),
+            "gate": {"reason": promotion.get("reason"), "tests": promotion.get("tests"),
+                     "guards": promotion.get("guards")} if promotion else None,
+            "champion": report["after"]["champion"], "version": report["after"]["latest"],
+            "precision": summary.get("precision"), "settings": {"stage2": summary.get("config", {}).get("stage2"),
+                                                               "promote": params["promote"]},
+            "load": served.load.summary(), "cosines": cosines.tolist(), "added_at": began}
+
+
+def round_one(project: Path, pairs: pd.DataFrame) -> dict:
+    """Round 1 (the first part, by hand): the champion v1 both kinds start from, scored on the fixed pairs."""
+    summary = _json(project / "models/stage2/training_summary.json")
+    metrics = _json(project / "reports/eval/metrics.json")
+    params = yaml.safe_load((project / "params.yaml").read_text(encoding="utf-8"))
+    cosines = task_scores(project / "models/stage2", pairs, params["evaluate"]["max_length"])
+    return {"round": 1, "retrain": "first", "rows_added": None, "steps": summary.get("steps"),
+            "kept_step": summary.get("best_step"), "avg7_unseen": metrics.get("avg7_unseen_spearman"),
+            "promoted": True, "champion": 1, "version": 1, "precision": summary.get("precision"),
+            "cosines": cosines.tolist()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks.learn_report import write
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", type=Path, default=REPO / "build/bench-learn", help="where the two projects go")
+    ap.add_argument("-S", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="a params override of both projects (e.g. stage2.epochs=1), written into the report")
+    ap.add_argument("--first", type=float, default=0.4, help="the fraction of the qa table declared in round 1")
+    ap.add_argument("--arrivals", type=int, default=4, help="the rounds of rows that arrive after the first")
+    ap.add_argument("--rps", type=float, default=1.0, help="the light load on each project's server")
+    ap.add_argument("--timeout-s", type=float, default=3 * 3600, help="the longest one retrain may take")
+    ap.add_argument("--out", default=str(REPO / "reports/benchmarks-learn"), help="report path without extension")
+    a = ap.parse_args(argv)
+    a.dir.mkdir(parents=True, exist_ok=True)
+    found, files = projects(a.dir, a.overrides, a.first, a.arrivals)
+    pairs = fixed_test_pairs(a.dir)
+    state = a.dir / "rounds.json"  # every finished round, so that a rerun continues where this one stopped
+    rows = _json(state).get("rows") or [round_one(found["warm"], pairs)]
+    about = {"overrides": a.overrides, "split": {"first": a.first, "arrivals": a.arrivals}}
+    with Served(found["warm"], a.rps) as warm, Served(found["cold"], a.rps) as cold:
+        for rnd, arrival in enumerate(files, start=2):
+            for kind, served in (("warm", warm), ("cold", cold)):
+                if any(r["round"] == rnd and r["retrain"] == kind for r in rows):
+                    continue
+                print(f"round {rnd}: {kind} retrain on {arrival.name}", flush=True)
+                rows.append(one_round(kind, served, arrival, rnd, pairs, a.timeout_s))
+                state.write_text(json.dumps({"rows": rows, **about}))
+    print(write(rows, pairs, found, about["overrides"], about["split"], Path(a.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""``reports/benchmarks-learn.{md,json,png}`` from the rounds :mod:`benchmarks.learn` measured: per round and retrain
+kind the task score on the fixed unseen test pairs (with its 95% bootstrap interval), the clock, stage 2's steps and
+kept step, the gate's verdict; a plot of the task score per round (warm, cold, and the champion each one serves); the
+issue's goal (after the last round, warm within 0.3 of cold at <= 1/3 of cold's stage-2 time) checked either way."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from stsreg.infra import atomic
+from stsreg.product.bootstrap_ci import spearman_ci
+from stsreg.product.sts_eval import spearman
+
+#: The goal after the last round: warm's task score at most this far below cold's ...
+WITHIN = 0.3
+#: ... with warm's stage 2 at most this fraction of cold's.
+TIME_FRACTION = 1 / 3
+
+
+def unseen_mask(pairs: pd.DataFrame, sts_path: Path) -> np.ndarray:
+    """Which fixed test pairs no training table holds, as the last prepare of the whole table marked them (its
+    ``qa`` test rows' ``seen_in_train``); a pair it does not list counts as seen (left out)."""
+    if not sts_path.exists():
+        return np.ones(len(pairs), dtype=bool)
+    sts = pd.read_parquet(sts_path, columns=["dataset", "split", "sentence1", "sentence2", "seen_in_train"])
+    qa = sts[(sts.dataset == "qa") & (sts.split == "test")]
+    unseen = set(zip(qa.sentence1[~qa.seen_in_train], qa.sentence2[~qa.seen_in_train]))
+    return np.array([(a, b) in unseen for a, b in zip(pairs.sentence1, pairs.sentence2)], dtype=bool)
+
+
+def score(row: dict, gold: np.ndarray, mask: np.ndarray) -> tuple[float, list[float]]:
+    """(Spearman x100, its 95% bootstrap interval) of a row's cosines on the unseen fixed pairs."""
+    pred = np.asarray(row["cosines"])[mask]
+    low, high = spearman_ci([(gold[mask], pred)], n_resamples=1000, seed=0)
+    return spearman(gold[mask], pred), [round(low, 2), round(high, 2)]
+
+
+def scored_rows(rows: list[dict], pairs: pd.DataFrame, mask: np.ndarray) -> list[dict]:
+    """The rows with ``task_score`` / ``task_ci`` and ``champion_score`` (the score of the champion the kind serves
+    after the round), cosines left out."""
+    gold = pairs.score.to_numpy(dtype=float)
+    out, served = [], {}
+    for row in sorted(rows, key=lambda r: (r["round"], r["retrain"] != "first", r["retrain"])):
+        task, ci = score(row, gold, mask)
+        kinds = ("warm", "cold") if row["retrain"] == "first" else (row["retrain"],)
+        for kind in kinds:
+            if row["promoted"] or kind not in served:
+                served[kind] = round(task, 2)
+        new = {k: v for k, v in row.items() if k != "cosines"}
+        new.update(task_score=round(task, 2), task_ci=ci, champion_score=served[kinds[0]])
+        out.append(new)
+    return out
+
+
+def goal(rows: list[dict]) -> dict:
+    """The last round's warm against cold: the task-score gap and the stage-2 time ratio, and whether each holds."""
+    last = max(r["round"] for r in rows)
+    by = {r["retrain"]: r for r in rows if r["round"] == last}
+    if not {"warm", "cold"} <= set(by):
+        return {"round": last, "complete": False}
+    gap = round(by["warm"]["task_score"] - by["cold"]["task_score"], 2)
+    ratio = (round(by["warm"]["stage2_s"] / by["cold"]["stage2_s"], 3)
+             if by["warm"].get("stage2_s") and by["cold"].get("stage2_s") else None)
+    return {"round": last, "complete": True, "warm_minus_cold": gap, "within": gap >= -WITHIN,
+            "stage2_ratio": ratio, "fast_enough": ratio is not None and ratio <= TIME_FRACTION,
+            "warm_promoted_rounds": [r["round"] for r in rows if r["retrain"] == "warm" and r["promoted"]],
+            "cold_promoted_rounds": [r["round"] for r in rows if r["retrain"] == "cold" and r["promoted"]]}
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    """The task score per round: warm and cold retrains (solid, with their intervals) and the champion each serves
+    (dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    first = next(r for r in rows if r["retrain"] == "first")
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    for kind, colour in (("warm", "tab:orange"), ("cold", "tab:blue")):
+        own = [first] + [r for r in rows if r["retrain"] == kind]
+        x = [r["round"] for r in own]
+        ax.plot(x, [r["task_score"] for r in own], "o-", color=colour, label=f"{kind} retrain")
+        ax.fill_between(x, [r["task_ci"][0] for r in own], [r["task_ci"][1] for r in own], color=colour, alpha=0.12)
+        ax.plot(x, [r["champion_score"] for r in own], "--", color=colour, alpha=0.8,
+                label=f"champion served ({kind})")
+        for r in own[1:]:
+            if r["promoted"]:
+                ax.annotate("promoted", (r["round"], r["task_score"]), textcoords="offset points", xytext=(0, 7),
+                            ha="center", fontsize=7, color=colour)
+    ax.set_xlabel("round (1: the first part of the table; then one arrival of rows each)")
+    ax.set_ylabel("qa test Spearman x100 (fixed unseen pairs)")
+    ax.set_xticks(sorted({r["round"] for r in rows}))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _seconds(s) -> str:
+    return "-" if s is None else f"{int(s // 60)}:{s % 60:04.1f}"
+
+
+def _gate_text(row: dict) -> str:
+    if row.get("nothing_learned"):
+        return "nothing learned: no challenger"
+    gate = row.get("gate") or {}
+    tests, guards = gate.get("tests") or {}, gate.get("guards") or {}
+    parts = [f"{k} {t['diff']:+.2f} [{t['low']:+.2f}, {t['high']:+.2f}] p {t['p_value']:.3f}"
+             for k, t in tests.items() if k not in guards]
+    parts += [f"guard {k} lower {g['low']:+.2f} {'held' if g['held'] else 'broken'}" for k, g in guards.items()]
+    return "; ".join(parts) or "-"
+
+
+def markdown(rows: list[dict], machine: dict, meta: dict) -> str:
+    g = meta["goal"]
+    lines = [f"# The loop that learns: warm vs cold retrains, round by round\n",
+             f"Machine: {machine['cpu']}; precision {machine['precision']}. The worked example's `qa` table "
+             f"(docs/own_data.md) arrives in rounds: the first {meta['split']['first']:.0%} declared and trained by "
+             f"hand (champion v1), then {meta['split']['arrivals']} arrivals, each through the real loop (`stsreg "
+             "data add` -> the deployment's trigger -> retrain -> gate -> the served champion) in a warm and a cold "
+             "copy of the same project. Task score: Spearman x100 of the retrain's model on "
+             f"{meta['unseen_pairs']} fixed `qa` test pairs (of {meta['fixed_pairs']} the stable hash puts in test; "
+             "the unseen ones), 95% bootstrap interval. Gate: `promote.metrics: [qa]`, `promote.guards: "
+             "{avg7: 0.3}`, unseen pairs.\n",
+             f"Overrides of both projects (a cut recipe): {', '.join(f'`{o}`' for o in meta['overrides']) or 'none'}."
+             "\n", "![task score per round](benchmarks-learn.png)\n",
+             "| round | retrain | rows added | stage 2 (min:s) | steps | kept step | dev start -> kept | task score "
+             "[95% CI] | champion served | avg7 unseen | gate | promoted | loop clock (min:s) |",
+             "|---:|---|---:|---:|---:|---:|---|---|---:|---:|---|---|---:|"]
+    for r in rows:
+        dev = (f"{r['dev_start']:.2f} -> {r['dev_kept']:.2f}" if r.get("dev_start") is not None else "-")
+        avg7 = f"{r['avg7_unseen']:.2f}" if r.get("avg7_unseen") is not None else "-"
+        lines.append(f"| {r['round']} | {r['retrain']} | {r.get('rows_added') or '-'} | {_seconds(r.get('stage2_s'))} "
+                     f"| {r.get('steps') or '-'} | {r.get('kept_step')} | {dev} | {r['task_score']:.2f} "
+                     f"[{r['task_ci'][0]:.2f}, {r['task_ci'][1]:.2f}] | {r['champion_score']:.2f} | {avg7} | "
+                     f"{_gate_text(r) if r['retrain'] != 'first' else 'v1 against the backbone'} | "
+                     f"{'yes' if r['promoted'] else 'no'} | {_seconds(r.get('clock_s'))} |")
+    if g.get("complete"):
+        lines += ["", f"After the last round (round {g['round']}): warm {g['warm_minus_cold']:+.2f} against cold on "
+                  f"the task ({'within' if g['within'] else 'NOT within'} {WITHIN}), stage 2 at "
+                  f"{g['stage2_ratio']:.2f}x cold's time ({'<=' if g['fast_enough'] else '>'} 1/3). Warm promoted in "
+                  f"rounds {g['warm_promoted_rounds'] or 'none'}; cold in rounds "
+                  f"{g['cold_promoted_rounds'] or 'none'}."]
+    else:
+        lines += ["", f"Round {g['round']} is not complete for both kinds: the goal is not judged."]
+    return "\n".join(lines) + "\n"
+
+
+def write(rows: list[dict], pairs: pd.DataFrame, projects: dict[str, Path], overrides: list[str], split: dict,
+          out: Path) -> str:
+    """Score, judge, plot and write the report files; returns the markdown."""
+    from stsreg.infra.tracking import cpu_name
+
+    mask = unseen_mask(pairs, projects["cold"] / "data/prepared/sts.parquet")
+    done = scored_rows(rows, pairs, mask)
+    precision = sorted({r["precision"] for r in done if r.get("precision")})
+    machine = {"cpu": cpu_name(), "cores": os.cpu_count(), "precision": ", ".join(precision) or "?"}
+    for r in done:
+        r["cpu"] = machine["cpu"]
+    meta = {"goal": goal(done), "overrides": overrides, "split": split, "fixed_pairs": len(pairs),
+            "unseen_pairs": int(mask.sum())}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    plot(done, out.with_suffix(".png"))
+    text = markdown(done, machine, meta)
+    atomic.write_text(out.with_suffix(".md"), text)
+    atomic.write_json(out.with_suffix(".json"), {"machine": machine, **meta, "rows": done})
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Rewrite the report from a finished run's ``rounds.json`` (``python -m benchmarks.learn_report DIR``)."""
+    import argparse
+
+    from benchmarks.learn import fixed_test_pairs
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("dir", type=Path)
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "reports/benchmarks-learn")
+    a = ap.parse_args(argv)
+    state = json.loads((a.dir / "rounds.json").read_text())
+    projects = {"warm": a.dir / "warm", "cold": a.dir / "cold"}
+    print(write(state["rows"], fixed_test_pairs(a.dir), projects, state.get("overrides", []),
+                state.get("split", {}), a.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
