@@ -20,7 +20,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 export UV_SYSTEM_CERTS ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-loop bench-loop-warm bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test lint test-slow lock clean
+.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-loop bench-loop-warm bench-learn bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test lint test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -94,6 +94,10 @@ bench-loop-warm: install ## the warm retrains against the cold one: `make bench-
 	python -m benchmarks.loop --dir build/bench-loop-warm $(BENCH_LOOP_ARGS) -S stage2.warm_start.enabled=true
 	python -m benchmarks.loop --dir build/bench-loop-replay --out reports/benchmarks-loop-replay $(BENCH_LOOP_ARGS) -S stage2.warm_start.enabled=true -S stage2.warm_start.replay=$(BENCH_LOOP_REPLAY)
 	python -m benchmarks.loop_report cold=reports/benchmarks-loop-cold.json warm=reports/benchmarks-loop.json warm-replay=reports/benchmarks-loop-replay.json --out reports/benchmarks-loop-levers.md
+
+BENCH_LEARN_ARGS ?= -S stage1.encoder.objective=none -S stage1.max_pairs=4000 -S stage2.epochs=1
+bench-learn: install ## the loop that learns: the worked example's qa table arriving in rounds (40%, then 4 arrivals), each through the real loop in a warm and a cold copy of one project, gated on qa with avg7 as a guard -> reports/benchmarks-learn.{md,json,png} (BENCH_LEARN_ARGS: the cut recipe, default 1 stage-2 epoch and stage 1 on the head; ~2 h on 2 fp32 cores; resumes)
+	python -m benchmarks.learn $(BENCH_LEARN_ARGS)
 
 bench-data: install ## preparing a user table of 100k and 1M generated pairs: rows/s and peak memory -> reports/benchmarks-data.{md,json} (~2 min)
 	python -m benchmarks.data_scale
