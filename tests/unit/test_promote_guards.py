@@ -11,6 +11,7 @@ import pytest
 from stsreg.infra.config import PromoteParams, parse_params
 from stsreg.infra.errors import ParamsError
 from stsreg.product import registry
+from stsreg.product.gate_verdict import verdict
 from stsreg.product.data.catalogue import EVAL_TASKS
 
 
@@ -24,11 +25,11 @@ DOCS_RETRAIN = {"qa": _test(0.59, -0.09, 1.27, 0.042), "avg7": _test(0.09, -0.01
 
 def test_the_docs_retrain_is_kept_by_the_old_gate_and_promoted_with_avg7_as_a_guard():
     old = PromoteParams(unseen_only=True, metrics=("avg7", "qa"))
-    passed, reason, guards = registry._verdict(old, DOCS_RETRAIN, "champion v1", "kept the champion")
+    passed, reason, guards = verdict(old, DOCS_RETRAIN, "champion v1", "kept the champion")
     assert not passed and "avg7: gain below margin 0.1" in reason and guards == {}
 
     new = PromoteParams(unseen_only=True, metrics=("qa",), guards={"avg7": 0.3})
-    passed, reason, guards = registry._verdict(new, DOCS_RETRAIN, "champion v1", "kept the champion")
+    passed, reason, guards = verdict(new, DOCS_RETRAIN, "champion v1", "kept the champion")
     assert passed and reason.endswith("; promoted")
     assert "qa-unseen +0.59" in reason and "guard avg7-unseen +0.09" in reason and "held (drop at most 0.3)" in reason
     assert guards == {"avg7": {"bound": 0.3, "low": -0.01, "held": True}}
@@ -37,7 +38,7 @@ def test_the_docs_retrain_is_kept_by_the_old_gate_and_promoted_with_avg7_as_a_gu
 def test_a_task_gain_that_costs_a_point_of_avg7_is_not_promoted():
     tests = {"qa": _test(2.1, 1.2, 3.0, 0.001), "avg7": _test(-1.0, -1.21, -0.8, 1.0)}
     gate = PromoteParams(metrics=("qa",), guards={"avg7": 0.3})
-    passed, reason, guards = registry._verdict(gate, tests, "champion v1", "kept the champion")
+    passed, reason, guards = verdict(gate, tests, "champion v1", "kept the champion")
     assert not passed and guards["avg7"]["held"] is False
     assert "avg7: guard broken: the lower bound -1.21 is below -0.3" in reason
 
@@ -45,9 +46,9 @@ def test_a_task_gain_that_costs_a_point_of_avg7_is_not_promoted():
 def test_a_guard_holds_on_a_small_drop_and_never_excuses_a_task_that_did_not_gain():
     small_drop = {"qa": _test(0.8, 0.3, 1.3, 0.002), "avg7": _test(-0.1, -0.25, 0.05, 0.9)}
     gate = PromoteParams(metrics=("qa",), guards={"avg7": 0.3})
-    assert registry._verdict(gate, small_drop, "v1", "kept")[0]
+    assert verdict(gate, small_drop, "v1", "kept")[0]
     no_gain = {"qa": _test(0.05, -0.4, 0.5, 0.4), "avg7": _test(0.5, 0.3, 0.7, 0.001)}
-    passed, reason, _ = registry._verdict(gate, no_gain, "v1", "kept")
+    passed, reason, _ = verdict(gate, no_gain, "v1", "kept")
     assert not passed and "qa: gain below margin 0.1 and not significant at alpha 0.05" in reason
 
 

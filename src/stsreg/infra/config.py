@@ -145,8 +145,7 @@ def _table_problems(params: Params, source: str) -> list[str]:
         if unknown:
             problems.append(f"{source}: {key}: unknown table(s) {unknown}; known: {sorted(declared)} (declare yours in "
                             "prepare.sts_tables)")
-    both = sorted(set(params.promote.metrics) & set(params.promote.guards))
-    if both:
+    if both := sorted(set(params.promote.metrics) & set(params.promote.guards)):
         problems.append(f"{source}: promote.guards: {both} also in promote.metrics; a metric is either an objective "
                         "(must gain) or a guard (may not drop by more than its bound)")
     for name in params.stage2.train_tables:

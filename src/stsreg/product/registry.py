@@ -19,6 +19,7 @@ from stsreg.infra.quiet import quiet
 from stsreg.infra.config import PromoteParams
 from stsreg.infra.errors import InputError
 from stsreg.product.data.catalogue import EVAL_TASKS
+from stsreg.product.gate_verdict import verdict
 from stsreg.product.sts_eval import CoverageError, paired_on_predictions, uncovered
 
 log = logging.getLogger(__name__)
@@ -157,45 +158,6 @@ def _judge_rescored(judge, mine: pd.DataFrame, stored: pd.DataFrame, champion, r
         return judge(rescore(champion, None)), "every test pair scored"
 
 
-def _gain_text(view: str, test: dict) -> str:
-    pairs = f", {test['pairs']} pairs" if "pairs" in test else ""
-    return (f"{view} {test['diff']:+.2f} (95% CI {test['low']:+.2f}..{test['high']:+.2f}, p={test['p_value']:.3f}"
-            f"{pairs})")
-
-
-def guard_held(bound: float, test: dict) -> bool:
-    """A guard holds when the metric's loss, read pessimistically (the gain's lower confidence bound), is at most
-    ``bound`` Spearman points."""
-    return test["low"] >= -bound
-
-
-def _verdict(gate: PromoteParams, tests: dict[str, dict], against: str, kept: str) -> tuple[bool, str, dict]:
-    """(passed, reason, guards): every objective of ``promote.metrics`` must gain >= margin *and* be significant;
-    every guard of ``promote.guards`` must hold (:func:`guard_held`). ``guards``: per guarded metric its bound, the
-    gain's lower bound and whether it held."""
-    passed, parts = True, []
-    for crit in gate.metrics:
-        test = tests[crit]
-        ok_margin, ok_sig = test["diff"] >= gate.margin, test["p_value"] < gate.alpha
-        passed &= ok_margin and ok_sig
-        parts.append((_gain_text(f"{crit}-unseen" if gate.unseen_only else crit, test),
-                      [f"gain below margin {gate.margin}"] * (not ok_margin)
-                      + [f"not significant at alpha {gate.alpha}"] * (not ok_sig), crit))
-    guards = {}
-    for crit, bound in gate.guards.items():
-        test, view = tests[crit], f"{crit}-unseen" if gate.unseen_only else crit
-        held = guard_held(bound, test)
-        passed &= held
-        guards[crit] = {"bound": bound, "low": test["low"], "held": held}
-        parts.append((f"guard {_gain_text(view, test)} "
-                      + (f"held (drop at most {bound:g})" if held else f"broken (may drop at most {bound:g})"),
-                      [] if held else [f"guard broken: the lower bound {test['low']:+.2f} is below -{bound:g}"],
-                      crit))
-    gains = "; ".join(g for g, _, _ in parts) + f" vs {against}"
-    failed = [(f"{crit}: " if len(parts) > 1 else "") + " and ".join(why) for _, why, crit in parts if why]
-    return passed, gains + ("; promoted" if passed else f"; {kept}: " + "; ".join(failed)), guards
-
-
 def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: str = MODEL_NAME,
             baseline=None, baseline_name: str = "the untouched backbone", uri: str | None = None,
             rescore=None) -> dict:
@@ -243,7 +205,7 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
             log.info("champion v%s's stored predictions do not cover today's test pairs (%s): %s", champion.version,
                      exc, how)
             against += f", re-scored on today's test tables ({how})"
-        passed, reason, guards = _verdict(gate, tests, against, kept)
+        passed, reason, guards = verdict(gate, tests, against, kept)
         first = tests[gate.metrics[0]]
         out.update(promoted=passed, reason=reason, test=first, tests=tests, **({"guards": guards} if guards else {}))
     if out["promoted"]:
