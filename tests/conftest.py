@@ -21,6 +21,22 @@ FIXTURE_RAW = REPO / "tests" / "fixtures" / "raw"
 SHARED_DATA = Path(os.environ.get("STSREG_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+#: MLflow's own default store (``./mlflow.db``, ``./mlruns``): what a client made without the project's URI writes into
+#: the folder it runs in. The project's store is ``mlflow/mlflow.db``; nothing may create one of these at its root.
+STRAY_STORES = ("mlflow.db", "mlruns")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_stray_mlflow_store():
+    """After the session, the repository holds no MLflow store outside ``mlflow/`` that it did not hold before: a test
+    (or the code it runs) that used MLflow without the project's tracking URI fails the run here, naming the store."""
+    before = {name for name in STRAY_STORES if (REPO / name).exists()}
+    yield
+    made = [name for name in STRAY_STORES if (REPO / name).exists() and name not in before]
+    assert not made, (f"the test session created {made} at the repository root: something used MLflow without the "
+                      "project's tracking URI (stsreg.infra.tracking.tracking_uri)")
+
+
 def free_port() -> int:
     """A loopback TCP port nobody listens on right now (servers started by tests bind to it)."""
     import socket

@@ -164,3 +164,14 @@ def test_no_two_modules_import_each_other_even_lazily():
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as circle:
         raise AssertionError(f"import circle: {' -> '.join(circle.args[1])}") from None
+
+
+def test_no_mlflow_store_is_committed_outside_mlflow():
+    """The project's MLflow store is mlflow/mlflow.db (not committed); a store anywhere else in git is a stray one
+    that a command or test without the project's tracking URI wrote, and every clone would start with it."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    stray = [f for f in tracked.splitlines() if (f.endswith((".db", ".sqlite")) or f.split("/")[0] == "mlruns")
+             and not f.startswith("mlflow/")]
+    assert not stray, stray
