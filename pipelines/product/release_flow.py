@@ -25,6 +25,7 @@ from prefect import flow, task
 from stsreg.infra import atomic, runtime, tracking
 from stsreg.product import model_card, registry
 from stsreg.infra.config import load_params
+from stsreg.infra.errors import InputError
 from stsreg.infra.public_tables import DEV_METRIC
 from stsreg.product.lineage import log_tables
 from stsreg.infra.hashing import fingerprint, sha256_file
@@ -93,8 +94,13 @@ def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: l
     learned_nothing = warm_start.nothing_learned(_summary(model_dir))
     if learned_nothing:  # the folder is the champion's own weights: no second copy in the registry
         return _not_registered(learned_nothing, params.stage2.dev_table, out_path)
-    run_id = json.loads((Path(eval_dir) / "mlflow_run.json").read_text())["run_id"]
-    metrics = json.loads((Path(eval_dir) / "metrics.json").read_text())
+    evaluated = [Path(eval_dir) / name for name in ("mlflow_run.json", "metrics.json")]
+    if not all(path.exists() for path in evaluated):
+        raise InputError(f"{model_dir} has no evaluation in {eval_dir} to register it with (no "
+                         f"{' or '.join(p.name for p in evaluated if not p.exists())}): run `stsreg evaluate` (or "
+                         "`dvc repro evaluate`) first")
+    run_id = json.loads(evaluated[0].read_text())["run_id"]
+    metrics = json.loads(evaluated[1].read_text())
     commit = tracking.git_commit()
     tags = {f"data_sha256.{Path(p).name}": sha256_file(p) for p in data_paths}
     tags.update({"params_hash": params_hash(params_path), "git_commit": commit,
