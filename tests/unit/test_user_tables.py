@@ -64,6 +64,24 @@ def test_bad_rows_are_rejected_with_file_line_and_reason_and_counted(tmp_path):
         ["data/tables/pairs.csv", 9, "score outside the declared scale [0, 1]"]]
 
 
+@pytest.mark.parametrize("ext", [".parquet", ".jsonl", ".csv"])
+def test_a_null_sentence_is_a_rejected_row_never_the_text_na(tmp_path, ext):
+    """A Parquet null / pd.NA in a nullable string column, a JSON null, an empty CSV field: rejected with its line,
+    never kept as "<NA>", "nan" or "None"."""
+    df = _pairs()
+    df["query"] = df["query"].astype("string")
+    df["answer"] = df["answer"].astype("string")
+    df.loc[3, "query"], df.loc[5, "answer"] = pd.NA, None
+    _write(df, tmp_path / f"data/tables/pairs{ext}")
+    kept, rejects, counts = user_tables.read_table(_table(f"data/tables/pairs{ext}"), tmp_path)
+    assert counts["rejected"] == 2 and counts["kept"] == 198
+    assert not kept[["sentence1", "sentence2"]].isin(["<NA>", "nan", "None", "NaN"]).any().any()
+    reason = ("empty sentence after stripping whitespace" if ext == ".csv"  # CSV has no null: an empty field
+              else user_tables.MISSING)
+    assert rejects[["line", "reason"]].values.tolist() == [[5 if ext == ".csv" else 4, reason],
+                                                           [7 if ext == ".csv" else 6, reason]]
+
+
 @pytest.mark.parametrize("change, table, message", [
     (lambda d: d.rename(columns={"rating": "label"}), {}, r"no column 'rating' \(score\); the file has \['query', "
                                                           r"'answer', 'label'\]"),

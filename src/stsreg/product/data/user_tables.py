@@ -69,9 +69,19 @@ def guess_scale(scores) -> tuple[float, float] | None:
 NOT_TEXT = "a sentence is not text (an object, a list, a number or a boolean)"
 
 
+#: The reason a row whose sentence is a null (JSON null, an empty CSV field's NaN, Parquet's null / pd.NA) is rejected.
+MISSING = "a sentence is missing (null)"
+
+
+def _missing(value) -> bool:
+    """Whether ``value`` (as a reader gave it) is a null: None, NaN, pd.NA or NaT (never turned into "<NA>" or "nan")."""
+    return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, (float, np.floating))
+                                                                     and np.isnan(value))
+
+
 def _not_text(value) -> bool:
     """Whether ``value`` (as a reader gave it) is something other than text: missing values are not (they are empty)."""
-    if value is None or isinstance(value, str) or (isinstance(value, float) and np.isnan(value)):
+    if isinstance(value, str) or _missing(value):
         return False
     return isinstance(value, (dict, list, tuple, bool, int, float, np.number, np.bool_, np.ndarray))
 
@@ -104,13 +114,15 @@ def read_table(t: StsTableSource, project: Path) -> tuple[pd.DataFrame, pd.DataF
     df["line"] = read.line
     # an object, a list, a number or a boolean where a sentence belongs is not text: rejected, never kept as its repr
     nested = df.sentence1.map(_not_text) | df.sentence2.map(_not_text)
+    null = df.sentence1.map(_missing) | df.sentence2.map(_missing)
     for c in ("sentence1", "sentence2"):
-        df[c] = df[c].map(lambda x: "" if x is None or (isinstance(x, float) and np.isnan(x)) else str(x)).str.strip()
+        df[c] = df[c].map(lambda x: "" if _missing(x) else str(x)).astype(object).str.strip()
     df["raw_score"] = df["score"].astype(str)
     score = pd.to_numeric(df["score"].astype(str).str.strip(), errors="coerce")
     lo, hi = t.scale
     reasons = pd.Series("", index=df.index, dtype=object)
     reasons[nested] = NOT_TEXT
+    reasons[(reasons == "") & null] = MISSING
     empty = (df.sentence1 == "") | (df.sentence2 == "")
     reasons[(reasons == "") & empty] = "empty sentence after stripping whitespace"
     reasons[(reasons == "") & score.isna()] = "score is not a number"
