@@ -74,7 +74,7 @@ MISSING = "a sentence is missing (null)"
 
 
 def _missing(value) -> bool:
-    """Whether ``value`` (as a reader gave it) is a null: None, NaN, pd.NA or NaT (never turned into "<NA>" or "nan")."""
+    """Whether ``value`` (as a reader gave it) is a null: None, NaN, pd.NA or NaT (never read as "<NA>" or "nan")."""
     return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, (float, np.floating))
                                                                      and np.isnan(value))
 
