@@ -38,31 +38,23 @@ def retrain_trigger(project: Path):
 
 
 def add_rows(project: Path, tables, name: str, rows_file: Path, duplicates: str = "skip",
-             max_rejected_fraction: float = 1.0):
+             max_rejected_fraction: float = 1.0, skip_bad: bool = False):
     """Append ``rows_file`` to the declared table ``name`` (of ``tables``, ``prepare.sts_tables``) after its existing
     bytes (:func:`stsreg.product.data.append.append_rows`), the grown table checked as ``prepare`` will read it, its
     reject cap ``max_rejected_fraction`` (``prepare.max_rejected_fraction``) included (refused: the file restored,
-    nothing appended), then emit :data:`DATA_EVENT` when rows were added. Returns (the table,
+    nothing appended) and every new row judged on its own (one prepare would reject refuses the add; ``skip_bad``: the
+    others are added), then emit :data:`DATA_EVENT` when rows were added. Returns (the table,
     :class:`~stsreg.product.data.append.Added`, what became of the event: a sentence)."""
     from stsreg.infra.errors import InputError
-    from stsreg.product.data.append import append_rows
-    from stsreg.product.data.user_tables import read_table
-
-    def check(t, folder: Path) -> None:
-        _, rejects, counts = read_table(t, folder)
-        if counts["read"] and counts["rejected"] / counts["read"] > max_rejected_fraction:
-            first = rejects.iloc[0]
-            raise InputError(f"{t.file} would reject {counts['rejected']} of {counts['read']} rows "
-                             f"({counts['rejected'] / counts['read']:.2%} > prepare.max_rejected_fraction="
-                             f"{max_rejected_fraction}) and prepare would refuse it (line {first.line}: "
-                             f"{first.reason}); nothing was added")
+    from stsreg.product.data.append import append_rows, prepare_check
 
     began = time.time()  # the loop's clock starts when the rows are handed over
     declared = {t.name: t for t in tables if not t.reader}  # the public tables are read from the mirror, not grown
     if name not in declared:
         raise InputError(f"--table {name!r} is not a table of yours in prepare.sts_tables (yours: {sorted(declared)})")
     table = declared[name]
-    added = append_rows(project, table, rows_file, duplicates, check=check)
+    added = append_rows(project, table, rows_file, duplicates, check=prepare_check(max_rejected_fraction),
+                        skip_bad=skip_bad)
     if not added.added:
         return table, added, "nothing added, no event sent"
     return table, added, emit_data_changed(project, table.name, added.added, began)

@@ -14,7 +14,7 @@ from pipelines.product.data_events import add_rows
 from stsreg.infra.config import StsTableColumns, StsTableSource
 from stsreg.infra.errors import InputError
 from stsreg.infra.locking import data_write_lock
-from stsreg.product.data.append import append_rows
+from stsreg.product.data.append import append_rows, prepare_check
 from stsreg.product.data.table_files import read_frame
 from stsreg.product.data.user_tables import read_table
 from tests.conftest import tiny_sts
@@ -52,7 +52,7 @@ def test_parquet_tables_of_every_column_type_grow_without_a_null(tmp_path, dtype
     old.astype(dtypes).to_parquet(path, index=False)
     as_read = [str(t) for t in pd.read_parquet(path).dtypes]  # the file's own schema (a float category is a double)
     new = _pairs(59, 7, " (new)")
-    added = append_rows(tmp_path, table, _new_rows(tmp_path, new), check=read_table)
+    added = append_rows(tmp_path, table, _new_rows(tmp_path, new), check=prepare_check())
     assert added.added == 59
     grown = pd.read_parquet(path)
     assert len(grown) == 259 and not grown.isna().any().any()
@@ -73,7 +73,7 @@ def test_a_word_in_a_numeric_parquet_column_is_refused_and_the_file_stays(tmp_pa
     rows = _pairs(5, 3, " x").astype(str)
     rows.loc[2, "score"] = "n/a"
     with pytest.raises(InputError, match=r"line 4: 'n/a' in column 'score' is not a number"):
-        append_rows(tmp_path, table, _new_rows(tmp_path, rows), check=read_table)
+        append_rows(tmp_path, table, _new_rows(tmp_path, rows), check=prepare_check())
     assert path.read_bytes() == before
 
 
@@ -85,7 +85,7 @@ def test_a_character_the_tables_encoding_lacks_is_refused_in_one_line(tmp_path):
     rows = _pairs(3, 4, " y").astype(str)
     rows.loc[1, "sentence2"] = "a guitar ♫ plays"
     with pytest.raises(InputError) as err:
-        append_rows(tmp_path, table, _new_rows(tmp_path, rows), check=read_table)
+        append_rows(tmp_path, table, _new_rows(tmp_path, rows), check=prepare_check())
     assert "line 3: '♫' cannot be written in the table's encoding cp1252" in str(err.value)
     assert len(str(err.value).splitlines()) == 1 and path.read_bytes() == before
 
@@ -97,7 +97,7 @@ def test_utf16_tables_grow_without_blank_lines(tmp_path, ext, sep):
     _pairs(200, 0).to_csv(path, sep=sep, index=False, encoding="utf-16")  # a BOM, then UTF-16 LE: Excel's export
     before = read_frame(path)
     new = _pairs(20, 9, " (u16)")
-    assert append_rows(tmp_path, table, _new_rows(tmp_path, new), check=read_table).added == 20
+    assert append_rows(tmp_path, table, _new_rows(tmp_path, new), check=prepare_check()).added == 20
     after = read_frame(path)
     assert len(after.frame) == len(before.frame) + 20 and after.rejects == before.rejects == []
     assert list(after.frame.sentence1.tail(20)) == list(new.sentence1)
@@ -121,10 +121,11 @@ def test_an_object_a_list_a_number_or_a_boolean_is_not_a_sentence(tmp_path):
 def test_an_add_prepare_would_refuse_is_restored_byte_for_byte(tmp_path):
     table = _declare(tmp_path, ".csv")
     path = tmp_path / table.file
-    _pairs(1000, 0).to_csv(path, index=False)
+    table_rows = _pairs(1000, 0).astype(str)
+    table_rows.loc[:19, "score"] = "n/a"  # the table's own 20 bad rows of 1,025 after the add: 1.95% > the 1% cap
+    table_rows.to_csv(path, index=False)
     before = path.read_bytes()
-    rows = _pairs(25, 5, " z").astype(str)
-    rows.loc[:19, "score"] = "n/a"  # 20 of 1,025 rows rejected: 1.95% > the 1% cap
+    rows = _pairs(25, 5, " z").astype(str)  # good rows: the grown table is what prepare would refuse
     with pytest.raises(InputError, match=r"would reject 20 of 1025 rows .* prepare would refuse it \(line \d+: score "
                                          r"is not a number\)"):
         add_rows(tmp_path, [table], "mine", _new_rows(tmp_path, rows), max_rejected_fraction=0.01)
@@ -167,7 +168,7 @@ def test_an_add_waits_for_a_running_dvc_repro_and_gives_up_writing_nothing(tmp_p
     assert path.read_text() != "never"
     holder = _hold_dvc_lock(tmp_path, 4)
     start = time.monotonic()
-    added = append_rows(tmp_path, table, _new_rows(tmp_path, _pairs(10, 2, " w")), check=read_table)
+    added = append_rows(tmp_path, table, _new_rows(tmp_path, _pairs(10, 2, " w")), check=prepare_check())
     assert added.added == 10 and time.monotonic() - start >= 3  # it waited for the repro to end, then added
     holder.wait()
 
@@ -213,5 +214,45 @@ def test_an_add_waits_for_a_running_stage(tmp_path):
                              text=True)
     assert stage.stdout.readline().strip() == "held"
     start = time.monotonic()
-    added = append_rows(tmp_path, table, _new_rows(tmp_path, _pairs(10, 2, " v")), check=read_table)
+    added = append_rows(tmp_path, table, _new_rows(tmp_path, _pairs(10, 2, " v")), check=prepare_check())
     assert added.added == 10 and time.monotonic() - start >= 3 and stage.wait(30) == 0
+
+
+def test_each_added_row_is_judged_on_its_own_whatever_the_tables_reject_cap(tmp_path):
+    """20 rows scored 0-100 added to a large 0-5 table: under a 1% cap of the grown table they would pass; each is
+    judged on its own, so the add is refused naming every line and reason, and the file stays as it was. --skip-bad
+    adds the good rows and lists the bad ones."""
+    table = _declare(tmp_path, ".csv")
+    path = tmp_path / table.file
+    _pairs(4000, 0).to_csv(path, index=False)
+    before = path.read_bytes()
+    rows = _pairs(25, 5, " z").astype(str)
+    rows.loc[:19, "score"] = [str(v) for v in range(40, 100, 3)]  # a 0-100 scale on a 0-5 table
+    new = _new_rows(tmp_path, rows)
+    with pytest.raises(InputError, match=r"20 of the rows to add would be rejected by prepare \(line 2: score outside "
+                                         r"the declared scale \[0, 5\]; line 3: .*; nothing was added to "
+                                         r"data/tables/mine.csv \(--skip-bad"):
+        add_rows(tmp_path, [table], "mine", new, max_rejected_fraction=0.01)
+    assert path.read_bytes() == before
+
+    _, added, _ = add_rows(tmp_path, [table], "mine", new, max_rejected_fraction=0.01, skip_bad=True)
+    assert added.added == 5 and [line for line, _ in added.skipped] == list(range(2, 22))
+    assert {why for _, why in added.skipped} == {"score outside the declared scale [0, 5]"}
+    grown = read_frame(path).frame
+    assert len(grown) == 4005 and list(grown.sentence1.tail(5)) == list(rows.sentence1.tail(5))
+    assert path.read_bytes().startswith(before)  # appended after the earlier bytes, never a rewrite
+
+
+def test_a_null_in_an_added_parquet_row_refuses_the_add_naming_its_line(tmp_path):
+    table = _declare(tmp_path, ".parquet")
+    path = tmp_path / table.file
+    frame = _pairs(300, 0).astype({"sentence1": "string", "sentence2": "string"})
+    frame.to_parquet(path, index=False)
+    before = path.read_bytes()
+    new = _pairs(5, 3, " q").astype({"sentence1": "string", "sentence2": "string"})
+    new.loc[2, "sentence2"] = pd.NA
+    new.to_parquet(tmp_path / "new.parquet", index=False)
+    with pytest.raises(InputError, match=r"1 of the rows to add would be rejected by prepare \(line 3: a sentence is "
+                                         r"missing \(null\)\)"):
+        add_rows(tmp_path, [table], "mine", tmp_path / "new.parquet")
+    assert path.read_bytes() == before

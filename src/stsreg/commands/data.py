@@ -21,6 +21,9 @@ def data(sub, name: str) -> None:
     dc.add_argument("--duplicates", choices=("skip", "refuse"), default="skip",
                     help="add: rows whose pair is already in the table (or repeated): skip them (reported) or refuse "
                          "the add")
+    dc.add_argument("--skip-bad", action="store_true",
+                    help="add: rows prepare would reject (each judged on its own) are left out and listed, the others "
+                         "added (default: any such row refuses the whole add, naming every line)")
     dc.add_argument("--params", default="params.yaml", help="add: the tables; check: stage 2's x0, judged against the "
                                                             "file's d. " + PARAMS_HELP)
     dc.add_argument("--sentence1", default="sentence1", help="column of the first sentence")
@@ -61,9 +64,12 @@ def _data_add(args: argparse.Namespace) -> int:
 
     prepare = load_params(args.params).prepare
     table, added, event = add_rows(Path("."), prepare.sts_tables, args.table, Path(args.file), args.duplicates,
-                                   prepare.max_rejected_fraction)
+                                   prepare.max_rejected_fraction, skip_bad=args.skip_bad)
     dups = (f"; {len(added.duplicates)} row(s) already in the table or repeated, skipped (lines "
             f"{', '.join(map(str, added.duplicates[:10]))}{' ...' if len(added.duplicates) > 10 else ''})"
             if added.duplicates else "")
-    print(f"added {added.added} rows to {table.file} ({table.name}; appended as {added.dialect}){dups}; {event}")
+    bad = (f"; {len(added.skipped)} row(s) prepare would reject, left out (--skip-bad): "
+           + "; ".join(f"line {line}: {why}" for line, why in added.skipped[:20])
+           + (" ..." if len(added.skipped) > 20 else "") if added.skipped else "")
+    print(f"added {added.added} rows to {table.file} ({table.name}; appended as {added.dialect}){dups}{bad}; {event}")
     return 0

@@ -13,9 +13,11 @@ project's data lock (:func:`stsreg.infra.locking.data_write_lock`: no stage and 
 
 Before it reports success the grown file is read back with the reader ``prepare`` uses and every appended row
 compared with the input (each column's text; numbers as numbers), and ``check`` (prepare's reading of the grown
-table, its reject cap included) runs. Any refusal (other columns, a character the file's encoding cannot hold, a
-value the column's type cannot hold, a row that reads back different, the grown table refused) writes nothing: the
-file is restored byte for byte and the error names the rows and the reason.
+table, its reject cap included) runs: every new row is judged on its own, so one that prepare would reject refuses
+the add (each such line named), whatever the table's reject cap; ``skip_bad`` adds the others and lists them. Any
+refusal (other columns, a character the file's encoding cannot hold, a value the column's type cannot hold, a row
+that reads back different, the grown table refused) writes nothing: the file is restored byte for byte and the error
+names the rows and the reason.
 """
 
 from __future__ import annotations
@@ -37,11 +39,13 @@ DUPLICATE_MODES = ("skip", "refuse")
 
 @dataclass(frozen=True)
 class Added:
-    """What an add did: rows appended, rows left out as duplicates (their lines in the new file), the dialect."""
+    """What an add did: rows appended, rows left out as duplicates (their lines in the new file), the dialect, and
+    with ``skip_bad`` the rows left out because prepare would reject them (``(line in the new file, reason)``)."""
 
     added: int
     duplicates: tuple[int, ...]
     dialect: str
+    skipped: tuple[tuple[int, str], ...] = ()
 
 
 def _pair_keys(frame: pd.DataFrame, s1: str, s2: str) -> pd.Series:
@@ -61,13 +65,6 @@ def _new_rows(rows_file: Path, current: TableFile, table) -> tuple[pd.DataFrame,
     return new.frame[list(current.frame.columns)], pd.Series(new.line, index=new.frame.index)
 
 
-
-
-
-
-
-
-
 def _same(a, b) -> bool:
     """Whether a value read back equals the one given: missing as missing, numbers as numbers, else the text."""
     def norm(v):
@@ -80,8 +77,10 @@ def _same(a, b) -> bool:
     return norm(a) == norm(b)
 
 
-def _verify(target: Path, table, before: TableFile, rows: pd.DataFrame, lines: pd.Series, rows_file: Path) -> None:
-    """The grown file read back as ``prepare`` reads it: the earlier rows as they were, then exactly the new ones."""
+def _verify(target: Path, table, before: TableFile, rows: pd.DataFrame, lines: pd.Series,
+            rows_file: Path) -> dict[int, int]:
+    """The grown file read back as ``prepare`` reads it: the earlier rows as they were, then exactly the new ones.
+    Returns ``{line in the grown table: line in rows_file}`` of the appended rows."""
     after = read_frame(target, table.quoting, table.encoding)
     n = len(before.frame)
     problems = []
@@ -98,12 +97,46 @@ def _verify(target: Path, table, before: TableFile, rows: pd.DataFrame, lines: p
     if problems:
         raise InputError(f"{rows_file}: the grown {table.file} does not read back as written ("
                          + "; ".join(problems[:5]) + "); nothing was added (the file is as it was)")
+    return dict(zip((int(x) for x in after.line[n:]), (int(x) for x in lines)))
 
 
-def append_rows(project: Path, table, rows_file: Path, duplicates: str = "skip", check=None) -> Added:
+def _refuse_bad(bad: dict[int, str], rows_file: Path, table) -> None:
+    shown = "; ".join(f"line {line}: {why}" for line, why in list(bad.items())[:20])
+    more = f"; and {len(bad) - 20} more" if len(bad) > 20 else ""
+    raise InputError(f"{rows_file}: {len(bad)} of the rows to add would be rejected by prepare ({shown}{more}); "
+                     f"nothing was added to {table.file} (--skip-bad adds the others and lists these)")
+
+
+def prepare_check(max_rejected_fraction: float = 1.0):
+    """The ``check`` of :func:`append_rows`: the grown table read as ``prepare`` reads it. Each new row prepare would
+    reject is returned (``{line in the rows file: reason}``: judged on its own, no cap applies to it); the table as a
+    whole is refused, as prepare would refuse it, when its rejects exceed ``max_rejected_fraction``
+    (``prepare.max_rejected_fraction``)."""
+    from stsreg.product.data.user_tables import read_table
+
+    def check(table, project: Path, new_lines: dict[int, int]) -> dict[int, str]:
+        _, rejects, counts = read_table(table, project)
+        mine = rejects[rejects.line.isin(list(new_lines))]
+        if len(mine):
+            return {new_lines[int(r.line)]: r.reason for r in mine.itertuples()}
+        if counts["read"] and counts["rejected"] / counts["read"] > max_rejected_fraction:
+            first = rejects.iloc[0]
+            raise InputError(f"{table.file} would reject {counts['rejected']} of {counts['read']} rows "
+                             f"({counts['rejected'] / counts['read']:.2%} > prepare.max_rejected_fraction="
+                             f"{max_rejected_fraction}) and prepare would refuse it (line {first.line}: "
+                             f"{first.reason}); nothing was added")
+        return {}
+    return check
+
+
+def append_rows(project: Path, table, rows_file: Path, duplicates: str = "skip", check=None,
+                skip_bad: bool = False) -> Added:
     """Append ``rows_file``'s rows (any supported format, the table's column names) to declared ``table``'s file.
-    ``check(table, project)`` (prepare's reading of the grown table) runs after the read-back; it raising restores
-    the file. Raises :class:`InputError` with nothing written."""
+    ``check(table, project, lines)`` (prepare's reading of the grown table; ``lines``: ``{line in the table: line in
+    rows_file}`` of the new rows) runs after the read-back and returns ``{line in rows_file: reason}`` of each new row
+    prepare would reject: each row is judged on its own, whatever the table's reject cap, so any such row refuses the
+    add, naming every line, unless ``skip_bad`` (then only the others are added, and the result lists them). A check
+    raising restores the file. Raises :class:`InputError` with nothing written."""
     if duplicates not in DUPLICATE_MODES:
         raise InputError(f"duplicates must be one of {DUPLICATE_MODES}, got {duplicates!r}")
     target = project / table.file
@@ -129,14 +162,30 @@ def append_rows(project: Path, table, rows_file: Path, duplicates: str = "skip",
         original = target.stat().st_size if fmt.in_place else target.read_bytes()
         try:
             fmt.append(target, current, rows, lines, rows_file)
-            _verify(target, table, current, rows, lines, rows_file)
-            if check is not None:
-                check(table, project)
+            grown = _verify(target, table, current, rows, lines, rows_file)
+            bad = check(table, project, grown) if check is not None else {}
+            if bad and not skip_bad:
+                _refuse_bad(bad, rows_file, table)
         except BaseException:
             _restore(target, original)
             raise
-        return Added(len(rows), dup_lines, described)
-
+        if not bad:
+            return Added(len(rows), dup_lines, described)
+        _restore(target, original)  # then the good rows alone, checked again
+        good = ~lines.isin(list(bad))
+        rows, lines = rows[good], lines[good]
+        if rows.empty:
+            return Added(0, dup_lines, described, tuple(bad.items()))
+        try:
+            fmt.append(target, current, rows, lines, rows_file)
+            grown = _verify(target, table, current, rows, lines, rows_file)
+            if check is not None and check(table, project, grown):
+                raise InputError(f"{rows_file}: rows judged good were rejected once the others were left out; "
+                                 "nothing was added")
+        except BaseException:
+            _restore(target, original)
+            raise
+        return Added(len(rows), dup_lines, described, tuple(bad.items()))
 
 
 def _restore(target: Path, original: bytes | int) -> None:
