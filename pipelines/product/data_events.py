@@ -38,12 +38,13 @@ def retrain_trigger(project: Path):
 
 
 def add_rows(project: Path, tables, name: str, rows_file: Path, duplicates: str = "skip",
-             max_rejected_fraction: float = 1.0, skip_bad: bool = False):
+             max_rejected_fraction: float = 1.0, skip_bad: bool = False, encoding: str | None = None):
     """Append ``rows_file`` to the declared table ``name`` (of ``tables``, ``prepare.sts_tables``) after its existing
     bytes (:func:`stsreg.product.data.append.append_rows`), the grown table checked as ``prepare`` will read it, its
     reject cap ``max_rejected_fraction`` (``prepare.max_rejected_fraction``) included (refused: the file restored,
     nothing appended) and every new row judged on its own (one prepare would reject refuses the add; ``skip_bad``: the
-    others are added), then emit :data:`DATA_EVENT` when rows were added. Returns (the table,
+    others are added; ``encoding``: the rows file's, default the table's), then emit :data:`DATA_EVENT` when rows were
+    added. Returns (the table,
     :class:`~stsreg.product.data.append.Added`, what became of the event: a sentence)."""
     from stsreg.infra.errors import InputError
     from stsreg.product.data.append import append_rows, prepare_check
@@ -54,7 +55,7 @@ def add_rows(project: Path, tables, name: str, rows_file: Path, duplicates: str 
         raise InputError(f"--table {name!r} is not a table of yours in prepare.sts_tables (yours: {sorted(declared)})")
     table = declared[name]
     added = append_rows(project, table, rows_file, duplicates, check=prepare_check(max_rejected_fraction),
-                        skip_bad=skip_bad)
+                        skip_bad=skip_bad, encoding=encoding)
     if not added.added:
         return table, added, "nothing added, no event sent"
     return table, added, emit_data_changed(project, table.name, added.added, began)

@@ -256,3 +256,39 @@ def test_a_null_in_an_added_parquet_row_refuses_the_add_naming_its_line(tmp_path
                                          r"missing \(null\)\)"):
         add_rows(tmp_path, [table], "mine", tmp_path / "new.parquet")
     assert path.read_bytes() == before
+
+
+def test_an_add_reads_its_rows_in_the_tables_declared_encoding_or_encoding_and_says_which(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """A table declared `encoding: cp1252` takes cp1252 rows (they used to be refused as "not valid UTF-8"); a UTF-8
+    table refuses them with the --encoding advice, and takes them with --encoding cp1252; the add says which it used."""
+    import yaml
+
+    import stsreg.cli
+    from tests.conftest import REPO
+
+    monkeypatch.chdir(tmp_path)
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    for name, encoding in (("legacy", "cp1252"), ("plain", "auto")):
+        path = tmp_path / f"data/tables/{name}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _pairs(200, 0).to_csv(path, index=False, encoding="cp1252" if encoding == "cp1252" else "utf-8")
+        params["prepare"]["sts_tables"].append({"name": name, "file": f"data/tables/{name}.csv", "scale": [0, 5],
+                                                "d": 1, "encoding": encoding})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    new = _pairs(10, 4, " café")
+    new.to_csv(tmp_path / "new.csv", index=False, encoding="cp1252")
+
+    assert stsreg.cli.main(["data", "add", "new.csv", "--table", "legacy"]) == 0
+    assert "added 10 rows to data/tables/legacy.csv (legacy; read as cp1252" in capsys.readouterr().out
+    assert (tmp_path / "data/tables/legacy.csv").read_bytes().count("café".encode("cp1252")) == 10
+
+    before = (tmp_path / "data/tables/plain.csv").read_bytes()
+    assert stsreg.cli.main(["data", "add", "new.csv", "--table", "plain"]) == 2
+    err = capsys.readouterr().err
+    assert "not valid UTF-8" in err and "read as UTF-8" in err and "--encoding cp1252" in err
+    assert (tmp_path / "data/tables/plain.csv").read_bytes() == before
+    # read as cp1252, written in the table's own encoding (UTF-8)
+    assert stsreg.cli.main(["data", "add", "new.csv", "--table", "plain", "--encoding", "cp1252"]) == 0
+    assert "read as cp1252" in capsys.readouterr().out
+    assert (tmp_path / "data/tables/plain.csv").read_bytes().count("café".encode("utf-8")) == 10

@@ -36,8 +36,9 @@ def data(sub, name: str) -> None:
                     help="gap between the annotation scale's categories (default: the step of the scores' grid when "
                          "they take few values, else a fifth of the scale)")
     dc.add_argument("--name", default=None, help="table name (default: from the file name)")
-    dc.add_argument("--encoding", default="auto",
-                    help="check: the file's encoding, e.g. cp1252 (auto: a byte-order mark, else UTF-8)")
+    dc.add_argument("--encoding", default=None,
+                    help="the file's encoding, e.g. cp1252 (check default auto: a byte-order mark, else UTF-8; add "
+                         "default: UTF-8, else the table's declared encoding)")
     dc.add_argument("--dev-fraction", type=float, default=0.1, help="hash splits: share of pairs in dev")
     dc.add_argument("--test-fraction", type=float, default=0.1, help="hash splits: share of pairs in test")
     dc.set_defaults(func=cmd_data)
@@ -54,7 +55,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     x0 = params.stage2.x0 if params else None
     cap = (params or Params()).prepare.max_rejected_fraction
     print(check(args.file, args.sentence1, args.sentence2, args.score, args.split, args.scale, args.d, args.name,
-                args.dev_fraction, args.test_fraction, x0, args.encoding, cap))
+                args.dev_fraction, args.test_fraction, x0, args.encoding or "auto", cap))
     return 0
 
 
@@ -64,12 +65,14 @@ def _data_add(args: argparse.Namespace) -> int:
 
     prepare = load_params(args.params).prepare
     table, added, event = add_rows(Path("."), prepare.sts_tables, args.table, Path(args.file), args.duplicates,
-                                   prepare.max_rejected_fraction, skip_bad=args.skip_bad)
+                                   prepare.max_rejected_fraction, skip_bad=args.skip_bad, encoding=args.encoding)
     dups = (f"; {len(added.duplicates)} row(s) already in the table or repeated, skipped (lines "
             f"{', '.join(map(str, added.duplicates[:10]))}{' ...' if len(added.duplicates) > 10 else ''})"
             if added.duplicates else "")
     bad = (f"; {len(added.skipped)} row(s) prepare would reject, left out (--skip-bad): "
            + "; ".join(f"line {line}: {why}" for line, why in added.skipped[:20])
            + (" ..." if len(added.skipped) > 20 else "") if added.skipped else "")
-    print(f"added {added.added} rows to {table.file} ({table.name}; appended as {added.dialect}){dups}{bad}; {event}")
+    read = "UTF-8 or its byte-order mark" if added.encoding == "auto" else added.encoding
+    print(f"added {added.added} rows to {table.file} ({table.name}; read as {read}, appended as {added.dialect})"
+          f"{dups}{bad}; {event}")
     return 0

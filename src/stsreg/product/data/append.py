@@ -46,23 +46,40 @@ class Added:
     duplicates: tuple[int, ...]
     dialect: str
     skipped: tuple[tuple[int, str], ...] = ()
+    encoding: str = "auto"
 
 
 def _pair_keys(frame: pd.DataFrame, s1: str, s2: str) -> pd.Series:
     return frame[s1].map(lambda x: str(x).strip()) + "\t" + frame[s2].map(lambda x: str(x).strip())
 
 
-def _new_rows(rows_file: Path, current: TableFile, table) -> tuple[pd.DataFrame, pd.Series]:
-    """The rows to add (columns in the table's order) and their lines in ``rows_file``."""
+def _read_rows(rows_file: Path, table, encoding: str | None) -> tuple[TableFile, str]:
+    """``rows_file`` read in ``encoding``; without one, as UTF-8 (or its byte-order mark) and, where that meets bytes
+    UTF-8 cannot hold and the table declares another encoding, in the table's: a cp1252 export added to a cp1252
+    table, never a UTF-8 file misread as cp1252. Returns (the file, the encoding used)."""
+    if encoding:
+        return read_frame(rows_file, encoding=encoding), encoding
     new = read_frame(rows_file)
+    if table.encoding != "auto" and any("UTF-8" in reason for _, reason, _ in new.rejects):
+        return read_frame(rows_file, encoding=table.encoding), table.encoding
+    return new, "auto"
+
+
+def _new_rows(rows_file: Path, current: TableFile, table, encoding: str | None
+              ) -> tuple[pd.DataFrame, pd.Series, str]:
+    """The rows to add (columns in the table's order), their lines in ``rows_file`` and the encoding it was read in
+    (:func:`_read_rows`)."""
+    new, encoding = _read_rows(rows_file, table, encoding)
     if new.rejects:
         line, reason, _ = new.rejects[0]
-        raise InputError(f"{rows_file}: {len(new.rejects)} record(s) cannot be read (line {line}: {reason}); "
+        advice = (f" (read as {'UTF-8' if encoding == 'auto' else encoding}: if the file is cp1252, from Excel on "
+                  "Windows, or latin-1, pass --encoding cp1252 or latin-1)" if "UTF-8" in reason else "")
+        raise InputError(f"{rows_file}: {len(new.rejects)} record(s) cannot be read (line {line}: {reason}){advice}; "
                          "nothing was added")
     if sorted(new.frame.columns) != sorted(current.frame.columns):
         raise InputError(f"{rows_file}: columns {list(new.frame.columns)} differ from {table.file}'s "
                          f"{list(current.frame.columns)}; nothing was added")
-    return new.frame[list(current.frame.columns)], pd.Series(new.line, index=new.frame.index)
+    return new.frame[list(current.frame.columns)], pd.Series(new.line, index=new.frame.index), encoding
 
 
 def _same(a, b) -> bool:
@@ -130,20 +147,21 @@ def prepare_check(max_rejected_fraction: float = 1.0):
 
 
 def append_rows(project: Path, table, rows_file: Path, duplicates: str = "skip", check=None,
-                skip_bad: bool = False) -> Added:
+                skip_bad: bool = False, encoding: str | None = None) -> Added:
     """Append ``rows_file``'s rows (any supported format, the table's column names) to declared ``table``'s file.
     ``check(table, project, lines)`` (prepare's reading of the grown table; ``lines``: ``{line in the table: line in
     rows_file}`` of the new rows) runs after the read-back and returns ``{line in rows_file: reason}`` of each new row
     prepare would reject: each row is judged on its own, whatever the table's reject cap, so any such row refuses the
     add, naming every line, unless ``skip_bad`` (then only the others are added, and the result lists them). A check
-    raising restores the file. Raises :class:`InputError` with nothing written."""
+    raising restores the file. ``rows_file`` is read in ``encoding`` (None: UTF-8, else the table's declared
+    ``encoding``: :func:`_read_rows`; the result says which). Raises :class:`InputError` with nothing written."""
     if duplicates not in DUPLICATE_MODES:
         raise InputError(f"duplicates must be one of {DUPLICATE_MODES}, got {duplicates!r}")
     target = project / table.file
     fmt = format_of(target)
     with data_write_lock(project):
         current = read_frame(target, table.quoting, table.encoding)
-        rows, lines = _new_rows(rows_file, current, table)
+        rows, lines, encoding = _new_rows(rows_file, current, table, encoding)
         s1, s2 = table.columns.sentence1, table.columns.sentence2
         if s1 in rows.columns and s2 in rows.columns:
             keys = _pair_keys(rows, s1, s2)
@@ -157,7 +175,7 @@ def append_rows(project: Path, table, rows_file: Path, duplicates: str = "skip",
         rows, lines, dup_lines = rows[~dup], lines[~dup], tuple(int(x) for x in lines[dup])
         described = current.dialect.describe() if current.dialect else fmt.name
         if rows.empty:
-            return Added(0, dup_lines, described)
+            return Added(0, dup_lines, described, encoding=encoding)
         # what restores the file: one that grows at its end only is cut back to its size, one rewritten is copied
         original = target.stat().st_size if fmt.in_place else target.read_bytes()
         try:
@@ -170,12 +188,12 @@ def append_rows(project: Path, table, rows_file: Path, duplicates: str = "skip",
             _restore(target, original)
             raise
         if not bad:
-            return Added(len(rows), dup_lines, described)
+            return Added(len(rows), dup_lines, described, encoding=encoding)
         _restore(target, original)  # then the good rows alone, checked again
         good = ~lines.isin(list(bad))
         rows, lines = rows[good], lines[good]
         if rows.empty:
-            return Added(0, dup_lines, described, tuple(bad.items()))
+            return Added(0, dup_lines, described, tuple(bad.items()), encoding)
         try:
             fmt.append(target, current, rows, lines, rows_file)
             grown = _verify(target, table, current, rows, lines, rows_file)
@@ -185,7 +203,7 @@ def append_rows(project: Path, table, rows_file: Path, duplicates: str = "skip",
         except BaseException:
             _restore(target, original)
             raise
-        return Added(len(rows), dup_lines, described, tuple(bad.items()))
+        return Added(len(rows), dup_lines, described, tuple(bad.items()), encoding)
 
 
 def _restore(target: Path, original: bytes | int) -> None:
