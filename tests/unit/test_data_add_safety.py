@@ -219,7 +219,7 @@ def test_an_add_waits_for_a_running_stage(tmp_path):
 
 
 def test_each_added_row_is_judged_on_its_own_whatever_the_tables_reject_cap(tmp_path):
-    """20 rows scored 0-100 added to a large 0-5 table: under a 1% cap of the grown table they would pass; each is
+    """6 bad rows among 25 added to a large 0-5 table: under a 1% cap of the grown table they would pass; each is
     judged on its own, so the add is refused naming every line and reason, and the file stays as it was. --skip-bad
     adds the good rows and lists the bad ones."""
     table = _declare(tmp_path, ".csv")
@@ -227,20 +227,39 @@ def test_each_added_row_is_judged_on_its_own_whatever_the_tables_reject_cap(tmp_
     _pairs(4000, 0).to_csv(path, index=False)
     before = path.read_bytes()
     rows = _pairs(25, 5, " z").astype(str)
-    rows.loc[:19, "score"] = [str(v) for v in range(40, 100, 3)]  # a 0-100 scale on a 0-5 table
+    rows.loc[:4, "score"] = ["7", "12.5", "-1", "5.5", "40"]
+    rows.loc[5, "sentence2"] = "   "
     new = _new_rows(tmp_path, rows)
-    with pytest.raises(InputError, match=r"20 of the rows to add would be rejected by prepare \(line 2: score outside "
-                                         r"the declared scale \[0, 5\]; line 3: .*; nothing was added to "
-                                         r"data/tables/mine.csv \(--skip-bad"):
+    with pytest.raises(InputError, match=r"6 of the rows to add would be rejected by prepare \(line 2: score outside "
+                                         r"the declared scale \[0, 5\]; line 3: .*line 7: empty sentence after "
+                                         r"stripping whitespace\); nothing was added to data/tables/mine.csv "
+                                         r"\(--skip-bad"):
         add_rows(tmp_path, [table], "mine", new, max_rejected_fraction=0.01)
     assert path.read_bytes() == before
 
     _, added, _ = add_rows(tmp_path, [table], "mine", new, max_rejected_fraction=0.01, skip_bad=True)
-    assert added.added == 5 and [line for line, _ in added.skipped] == list(range(2, 22))
-    assert {why for _, why in added.skipped} == {"score outside the declared scale [0, 5]"}
+    assert added.added == 19 and [line for line, _ in added.skipped] == list(range(2, 8))
     grown = read_frame(path).frame
-    assert len(grown) == 4005 and list(grown.sentence1.tail(5)) == list(rows.sentence1.tail(5))
+    assert len(grown) == 4019 and list(grown.sentence1.tail(19)) == list(rows.sentence1.tail(19))
     assert path.read_bytes().startswith(before)  # appended after the earlier bytes, never a rewrite
+
+
+def test_an_added_file_on_another_scale_is_refused_with_the_scale_it_looks_like(tmp_path):
+    """20 rows scored 0-100 added to a 1-10 table: the few that land inside 1-10 are misread too, so the whole add is
+    refused, --skip-bad included, saying what the file looks like."""
+    table = StsTableSource(name="mine", file="data/tables/mine.csv", columns=StsTableColumns(), scale=(1.0, 10.0),
+                           d=1.0)
+    (tmp_path / "data/tables").mkdir(parents=True)
+    path = tmp_path / table.file
+    _pairs(2000, 0).assign(score=lambda d: (d.score * 9 / 5 + 1).round(1)).to_csv(path, index=False)
+    before = path.read_bytes()
+    rows = _pairs(20, 5, " z").astype(str)
+    rows["score"] = [str(v) for v in (5, 10, 35, 60, 80, 95, 20, 45, 70, 90, 15, 30, 55, 65, 75, 85, 25, 40, 50, 100)]
+    for skip_bad in (False, True):
+        with pytest.raises(InputError, match=r"18 of its 20 rows score outside mine's scale \[1, 10\]; its scores run "
+                                             r"5..100, which looks like a 0-100 scale: .*scale: \[0, 100\]"):
+            add_rows(tmp_path, [table], "mine", _new_rows(tmp_path, rows), skip_bad=skip_bad)
+        assert path.read_bytes() == before
 
 
 def test_a_null_in_an_added_parquet_row_refuses_the_add_naming_its_line(tmp_path):

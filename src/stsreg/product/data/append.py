@@ -117,6 +117,23 @@ def _verify(target: Path, table, before: TableFile, rows: pd.DataFrame, lines: p
     return dict(zip((int(x) for x in after.line[n:]), (int(x) for x in lines)))
 
 
+def _other_scale(bad: dict[int, str], rows: pd.DataFrame, rows_file: Path, table) -> None:
+    """Refuse the whole add (``--skip-bad`` too) when most of its rows score outside the table's scale: the file is on
+    another scale, so its in-range scores are misread as well; the error says what it looks like."""
+    from stsreg.product.data.user_tables import guess_scale
+
+    outside = sum(why.startswith("score outside") for why in bad.values())
+    if outside * 2 <= len(rows):
+        return
+    scores = pd.to_numeric(rows[table.columns.score].astype(str).str.strip(), errors="coerce").dropna()
+    guess = guess_scale(scores.to_numpy()) if len(scores) else None
+    looks = (f", which looks like a {guess[0]:g}-{guess[1]:g} scale: a table of that scale would declare scale: "
+             f"[{guess[0]:g}, {guess[1]:g}]" if guess else "")
+    raise InputError(f"{rows_file}: {outside} of its {len(rows)} rows score outside {table.name}'s scale "
+                     f"[{table.scale[0]:g}, {table.scale[1]:g}]; its scores run {scores.min():g}..{scores.max():g}"
+                     f"{looks}. Rescale them to [{table.scale[0]:g}, {table.scale[1]:g}] first; nothing was added")
+
+
 def _refuse_bad(bad: dict[int, str], rows_file: Path, table) -> None:
     shown = "; ".join(f"line {line}: {why}" for line, why in list(bad.items())[:20])
     more = f"; and {len(bad) - 20} more" if len(bad) > 20 else ""
@@ -182,6 +199,7 @@ def append_rows(project: Path, table, rows_file: Path, duplicates: str = "skip",
             fmt.append(target, current, rows, lines, rows_file)
             grown = _verify(target, table, current, rows, lines, rows_file)
             bad = check(table, project, grown) if check is not None else {}
+            _other_scale(bad, rows, rows_file, table)
             if bad and not skip_bad:
                 _refuse_bad(bad, rows_file, table)
         except BaseException:
