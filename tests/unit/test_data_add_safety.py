@@ -311,3 +311,26 @@ def test_an_add_reads_its_rows_in_the_tables_declared_encoding_or_encoding_and_s
     assert stsreg.cli.main(["data", "add", "new.csv", "--table", "plain", "--encoding", "cp1252"]) == 0
     assert "read as cp1252" in capsys.readouterr().out
     assert (tmp_path / "data/tables/plain.csv").read_bytes().count("café".encode("utf-8")) == 10
+
+
+@pytest.mark.parametrize("cap", [0.01, 0.5])
+def test_data_check_names_every_rejected_line_whatever_the_cap(tmp_path, monkeypatch, capsys, cap):
+    """10 bad rows of 200: over the 1% cap the refusal names all 10 lines (not only the percentage); under a raised
+    cap the preview lists all 10 (not the first 5)."""
+    import yaml
+
+    import stsreg.cli
+    from tests.conftest import REPO
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["prepare"]["max_rejected_fraction"] = cap
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    monkeypatch.chdir(tmp_path)
+    rows = _pairs(200, 0).astype(str)
+    rows.loc[::20, "score"] = "n/a"
+    rows.to_csv("pairs.csv", index=False)
+    code = stsreg.cli.main(["data", "check", "pairs.csv"])
+    text = capsys.readouterr()
+    shown = text.err if cap < 0.05 else text.out
+    assert code == (2 if cap < 0.05 else 0)
+    assert [line for line in range(2, 202, 20) if f"  {line}: score is not a number" in shown] == list(range(2, 202, 20))

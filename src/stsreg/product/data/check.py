@@ -99,8 +99,8 @@ def check(file: str, sentence1: str, sentence2: str, score: str, split: str = ""
     if read.dialect:
         lines.append(f"read as {read.dialect.describe()}" + (f"; {read.dialect.note}" if read.dialect.note else ""))
     if len(rejects):
-        lines.append("first rejects (line: reason):")
-        lines += [f"  {r.line}: {r.reason}" for r in rejects.head(5).itertuples()]
+        lines.append("rejected rows (line: reason):")
+        lines += _rejected_lines(rejects)
     on_scale = from_internal(kept.score, table.scale)  # back on the file's scale, for the histogram
     lines += [f"scores on the scale [{table.scale[0]:g}, {table.scale[1]:g}] (d = {table.d:g}"
               f"{': ' + why_d if why_d else ''}; mapped to 0-5 for training):",
@@ -118,7 +118,20 @@ def _refuse_over_cap(file: str, counts: dict, rejects, cap: float | None, encodi
             "check it with --encoding cp1252 and declare that encoding" if undecodable and encoding == "auto" else "")
     raise InputError(f"{file}: {counts['rejected']} of {counts['read']} rows rejected "
                      f"({counts['rejected'] / counts['read']:.2%} > prepare.max_rejected_fraction={cap}): prepare "
-                     f"would refuse this table{hint}")
+                     f"would refuse this table{hint}. Rejected rows (line: reason):\n"
+                     + "\n".join(_rejected_lines(rejects)))
+
+
+#: How many rejected rows `data check` names, one line each (the rest are counted).
+SHOWN_REJECTS = 20
+
+
+def _rejected_lines(rejects) -> list[str]:
+    """Every rejected row as ``  line: reason``, up to :data:`SHOWN_REJECTS`, then how many more."""
+    shown = [f"  {r.line}: {r.reason}" for r in rejects.head(SHOWN_REJECTS).itertuples()]
+    more = len(rejects) - SHOWN_REJECTS
+    return shown + ([f"  ... and {more} more (data/rejected/ lists every one after `dvc repro prepare`)"] if more > 0
+                    else [])
 
 
 def _entry(table: StsTableSource, path: Path, dialect, x0: float | None) -> list[str]:
