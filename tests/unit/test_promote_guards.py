@@ -128,3 +128,5 @@ def test_the_registry_gate_promotes_a_task_gain_only_while_the_guard_holds(tmp_p
     assert c.get_model_version_by_alias(name, "champion").version == (v2 if promoted else v1)
     assert c.get_model_version(name, v2).tags["promotion.reason"] == out["reason"]
     assert ("guard avg7" in out["reason"]) and (("held" in out["reason"]) is promoted)
+    card = c.get_model_version(name, v2).description  # the version's card ends with the verdict, the guard named
+    assert card.endswith(f"## The promotion gate\n\n{'Promoted' if promoted else 'Not promoted'}: {out['reason']}.\n")

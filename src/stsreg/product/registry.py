@@ -25,6 +25,8 @@ from stsreg.product.sts_eval import CoverageError, paired_on_predictions, uncove
 log = logging.getLogger(__name__)
 
 MODEL_NAME = "sts-regression"
+#: Where the version's card (its registry description) gives the gate's verdict.
+GATE_HEADING = "## The promotion gate"
 PREDICTIONS = "eval/predictions.parquet"
 
 
@@ -213,5 +215,9 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
     c.set_model_version_tag(name, challenger.version, "promotion.decision", "promoted" if out["promoted"]
                             else "kept champion")
     c.set_model_version_tag(name, challenger.version, "promotion.reason", out["reason"])
+    # the registry's card of the version (its description) ends with the gate's verdict, each guard and whether it held
+    card = (c.get_model_version(name, challenger.version).description or "").split(GATE_HEADING)[0].rstrip()
+    c.update_model_version(name, challenger.version, description=f"{card}\n\n{GATE_HEADING}\n\n"
+                           f"{'Promoted' if out['promoted'] else 'Not promoted'}: {out['reason']}.\n")
     log.info("promotion: %s", out["reason"])
     return out
