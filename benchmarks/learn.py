@@ -193,14 +193,16 @@ def one_round(kind: str, served: Served, arrival: Path, rnd: int, pairs: pd.Data
 
 
 def round_one(project: Path, pairs: pd.DataFrame) -> dict:
-    """Round 1 (the first part, by hand): the champion v1 both kinds start from, scored on the fixed pairs."""
+    """Round 1 (the first part, by hand): the champion v1 both kinds start from (promoted by its gate, or set by
+    hand where the gate kept it: :func:`benchmarks.learn_report.first_champion`), scored on the fixed pairs."""
     summary = _json(project / "models/stage2/training_summary.json")
     metrics = _json(project / "reports/eval/metrics.json")
     params = yaml.safe_load((project / "params.yaml").read_text(encoding="utf-8"))
     cosines = task_scores(project / "models/stage2", pairs, params["evaluate"]["max_length"])
     return {"round": 1, "retrain": "first", "rows_added": None, "steps": summary.get("steps"),
             "kept_step": summary.get("best_step"), "avg7_unseen": metrics.get("avg7_unseen_spearman"),
-            "promoted": True, "champion": 1, "version": 1, "precision": summary.get("precision"),
+            "promoted": bool(_json(project / "reports/registry/promotion.json").get("promoted")), "champion": 1,
+            "version": 1, "precision": summary.get("precision"),
             "cosines": cosines.tolist()}
 
 

@@ -49,7 +49,7 @@ def scored_rows(rows: list[dict], pairs: pd.DataFrame, mask: np.ndarray) -> list
         task, ci = score(row, gold, mask)
         kinds = ("warm", "cold") if row["retrain"] == "first" else (row["retrain"],)
         for kind in kinds:
-            if row["promoted"] or kind not in served:
+            if row["promoted"] or kind not in served:  # round 1's v1 is served either way (gate or set by hand)
                 served[kind] = round(task, 2)
         new = {k: v for k, v in row.items() if k != "cosines"}
         new.update(task_score=round(task, 2), task_ci=ci, champion_score=served[kinds[0]])
@@ -118,6 +118,13 @@ def _gate_text(row: dict) -> str:
     return "; ".join(parts) or "-"
 
 
+def _first_text(row: dict) -> str:
+    first = row.get("first_champion") or {}
+    if first.get("set_by_hand"):
+        return "v1 against the untouched backbone: kept; set champion by hand (`stsreg champion set 1`)"
+    return "v1 against the untouched backbone"
+
+
 def markdown(rows: list[dict], machine: dict, meta: dict) -> str:
     g = meta["goal"]
     lines = [f"# The loop that learns: warm vs cold retrains, round by round\n",
@@ -130,7 +137,7 @@ def markdown(rows: list[dict], machine: dict, meta: dict) -> str:
              "the unseen ones), 95% bootstrap interval. Gate: `promote.metrics: [qa]`, `promote.guards: "
              "{avg7: 0.3}`, unseen pairs.\n",
              f"Overrides of both projects (a cut recipe): {', '.join(f'`{o}`' for o in meta['overrides']) or 'none'}."
-             "\n", "![task score per round](benchmarks-learn.png)\n",
+             " The plot of the task score per round: `reports/benchmarks-learn.png`.\n",
              "| round | retrain | rows added | stage 2 (min:s) | steps | kept step | dev start -> kept | task score "
              "[95% CI] | champion served | avg7 unseen | gate | promoted | loop clock (min:s) |",
              "|---:|---|---:|---:|---:|---:|---|---|---:|---:|---|---|---:|"]
@@ -140,8 +147,13 @@ def markdown(rows: list[dict], machine: dict, meta: dict) -> str:
         lines.append(f"| {r['round']} | {r['retrain']} | {r.get('rows_added') or '-'} | {_seconds(r.get('stage2_s'))} "
                      f"| {r.get('steps') or '-'} | {r.get('kept_step')} | {dev} | {r['task_score']:.2f} "
                      f"[{r['task_ci'][0]:.2f}, {r['task_ci'][1]:.2f}] | {r['champion_score']:.2f} | {avg7} | "
-                     f"{_gate_text(r) if r['retrain'] != 'first' else 'v1 against the backbone'} | "
+                     f"{_gate_text(r) if r['retrain'] != 'first' else _first_text(r)} | "
                      f"{'yes' if r['promoted'] else 'no'} | {_seconds(r.get('clock_s'))} |")
+    first = next((r.get("first_champion") or {} for r in rows if r["retrain"] == "first"), {})
+    if first.get("reason"):
+        lines += ["", f"Round 1's gate, v1 against the untouched backbone: {first['reason']}."
+                  + (" v1 was then set champion by hand, so that both kinds start from it." if first.get("set_by_hand")
+                     else "")]
     if g.get("complete"):
         lines += ["", f"After the last round (round {g['round']}): warm {g['warm_minus_cold']:+.2f} against cold on "
                   f"the task ({'within' if g['within'] else 'NOT within'} {WITHIN}), stage 2 at "
@@ -153,12 +165,28 @@ def markdown(rows: list[dict], machine: dict, meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def first_champion(project: Path) -> dict:
+    """How version 1 became the champion both kinds start from, from the project's registry: its gate decision and
+    reason, and the ``champion set`` by hand when the gate kept it."""
+    from stsreg.infra import tracking
+    from stsreg.product.registry import MODEL_NAME
+
+    if not (project / "mlflow/mlflow.db").exists():
+        return {}
+    tags = tracking.client(tracking.embedded_uri(project)).get_model_version(MODEL_NAME, "1").tags
+    return {"decision": tags.get("promotion.decision"), "reason": tags.get("promotion.reason"),
+            "set_by_hand": tags.get("champion.set_by_hand")}
+
+
 def write(rows: list[dict], pairs: pd.DataFrame, projects: dict[str, Path], overrides: list[str], split: dict,
           out: Path) -> str:
     """Score, judge, plot and write the report files; returns the markdown."""
     from stsreg.infra.tracking import cpu_name
 
     mask = unseen_mask(pairs, projects["cold"] / "data/prepared/sts.parquet")
+    first = first_champion(projects["warm"])
+    rows = [{**r, "promoted": first.get("decision", "promoted") == "promoted", "first_champion": first}
+            if r["retrain"] == "first" else r for r in rows]
     done = scored_rows(rows, pairs, mask)
     precision = sorted({r["precision"] for r in done if r.get("precision")})
     machine = {"cpu": cpu_name(), "cores": os.cpu_count(), "precision": ", ".join(precision) or "?"}

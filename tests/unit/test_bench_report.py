@@ -202,5 +202,5 @@ def test_the_learning_curve_report_scores_fixed_pairs_follows_the_champion_and_j
     assert goal["complete"] and goal["stage2_ratio"] == 0.2 and goal["fast_enough"]
     assert goal["warm_minus_cold"] == round(by[(3, "warm")]["task_score"] - by[(3, "cold")]["task_score"], 2)
     assert goal["warm_promoted_rounds"] == [2] and goal["cold_promoted_rounds"] == [3]
-    assert (tmp_path / "learn.png").read_bytes()[:4] == b"\x89PNG" and "![task score per round]" in text
+    assert (tmp_path / "learn.png").read_bytes()[:4] == b"\x89PNG" and "reports/benchmarks-learn.png" in text
     assert "`stage2.epochs=1`" in text and out["machine"]["precision"] == "fp32"
