@@ -110,6 +110,11 @@ def projects(base: Path, overrides: list[str], first: float, n: int) -> tuple[di
     if not _has_champion(warm):
         print(f"round 1 by hand in {warm}: dvc repro promote", flush=True)
         _sh(["dvc", "repro", "promote"], warm)
+    if not _has_champion(warm):  # the gate against the untouched backbone kept v1: both kinds still start from it
+        decision = _json(warm / "reports/registry/promotion.json")
+        _sh([STSREG, "champion", "set", str(decision["challenger"]), "--reason",
+             "make bench-learn: round 1's version is the champion both retrain kinds start from (the gate against the "
+             f"untouched backbone kept it: {decision.get('reason', '')[:300]})"], warm)
     if not (cold / "params.yaml").exists():  # the same champion v1, data and registry for both kinds
         shutil.copytree(warm, cold, symlinks=True)
         # the warm recipe as this checkout declares it (the clone may predate it), switched on in the warm project
