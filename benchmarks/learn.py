@@ -175,6 +175,13 @@ def one_round(kind: str, served: Served, arrival: Path, rnd: int, pairs: pd.Data
     report = _last_run(project, began, timeout_s)
     if report.get("promoted"):
         served.load.wait_for(str(report["after"]["champion"]), 600)
+    return row_of(kind, project, rnd, pairs, report, began, served.load.summary())
+
+
+def row_of(kind: str, project: Path, rnd: int, pairs: pd.DataFrame, report: dict, began: float,
+           load: dict | None) -> dict:
+    """A round's row from the project's files after its retrain (``report``: its ``reports/retrain/last_run.json``;
+    ``load``: what the light load saw, None when nobody watched)."""
     summary = _json(project / "models/stage2/training_summary.json")
     phases = {p["phase"]: p["seconds"] for p in (report.get("clock") or {}).get("phases", [])}
     evaluated = "evaluate" in report.get("ran", [])
@@ -194,7 +201,7 @@ def one_round(kind: str, served: Served, arrival: Path, rnd: int, pairs: pd.Data
             "champion": report["after"]["champion"], "version": report["after"]["latest"],
             "precision": summary.get("precision"), "settings": {"stage2": summary.get("config", {}).get("stage2"),
                                                                "promote": params["promote"]},
-            "load": served.load.summary(), "cosines": cosines.tolist(), "added_at": began}
+            "load": load, "cosines": cosines.tolist(), "added_at": began}
 
 
 def round_one(project: Path, pairs: pd.DataFrame) -> dict:

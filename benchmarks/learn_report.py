@@ -149,6 +149,10 @@ def markdown(rows: list[dict], machine: dict, meta: dict) -> str:
                      f"[{r['task_ci'][0]:.2f}, {r['task_ci'][1]:.2f}] | {r['champion_score']:.2f} | {avg7} | "
                      f"{_gate_text(r) if r['retrain'] != 'first' else _first_text(r)} | "
                      f"{'yes' if r['promoted'] else 'no'} | {_seconds(r.get('clock_s'))} |")
+    done = max(r["round"] for r in rows) - 1
+    if done < meta["split"]["arrivals"]:
+        lines += ["", f"Measured: {done} of the {meta['split']['arrivals']} arrivals (the run stopped after round "
+                  f"{done + 1}; `make bench-learn` continues it from `build/bench-learn/rounds.json`)."]
     first = next((r.get("first_champion") or {} for r in rows if r["retrain"] == "first"), {})
     if first.get("reason"):
         lines += ["", f"Round 1's gate, v1 against the untouched backbone: {first['reason']}."

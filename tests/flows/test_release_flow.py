@@ -141,7 +141,7 @@ def test_a_warm_retrain_starts_from_the_champion_and_names_it(registry, tmp_path
     champion = c.get_model_version_by_alias(NAME, "champion")
     raw = yaml.safe_load((work / "params.yaml").read_text())
     raw["stage2"].update(batch_size=8, eval_every=1000, checkpoint_every_s=0,
-                         warm_start={"enabled": True, "epochs": 1, "lr": 3e-5})
+                         warm_start={"enabled": True, "epochs": 1, "lr": 3e-5, "replay": 1.0})  # every row
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     sts = _warm_table()
     sts.to_parquet(tmp_path / "sts.parquet")
@@ -180,7 +180,7 @@ def test_a_warm_retrain_replays_a_fraction_of_the_champions_rows_beside_every_ne
     champion = c.get_model_version_by_alias(NAME, "champion")
     raw = yaml.safe_load((work / "params.yaml").read_text())
     raw["stage2"].update(batch_size=8, eval_every=1000, checkpoint_every_s=0,
-                         warm_start={"enabled": True, "epochs": 1, "lr": 3e-5, "replay": 0.5})
+                         warm_start={"enabled": True, "epochs": 1, "lr": 3e-5, "replay": 0.5, "replay_task": False})
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     _warm_table().to_parquet(tmp_path / "sts.parquet")
     summary = tracked_stage2(str(tmp_path / "params.yaml"), str(tmp_path / "sts.parquet"), str(work / "untrained"),
