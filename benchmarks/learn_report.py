@@ -158,6 +158,8 @@ def markdown(rows: list[dict], machine: dict, meta: dict) -> str:
         lines += ["", f"Round 1's gate, v1 against the untouched backbone: {first['reason']}."
                   + (" v1 was then set champion by hand, so that both kinds start from it." if first.get("set_by_hand")
                      else "")]
+    if meta.get("note"):
+        lines += ["", f"**Read the times with this:** {meta['note']}"]
     if g.get("complete"):
         lines += ["", f"After the last round (round {g['round']}): warm {g['warm_minus_cold']:+.2f} against cold on "
                   f"the task ({'within' if g['within'] else 'NOT within'} {WITHIN}), stage 2 at "
@@ -183,8 +185,9 @@ def first_champion(project: Path) -> dict:
 
 
 def write(rows: list[dict], pairs: pd.DataFrame, projects: dict[str, Path], overrides: list[str], split: dict,
-          out: Path) -> str:
-    """Score, judge, plot and write the report files; returns the markdown."""
+          out: Path, note: str = "") -> str:
+    """Score, judge, plot and write the report files (``note``: what else ran on the machine); returns the
+    markdown."""
     from stsreg.infra.tracking import cpu_name
 
     mask = unseen_mask(pairs, projects["cold"] / "data/prepared/sts.parquet")
@@ -197,7 +200,7 @@ def write(rows: list[dict], pairs: pd.DataFrame, projects: dict[str, Path], over
     for r in done:
         r["cpu"] = machine["cpu"]
     meta = {"goal": goal(done), "overrides": overrides, "split": split, "fixed_pairs": len(pairs),
-            "unseen_pairs": int(mask.sum())}
+            "unseen_pairs": int(mask.sum()), "note": note}
     out.parent.mkdir(parents=True, exist_ok=True)
     plot(done, out.with_suffix(".png"))
     text = markdown(done, machine, meta)
@@ -210,16 +213,18 @@ def main(argv: list[str] | None = None) -> int:
     """Rewrite the report from a finished run's ``rounds.json`` (``python -m benchmarks.learn_report DIR``)."""
     import argparse
 
-    from benchmarks.learn import fixed_test_pairs
+    from benchmarks.learn_data import fixed_test_pairs
 
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("dir", type=Path)
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "reports/benchmarks-learn")
+    ap.add_argument("--note", default="", help="what else ran on the machine during the rounds (kept in the report)")
     a = ap.parse_args(argv)
     state = json.loads((a.dir / "rounds.json").read_text())
+    state["note"] = a.note or state.get("note", "")
     projects = {"warm": a.dir / "warm", "cold": a.dir / "cold"}
     print(write(state["rows"], fixed_test_pairs(a.dir), projects, state.get("overrides", []),
-                state.get("split", {}), a.out))
+                state.get("split", {}), a.out, state["note"]))
     return 0
 
 

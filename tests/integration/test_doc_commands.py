@@ -113,6 +113,9 @@ DECLARED: dict[str, str] = {
     "make bench-stage2": _LONG.format("~30 min", "tests/unit/test_bench_report.py"),
     "make bench-loop": _LONG.format("a first champion, then one retrain of the worked example",
                                     "tests/integration/test_bench_loop.py (its run on a tiny project)"),
+    "make bench-learn": _LONG.format("a first champion, then four arrivals each retrained warm and cold (hours on 2 "
+                                     "fp32 cores)", "tests/unit/test_bench_report.py (the report from its rounds) and "
+                                     "tests/flows/test_retrain_nothing_learned.py (the loop it drives)"),
     "make bench-loop-warm": _LONG.format("make bench-loop twice: a cold and a warm retrain of the worked example",
                                          "tests/integration/test_bench_loop.py and tests/unit/test_bench_report.py "
                                          "(the side-by-side table)"),

@@ -82,7 +82,7 @@ def test_a_champions_rows_that_cannot_be_used_are_named_and_nothing_is_trained_o
 def test_a_replay_outside_0_1_is_refused_naming_the_key(tmp_path, value):
     from tests.conftest import REPO
 
-    text = (REPO / "params.yaml").read_text().replace("    replay: 1.0 ", f"    replay: {value} ")
+    text = (REPO / "params.yaml").read_text().replace("    replay: 0.1 ", f"    replay: {value} ")
     assert f"replay: {value}" in text
     (tmp_path / "params.yaml").write_text(text)
     with pytest.raises(ParamsError, match="stage2.warm_start.replay: expected a value"):

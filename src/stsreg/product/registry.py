@@ -160,6 +160,16 @@ def _judge_rescored(judge, mine: pd.DataFrame, stored: pd.DataFrame, champion, r
         return judge(rescore(champion, None)), "every test pair scored"
 
 
+def _record(c, name: str, version: str, out: dict) -> None:
+    """The gate's decision on the version: tags ``promotion.decision`` / ``promotion.reason``, and its card in the
+    registry (the description) ends with the verdict, each guard and whether it held (replaced when judged again)."""
+    c.set_model_version_tag(name, version, "promotion.decision", "promoted" if out["promoted"] else "kept champion")
+    c.set_model_version_tag(name, version, "promotion.reason", out["reason"])
+    card = (c.get_model_version(name, version).description or "").split(GATE_HEADING)[0].rstrip()
+    c.update_model_version(name, version, description=f"{card}\n\n{GATE_HEADING}\n\n"
+                           f"{'Promoted' if out['promoted'] else 'Not promoted'}: {out['reason']}.\n")
+
+
 def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: str = MODEL_NAME,
             baseline=None, baseline_name: str = "the untouched backbone", uri: str | None = None,
             rescore=None) -> dict:
@@ -212,12 +222,6 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
         out.update(promoted=passed, reason=reason, test=first, tests=tests, **({"guards": guards} if guards else {}))
     if out["promoted"]:
         c.set_registered_model_alias(name, "champion", challenger.version)
-    c.set_model_version_tag(name, challenger.version, "promotion.decision", "promoted" if out["promoted"]
-                            else "kept champion")
-    c.set_model_version_tag(name, challenger.version, "promotion.reason", out["reason"])
-    # the registry's card of the version (its description) ends with the gate's verdict, each guard and whether it held
-    card = (c.get_model_version(name, challenger.version).description or "").split(GATE_HEADING)[0].rstrip()
-    c.update_model_version(name, challenger.version, description=f"{card}\n\n{GATE_HEADING}\n\n"
-                           f"{'Promoted' if out['promoted'] else 'Not promoted'}: {out['reason']}.\n")
+    _record(c, name, challenger.version, out)
     log.info("promotion: %s", out["reason"])
     return out
