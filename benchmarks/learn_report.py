@@ -58,11 +58,14 @@ def scored_rows(rows: list[dict], pairs: pd.DataFrame, mask: np.ndarray) -> list
 
 
 def goal(rows: list[dict]) -> dict:
-    """The last round's warm against cold: the task-score gap and the stage-2 time ratio, and whether each holds."""
-    last = max(r["round"] for r in rows)
+    """The last round both kinds finished, warm against cold: the task-score gap and the stage-2 time ratio, and
+    whether each holds."""
+    kinds = {n: {r["retrain"] for r in rows if r["round"] == n} for n in {r["round"] for r in rows}}
+    both = [n for n, have in kinds.items() if {"warm", "cold"} <= have]
+    if not both:
+        return {"round": max(r["round"] for r in rows), "complete": False}
+    last = max(both)
     by = {r["retrain"]: r for r in rows if r["round"] == last}
-    if not {"warm", "cold"} <= set(by):
-        return {"round": last, "complete": False}
     gap = round(by["warm"]["task_score"] - by["cold"]["task_score"], 2)
     ratio = (round(by["warm"]["stage2_s"] / by["cold"]["stage2_s"], 3)
              if by["warm"].get("stage2_s") and by["cold"].get("stage2_s") else None)
