@@ -43,9 +43,9 @@ def add_rows(project: Path, tables, name: str, rows_file: Path, duplicates: str 
     bytes (:func:`stsreg.product.data.append.append_rows`), the grown table checked as ``prepare`` will read it, its
     reject cap ``max_rejected_fraction`` (``prepare.max_rejected_fraction``) included (refused: the file restored,
     nothing appended) and every new row judged on its own (one prepare would reject refuses the add; ``skip_bad``: the
-    others are added; ``encoding``: the rows file's, default the table's), then emit :data:`DATA_EVENT` when rows were
-    added. Returns (the table,
-    :class:`~stsreg.product.data.append.Added`, what became of the event: a sentence)."""
+    others are added; ``encoding``: the rows file's, default UTF-8, else the table's), then emit :data:`DATA_EVENT`
+    when rows were added. Returns (the table, :class:`~stsreg.product.data.append.Added`, what became of the event: a
+    sentence)."""
     from stsreg.infra.errors import InputError
     from stsreg.product.data.append import append_rows, prepare_check
 

@@ -195,16 +195,12 @@ def append_rows(project: Path, table, rows_file: Path, duplicates: str = "skip",
             return Added(0, dup_lines, described, encoding=encoding)
         # what restores the file: one that grows at its end only is cut back to its size, one rewritten is copied
         original = target.stat().st_size if fmt.in_place else target.read_bytes()
-        try:
-            fmt.append(target, current, rows, lines, rows_file)
-            grown = _verify(target, table, current, rows, lines, rows_file)
-            bad = check(table, project, grown) if check is not None else {}
+        def first(bad: dict[int, str]) -> None:
             _other_scale(bad, rows, rows_file, table)
             if bad and not skip_bad:
                 _refuse_bad(bad, rows_file, table)
-        except BaseException:
-            _restore(target, original)
-            raise
+
+        bad = _append_judged(fmt, target, original, current, rows, lines, rows_file, table, project, check, first)
         if not bad:
             return Added(len(rows), dup_lines, described, encoding=encoding)
         _restore(target, original)  # then the good rows alone, checked again
@@ -212,16 +208,29 @@ def append_rows(project: Path, table, rows_file: Path, duplicates: str = "skip",
         rows, lines = rows[good], lines[good]
         if rows.empty:
             return Added(0, dup_lines, described, tuple(bad.items()), encoding)
-        try:
-            fmt.append(target, current, rows, lines, rows_file)
-            grown = _verify(target, table, current, rows, lines, rows_file)
-            if check is not None and check(table, project, grown):
+
+        def again(still: dict[int, str]) -> None:
+            if still:
                 raise InputError(f"{rows_file}: rows judged good were rejected once the others were left out; "
                                  "nothing was added")
-        except BaseException:
-            _restore(target, original)
-            raise
+
+        _append_judged(fmt, target, original, current, rows, lines, rows_file, table, project, check, again)
         return Added(len(rows), dup_lines, described, tuple(bad.items()), encoding)
+
+
+def _append_judged(fmt, target: Path, original: bytes | int, current: TableFile, rows: pd.DataFrame,
+                   lines: pd.Series, rows_file: Path, table, project: Path, check, judge) -> dict[int, str]:
+    """Append ``rows``, read the file back, and return what ``check`` says of the new rows (``{line in rows_file:
+    reason}``) after ``judge`` of it, which may refuse; any exception restores the file to ``original``."""
+    try:
+        fmt.append(target, current, rows, lines, rows_file)
+        grown = _verify(target, table, current, rows, lines, rows_file)
+        bad = check(table, project, grown) if check is not None else {}
+        judge(bad)
+        return bad
+    except BaseException:
+        _restore(target, original)
+        raise
 
 
 def _restore(target: Path, original: bytes | int) -> None:
