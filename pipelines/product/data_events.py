@@ -38,12 +38,14 @@ def retrain_trigger(project: Path):
 
 
 def add_rows(project: Path, tables, name: str, rows_file: Path, duplicates: str = "skip",
-             max_rejected_fraction: float = 1.0, skip_bad: bool = False, encoding: str | None = None):
+             max_rejected_fraction: float = 1.0, skip_bad: bool = False, encoding: str | None = None,
+             wait_s: float = 3600.0):
     """Append ``rows_file`` to the declared table ``name`` (of ``tables``, ``prepare.sts_tables``) after its existing
     bytes (:func:`stsreg.product.data.append.append_rows`), the grown table checked as ``prepare`` will read it, its
     reject cap ``max_rejected_fraction`` (``prepare.max_rejected_fraction``) included (refused: the file restored,
     nothing appended) and every new row judged on its own (one prepare would reject refuses the add; ``skip_bad``: the
-    others are added; ``encoding``: the rows file's, default UTF-8, else the table's), then emit :data:`DATA_EVENT`
+    others are added; ``encoding``: the rows file's, default UTF-8, else the table's; ``wait_s``: how long to wait
+    for a running stage or ``dvc repro``, 0 not at all), then emit :data:`DATA_EVENT`
     when rows were added. Returns (the table, :class:`~stsreg.product.data.append.Added`, what became of the event: a
     sentence)."""
     from stsreg.infra.errors import InputError
@@ -55,7 +57,7 @@ def add_rows(project: Path, tables, name: str, rows_file: Path, duplicates: str 
         raise InputError(f"--table {name!r} is not a table of yours in prepare.sts_tables (yours: {sorted(declared)})")
     table = declared[name]
     added = append_rows(project, table, rows_file, duplicates, check=prepare_check(max_rejected_fraction),
-                        skip_bad=skip_bad, encoding=encoding)
+                        skip_bad=skip_bad, encoding=encoding, wait_s=wait_s)
     if not added.added:
         return table, added, "nothing added, no event sent"
     return table, added, emit_data_changed(project, table.name, added.added, began)

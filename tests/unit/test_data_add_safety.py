@@ -158,13 +158,13 @@ def test_an_add_waits_for_a_running_dvc_repro_and_gives_up_writing_nothing(tmp_p
     _pairs(200, 0).to_csv(path, index=False)
     holder = _hold_dvc_lock(tmp_path, 60)
     try:
-        with pytest.raises(TimeoutError, match="holds .*lock for more than 1 s; nothing was written"):
+        with pytest.raises(TimeoutError, match=r"holding .dvc/tmp/lock \(waited 1 s\): nothing was written"):
             with data_write_lock(tmp_path, timeout_s=1):
                 path.write_text("never")
     finally:
         holder.kill()
         holder.wait()
-    assert "a `dvc repro` or another DVC command is running" in capsys.readouterr().err
+    assert "for: a `dvc repro` or another DVC command holding .dvc/tmp/lock" in capsys.readouterr().err
     assert path.read_text() != "never"
     holder = _hold_dvc_lock(tmp_path, 4)
     start = time.monotonic()

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from stsreg.commands import PARAMS_HELP
 from stsreg.infra.config import load_params
+from stsreg.infra.errors import InputError
 
 
 def data(sub, name: str) -> None:
@@ -39,6 +40,11 @@ def data(sub, name: str) -> None:
     dc.add_argument("--encoding", default=None,
                     help="the file's encoding, e.g. cp1252 (check default auto: a byte-order mark, else UTF-8; add "
                          "default: UTF-8, else the table's declared encoding)")
+    dc.add_argument("--wait-s", type=float, default=3600.0, metavar="SECONDS",
+                    help="add: how long to wait for a running stage or `dvc repro` in the project (it says what it "
+                         "waits for); then nothing is written (default 3600)")
+    dc.add_argument("--no-wait", action="store_true",
+                    help="add: refuse at once, writing nothing, when a stage or `dvc repro` runs in the project")
     dc.add_argument("--dev-fraction", type=float, default=0.1, help="hash splits: share of pairs in dev")
     dc.add_argument("--test-fraction", type=float, default=0.1, help="hash splits: share of pairs in test")
     dc.set_defaults(func=cmd_data)
@@ -64,8 +70,12 @@ def _data_add(args: argparse.Namespace) -> int:
     from pipelines.product.data_events import add_rows
 
     prepare = load_params(args.params).prepare
-    table, added, event = add_rows(Path("."), prepare.sts_tables, args.table, Path(args.file), args.duplicates,
-                                   prepare.max_rejected_fraction, skip_bad=args.skip_bad, encoding=args.encoding)
+    try:
+        table, added, event = add_rows(Path("."), prepare.sts_tables, args.table, Path(args.file), args.duplicates,
+                                       prepare.max_rejected_fraction, skip_bad=args.skip_bad, encoding=args.encoding,
+                                       wait_s=0.0 if args.no_wait else args.wait_s)
+    except TimeoutError as exc:
+        raise InputError(f"{args.file}: not added to --table {args.table}: {exc}") from None
     dups = (f"; {len(added.duplicates)} row(s) already in the table or repeated, skipped (lines "
             f"{', '.join(map(str, added.duplicates[:10]))}{' ...' if len(added.duplicates) > 10 else ''})"
             if added.duplicates else "")

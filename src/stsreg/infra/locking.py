@@ -4,7 +4,9 @@ Every ``stsreg`` stage command holds it while it runs, so two runs started side 
 scheduled retrain and a manual ``dvc repro``) queue instead of interleaving their writes. A flow that holds
 it and runs ``dvc repro`` passes :data:`HELD_ENV` to that subprocess (:func:`held_env`), so the stages it
 starts do not wait for their own parent. Under ``torchrun`` only rank 0 takes it (the other ranks wait for
-rank 0 in the process group anyway).
+rank 0 in the process group anyway). Its holder writes who it is (``.stsreg/pipeline.holder.json``), so that
+whoever waits is told what for (:func:`holder`). A write into the project's tables holds it only while no DVC
+command runs (:func:`data_write_lock`).
 """
 
 from __future__ import annotations
@@ -55,52 +57,86 @@ def pipeline_lock(project: Path, timeout_s: float = -1, announce: bool = False) 
             raise TimeoutError(
                 f"another pipeline run holds {path} for more than {timeout_s:.0f} s; not starting"
             ) from None
-        print(f"waiting for {path}: another stsreg stage or pipeline run holds it", file=sys.stderr, flush=True)
+        print(f"waiting for {path}: held by {holder(project)}", file=sys.stderr, flush=True)
         try:
             lock.acquire(timeout=timeout_s)
         except Timeout:
             raise TimeoutError(
                 f"another pipeline run holds {path} for more than {timeout_s:.0f} s; not starting"
             ) from None
+    _write_holder(project)
     try:
         yield
     finally:
         lock.release()
 
 
-#: DVC's own repository lock: held by every ``dvc repro`` / ``dvc commit`` from start to end (dvc.lock included).
-DVC_LOCK = Path(".dvc") / "tmp" / "lock"
+def _holder_path(project: Path) -> Path:
+    return Path(project) / STATE_DIR / "pipeline.holder.json"
+
+
+def holder(project: Path) -> str:
+    """Who holds the project's pipeline lock, in words (``PID 123, `stsreg train --stage 2`, since 12:01:05``), as its
+    holder wrote it on taking it; "another stsreg stage or pipeline run" when that is not known."""
+    import json
+
+    import psutil
+
+    try:
+        info = json.loads(_holder_path(project).read_text(encoding="utf-8"))
+        if psutil.pid_exists(int(info["pid"])):
+            return f"PID {info['pid']}, `{info['cmd']}`, since {time.strftime('%H:%M:%S', time.localtime(info['since']))}"
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return "another stsreg stage or pipeline run"
+
+
+def _write_holder(project: Path) -> None:
+    import json
+
+    cmd = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])[:200]
+    try:
+        _holder_path(project).write_text(json.dumps({"pid": os.getpid(), "cmd": cmd, "since": time.time()}))
+    except OSError:  # who holds it is only said to people waiting: never a reason to fail the holder
+        pass
 
 
 @contextmanager
 def data_write_lock(project: Path, timeout_s: float = 3600.0) -> Iterator[None]:
-    """What a write into the project's data (``stsreg data add``) holds: the pipeline lock (no stage runs beside it)
-    and, in a DVC project, DVC's repository lock, so that no ``dvc repro`` is between reading a table and recording
-    it in ``dvc.lock`` while the file grows (a by-hand ``dvc repro`` holds it across every stage and the hashing
-    after them). Waits up to ``timeout_s`` seconds, saying once on stderr what it waits for; then ``TimeoutError``."""
-    from dvc.lock import Lock, LockError
+    """What a write into the project's data (``stsreg data add``) holds: the pipeline lock, taken only while no DVC
+    command runs in the project (:func:`stsreg.infra.dvc_busy.busy`: a ``dvc repro`` between its stages holds DVC's
+    repository lock; one running a stage's command holds rwlock entries), so the rows land before a repro reads the
+    table or after it has recorded what it read, never between. It never holds DVC's own lock: a ``dvc repro`` started
+    during the add runs, and its stage commands (``stsreg prepare``) wait for the pipeline lock, then read every row.
+    It never holds one lock while waiting for the other (a repro's stage command waits for the pipeline lock while
+    DVC holds its rwlock entries). Waits up to ``timeout_s`` seconds (0: not at all), saying on stderr what it waits
+    for; then ``TimeoutError`` saying what held it and that nothing was written."""
+    from stsreg.infra.dvc_busy import busy
 
-    deadline = time.monotonic() + timeout_s
-    with pipeline_lock(project, timeout_s, announce=True):
-        path = Path(project) / DVC_LOCK
-        if not path.parent.is_dir():  # not a DVC project (or never run): nothing to exclude
-            yield
-            return
-        lock, told = Lock(str(path)), False
-        while True:
-            try:
-                lock._do_lock()  # one attempt of DVC's own lock (zc.lockfile), so that the wait is said at once
-                break
-            except LockError:
-                if not told:
-                    print(f"waiting for {path}: a `dvc repro` or another DVC command is running in this project",
-                          file=sys.stderr, flush=True)
-                    told = True
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"a `dvc repro` (or another DVC command) holds {path} for more than "
-                                       f"{timeout_s:.0f} s; nothing was written") from None
-                time.sleep(0.5)
+    deadline, said = time.monotonic() + timeout_s, None
+    lock = FileLock(str(lock_path(project)))
+    lock_path(project).parent.mkdir(parents=True, exist_ok=True)
+    while True:
         try:
-            yield
-        finally:
-            lock.unlock()
+            lock.acquire(timeout=0)
+        except Timeout:
+            running = "; ".join(filter(None, [busy(project), f"the project's pipeline lock {lock_path(project)} held "
+                                                             f"by {holder(project)}"]))
+        else:
+            running = busy(project)
+            if running is None:
+                break
+            lock.release()
+        if time.monotonic() >= deadline:
+            waited = f"waited {timeout_s:.0f} s" if timeout_s > 0 else "--no-wait"
+            raise TimeoutError(f"{running} ({waited}): nothing was written; add the rows again when it ends") from None
+        if running != said:
+            print(f"waiting (up to {timeout_s:.0f} s; --no-wait refuses at once) for: {running}", file=sys.stderr,
+                  flush=True)
+            said = running
+        time.sleep(0.5)
+    _write_holder(project)
+    try:
+        yield
+    finally:
+        lock.release()

@@ -9,7 +9,8 @@
 
 Rows whose pair (stripped sentence1, sentence2) is already in the table, or repeated in the new file, are
 reported; ``duplicates: skip`` (the default) leaves them out, ``refuse`` refuses the whole add. An add holds the
-project's data lock (:func:`stsreg.infra.locking.data_write_lock`: no stage and no ``dvc repro`` runs beside it).
+project's data lock (:func:`stsreg.infra.locking.data_write_lock`: it waits for a running stage or ``dvc repro``,
+and a ``dvc repro`` started meanwhile waits for it).
 
 Before it reports success the grown file is read back with the reader ``prepare`` uses and every appended row
 compared with the input (each column's text; numbers as numbers), and ``check`` (prepare's reading of the grown
@@ -164,19 +165,21 @@ def prepare_check(max_rejected_fraction: float = 1.0):
 
 
 def append_rows(project: Path, table, rows_file: Path, duplicates: str = "skip", check=None,
-                skip_bad: bool = False, encoding: str | None = None) -> Added:
+                skip_bad: bool = False, encoding: str | None = None, wait_s: float = 3600.0) -> Added:
     """Append ``rows_file``'s rows (any supported format, the table's column names) to declared ``table``'s file.
     ``check(table, project, lines)`` (prepare's reading of the grown table; ``lines``: ``{line in the table: line in
     rows_file}`` of the new rows) runs after the read-back and returns ``{line in rows_file: reason}`` of each new row
     prepare would reject: each row is judged on its own, whatever the table's reject cap, so any such row refuses the
     add, naming every line, unless ``skip_bad`` (then only the others are added, and the result lists them). A check
     raising restores the file. ``rows_file`` is read in ``encoding`` (None: UTF-8, else the table's declared
-    ``encoding``: :func:`_read_rows`; the result says which). Raises :class:`InputError` with nothing written."""
+    ``encoding``: :func:`_read_rows`; the result says which). Waits up to ``wait_s`` seconds (0: not at all) for a
+    running stage or ``dvc repro`` (:func:`~stsreg.infra.locking.data_write_lock`), then ``TimeoutError``. Raises
+    :class:`InputError` with nothing written."""
     if duplicates not in DUPLICATE_MODES:
         raise InputError(f"duplicates must be one of {DUPLICATE_MODES}, got {duplicates!r}")
     target = project / table.file
     fmt = format_of(target)
-    with data_write_lock(project):
+    with data_write_lock(project, wait_s):
         current = read_frame(target, table.quoting, table.encoding)
         rows, lines, encoding = _new_rows(rows_file, current, table, encoding)
         s1, s2 = table.columns.sentence1, table.columns.sentence2
