@@ -31,6 +31,7 @@ from prefect import flow, get_run_logger, task
 from pipelines.product import retrain_report
 from pipelines.product.data_events import table_changes
 from pipelines.product.heartbeat import EVERY_S, heartbeat
+from pipelines.product.kept_outputs import kept
 from pipelines.product.stoppable import stopping
 from stsreg.infra import tracking
 from stsreg.infra.locking import held_env, pipeline_lock
@@ -59,7 +60,11 @@ def dvc_repro(project_dir: str, target: str, heartbeat_s: float = EVERY_S, singl
     def now() -> str:
         return f"stage {ran[-1]}; last output: {tail[-1][:200]}" if ran and tail else "checking what is stale"
 
-    with stopping(proc), heartbeat(logger, f"dvc repro {target}", heartbeat_s, now):
+    def left() -> str:  # what a stage stopped midway leaves: its last finished run's outputs
+        return kept(Path(project_dir), ran[-1]) if ran else "no stage had started"
+
+    with stopping(proc, on_stop=lambda: logger.warning("`dvc repro %s` stopped: %s", target, left())), \
+            heartbeat(logger, f"dvc repro {target}", heartbeat_s, now):
         for line in proc.stdout:
             line = line.rstrip()
             if line.startswith("Running stage"):
@@ -70,7 +75,7 @@ def dvc_repro(project_dir: str, target: str, heartbeat_s: float = EVERY_S, singl
         code = proc.wait()
     if code != 0:
         raise RuntimeError(
-            f"`dvc repro {target}` failed (exit {proc.returncode}) after stages {ran}:\n" + "\n".join(tail)
+            f"`dvc repro {target}` failed (exit {proc.returncode}) after stages {ran} ({left()}):\n" + "\n".join(tail)
         )
     return ran
 

@@ -12,12 +12,18 @@ import threading
 
 
 @contextlib.contextmanager
-def stopping(proc: subprocess.Popen, grace_s: float = 10.0):
+def stopping(proc: subprocess.Popen, grace_s: float = 10.0, on_stop=None):
     """While ``proc`` (a process group of its own) runs: when this process is told to stop (SIGTERM: a flow run
     cancelled from the UI or ``prefect flow-run cancel``, a worker shutting down) or the block ends early (an
-    exception, Ctrl-C), the whole group is stopped (SIGTERM, then SIGKILL after ``grace_s``), then the signal goes on
-    to the handler that was there before."""
+    exception, Ctrl-C), the whole group is stopped (SIGTERM, then SIGKILL after ``grace_s``), ``on_stop()`` is called
+    (it says what the stopped run left), then the signal goes on to the handler that was there before."""
     def stop() -> None:
+        if proc.poll() is None:
+            _stop_group()
+            if on_stop is not None:
+                on_stop()
+
+    def _stop_group() -> None:
         if proc.poll() is None:
             try:
                 os.killpg(proc.pid, signal.SIGTERM)

@@ -1,6 +1,8 @@
 """A cancelled retrain stops: the flow run's process is told to stop (SIGTERM, what the worker sends on
 `prefect flow-run cancel`) while `dvc repro` runs a long stage, and the stage's processes (dvc, the stage command and
-what it started) are gone within seconds, where they used to outlive the run."""
+what it started) are gone within seconds, where they used to outlive the run. The stage's outputs of its last finished
+run stay in place (they persist, as every output of the product chain does: DVC deleted models/stage1 and
+metrics/stage1.json when the stage started), and the run's log says what was kept."""
 
 import os
 import signal
@@ -14,8 +16,15 @@ LONG = ("import os, subprocess, time; open('stage.pid', 'w').write(str(os.getpid
 STAGE = f"""stages:
   long:
     cmd: python -c "{LONG}"
+    deps:
+      - table.csv
     outs:
-      - never.txt
+      - model:
+          persist: true
+    metrics:
+      - metrics.json:
+          cache: false
+          persist: true
 """
 
 RUN = """
@@ -40,17 +49,35 @@ def _alive(pid: int) -> bool:
         return fh.read().split(")")[-1].split()[0] != "Z"
 
 
-def test_sigterm_to_the_flow_run_stops_dvc_and_the_stage(tmp_path):
+def test_every_output_of_the_product_chain_persists():
+    """DVC deletes a stage's outputs when it starts it unless they persist; each stage swaps its outputs in whole
+    only when it succeeds, so with `persist` a cancelled or failed stage leaves its last finished run's."""
+    from pipelines.product.kept_outputs import outputs
+    from pipelines.product.ops_flow import CHAIN
+    from tests.conftest import REPO
+
+    for stage in CHAIN[1:]:
+        assert all(persists for _, persists in outputs(REPO, stage)), (stage, outputs(REPO, stage))
+
+
+def test_sigterm_to_the_flow_run_stops_dvc_and_the_stage_and_keeps_its_last_outputs(tmp_path):
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=tmp_path, check=True)
     (tmp_path / "dvc.yaml").write_text(STAGE)
+    (tmp_path / "table.csv").write_text("a,b,1\n")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model/weights.bin").write_bytes(b"the last finished run's weights")
+    (tmp_path / "metrics.json").write_text('{"dev": 81.5}')
+    subprocess.run([sys.executable, "-m", "dvc", "commit", "-f", "-q", "long"], cwd=tmp_path, check=True)
+    (tmp_path / "table.csv").write_text("a,b,1\nc,d,2\n")  # new rows: the stage runs again
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_"))},
            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
-    run = subprocess.Popen([sys.executable, "-c", RUN, str(tmp_path)], env=env, stdout=subprocess.PIPE,
+    log = tmp_path / "run.log"  # a file, not a pipe: the run's ephemeral Prefect server may outlive it for a while
+    run = subprocess.Popen([sys.executable, "-c", RUN, str(tmp_path)], env=env, stdout=log.open("w"),
                            stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 300  # an ephemeral Prefect server starts first
     while not (tmp_path / "child.pid").is_file():
-        assert run.poll() is None and time.time() < deadline, run.stdout.read()[-3000:] if run.stdout else ""
+        assert run.poll() is None and time.time() < deadline, log.read_text()[-3000:]
         time.sleep(0.2)
     time.sleep(0.5)
     stage, child = int((tmp_path / "stage.pid").read_text()), int((tmp_path / "child.pid").read_text())
@@ -62,3 +89,8 @@ def test_sigterm_to_the_flow_run_stops_dvc_and_the_stage(tmp_path):
         time.sleep(0.2)
     assert not _alive(stage) and not _alive(child), "the stage outlived its cancelled run"
     assert run.returncode != 0
+    assert (tmp_path / "model/weights.bin").read_bytes() == b"the last finished run's weights"
+    assert (tmp_path / "metrics.json").read_text() == '{"dev": 81.5}'
+    said = " ".join(log.read_text().split())
+    assert ("`dvc repro long` stopped: stage long stopped before its end: the outputs of its last finished run are "
+            "kept (model, metrics.json)") in said, said[-3000:]
