@@ -122,7 +122,8 @@ def test_a_running_stage_holding_the_pipeline_lock_is_named_to_whoever_waits(pro
     ready = threading.Event()
     threading.Thread(target=hold, args=(ready,), daemon=True).start()
     ready.wait(10)
-    with pytest.raises(TimeoutError, match=r"pipeline lock .* held by PID \d+, `.*`, since \d\d:\d\d:\d\d \(--no-wait\)"):
+    held = r"pipeline lock .* held by PID \d+, `.*`, since \d\d:\d\d:\d\d \(--no-wait\)"
+    with pytest.raises(TimeoutError, match=held):
         with data_write_lock(project, timeout_s=0):
             pass
     with data_write_lock(project, timeout_s=30):  # ... and it goes on once the holder lets go

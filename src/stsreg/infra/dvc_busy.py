@@ -52,7 +52,7 @@ def running_stages(project: Path) -> list[tuple[int, str]]:
 
 
 def _short(cmd: str) -> str:
-    """A command line as a person typed it: ``/venv/bin/dvc repro`` (or ``.../dvc/__main__.py repro``) -> ``dvc repro``."""
+    """A command line as a person typed it: ``/venv/bin/dvc repro`` (``.../dvc/__main__.py repro``): ``dvc repro``."""
     program, _, rest = cmd.partition(" ")
     path = Path(program)
     name = path.parent.name if path.name == "__main__.py" else path.name

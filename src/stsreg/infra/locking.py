@@ -85,7 +85,8 @@ def holder(project: Path) -> str:
     try:
         info = json.loads(_holder_path(project).read_text(encoding="utf-8"))
         if psutil.pid_exists(int(info["pid"])):
-            return f"PID {info['pid']}, `{info['cmd']}`, since {time.strftime('%H:%M:%S', time.localtime(info['since']))}"
+            since = time.strftime("%H:%M:%S", time.localtime(info["since"]))
+            return f"PID {info['pid']}, `{info['cmd']}`, since {since}"
     except (OSError, ValueError, KeyError, TypeError):
         pass
     return "another stsreg stage or pipeline run"

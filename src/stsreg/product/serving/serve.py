@@ -180,7 +180,25 @@ def serve(app, host: str = "127.0.0.1", port: int = 5001, workers: int = 1, app_
     common = {"host": host, "port": port, "log_level": "warning", "timeout_graceful_shutdown": drain_s,
               "timeout_keep_alive": 5}
     if workers == 1:
-        uvicorn.run(app, **common)
+        _drained(lambda: uvicorn.run(app, **common))
         return
     os.environ[APP_ARGS] = json.dumps(app_args)
-    uvicorn.run(f"{__name__}:app_from_env", factory=True, workers=workers, **common)
+    _drained(lambda: uvicorn.run(f"{__name__}:app_from_env", factory=True, workers=workers, **common))
+
+
+def _drained(run) -> None:
+    """``run()`` (uvicorn) with SIGTERM ending it cleanly: uvicorn drains on SIGTERM, then raises the signal again to
+    the handler it found, which would end the process with 143 after a drain that went well. While it runs that
+    handler only notes the signal, so a drained server returns and the process exits 0; a SIGTERM before (the model
+    loading) still ends it with 143 (:func:`stsreg.product.serving.announce.announced`)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        run()
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
