@@ -48,7 +48,7 @@ class ServingApp:
                  truncate: bool = True, on_loaded=None, load_wait_s: float = 120.0):
         self.load, self.max_rows, self.on_loaded = load, max_rows, on_loaded or (lambda app: None)
         self.load_wait_s = load_wait_s
-        self.served, self.fallback, self.load_error = None, None, None
+        self.served, self.fallback, self.load_error, self.dimension = None, None, None, None
         self.metrics = Metrics()
         self.batcher = TokenBatcher(lambda: self.served, batch_tokens, max_queued_tokens, truncate, self.metrics)
         self._loading = threading.Lock()
@@ -88,8 +88,18 @@ class ServingApp:
 
             fallback = scoring_server.init(served.pyfunc)
         self.served, self.fallback = served, fallback
+        self.dimension = self._dimension(served) if fallback is None else None
         self.metrics.set_served(served.info)
         self._settled.set()
+
+    @staticmethod
+    def _dimension(served) -> int | None:
+        """The served model's embedding dimension (one short text encoded), for /openapi.json's ``dimensions``."""
+        try:
+            table, _ = served.tokenize(["dimension"])
+            return int(served.encode_tokens(table).shape[1])
+        except Exception:  # noqa: BLE001 (the description then leaves dimensions open; requests say the rest)
+            return None
 
     @property
     def metadata(self) -> bytes:
@@ -104,6 +114,12 @@ class ServingApp:
         method, path = scope["method"], scope["path"]
         started, status = time.perf_counter(), 499  # 499: the client went away before its answer
         try:
+            allowed = openapi.allowed(path)
+            if allowed is not None and method not in allowed:  # RFC 9110: 405 names what the path answers
+                status = await self._error(send, 405, f"{method} {path} is not an endpoint of this server; it "
+                                                      f"answers {', '.join(allowed)}",
+                                           ((b"allow", ", ".join(allowed).encode()),))
+                return
             status = await self._route(method, path, scope, receive, send)
         finally:
             self.metrics.count(path, status, time.perf_counter() - started)
@@ -136,7 +152,7 @@ class ServingApp:
             await send_body(send, 200, self.metadata)
             return 200
         if method == "GET" and path in openapi.PAGES:
-            body, content_type = openapi.PAGES[path]()
+            body, content_type = openapi.PAGES[path](self.dimension)
             await send_body(send, 200, body, content_type)
             return 200
         if method == "GET" and path == "/version":

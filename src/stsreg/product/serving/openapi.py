@@ -1,8 +1,9 @@
 """The server's machine-readable contract: ``GET /openapi.json`` (OpenAPI 3.1) and ``GET /docs`` (the same as a page
 that needs nothing from the network). Every endpoint, request form and error shape of
 :mod:`stsreg.product.serving.app` is described here; ``tests/unit/test_serving_app.py`` (a toy model) and
-``tests/flows/test_release_flow.py`` (a registered one) run schemathesis
-against a live server with it (no 5xx, every status and body as described). A client can be generated from it
+``tests/flows/test_release_flow.py`` (a registered one) run schemathesis ``--checks all``
+against a live server with it (no 5xx; every status, header and body as described; a valid body accepted, an invalid
+one refused; an undescribed method a 405 with ``Allow``, :func:`allowed`). A client can be generated from it
 (``openapi-python-client``, ``openapi-generator``), as for TEI's and Infinity's.
 """
 
@@ -75,8 +76,10 @@ _PREDICTIONS = {"type": "object", "required": ["predictions"],
                 "properties": {"predictions": {"type": "array", "items": {"oneOf": [_SCORED, _EMBEDDED]}}}}
 _EMBEDDINGS_IN = {"type": "object", "required": ["input"], "properties": {
     "input": {"oneOf": [_TEXT, _TEXTS]}, "model": {"type": ["string", "null"]},
-    "encoding_format": {"enum": ["float", "base64"]}, "dimensions": {"type": ["integer", "null"]},
-    "user": {"type": "string"}}}
+    "encoding_format": {"enum": ["float", "base64", None]},
+    "dimensions": {"type": ["integer", "null"], "description": "the model's own dimension (it does not shorten "
+                                                               "embeddings); /openapi.json names it once loaded"},
+    "user": {"type": ["string", "null"]}}}
 _EMBEDDINGS_OUT = {"type": "object", "required": ["object", "model", "data", "usage"], "properties": {
     "object": {"const": "list"}, "model": {"type": "string"},
     "data": {"type": "array", "items": {"type": "object", "required": ["object", "index", "embedding"], "properties": {
@@ -85,8 +88,15 @@ _EMBEDDINGS_OUT = {"type": "object", "required": ["object", "model", "data", "us
     "usage": {"type": "object", "required": ["prompt_tokens", "total_tokens", "truncated"], "properties": {
         "prompt_tokens": {"type": "integer"}, "total_tokens": {"type": "integer"},
         "truncated": {"type": "integer", "description": "inputs cut at the model's maximum length"}}}}}
+#: Two strings (one pair), a string and a list (the string against each), or two lists of one length (pairs in order).
 _SIMILARITY_IN = {"type": "object", "required": ["sentence1", "sentence2"], "properties": {
-    "sentence1": {"oneOf": [_TEXT, _TEXTS]}, "sentence2": {"oneOf": [_TEXT, _TEXTS]}}}
+    "sentence1": {"oneOf": [_TEXT, _TEXTS]}, "sentence2": {"oneOf": [_TEXT, _TEXTS]}},
+    "description": "two lists must be of one length (a 400 says so otherwise)"}
+#: A CSV body as ``/invocations`` reads it: a header of the pair or sentence columns, then at least one row, each
+#: field not blank (unquoted, or quoted with "" for a quote).
+_FIELD = r'(?:[^",\r\n]*[^\s",][^",\r\n]*|"(?:[^"]|"")*[^\s"](?:[^"]|"")*")'
+_CSV = {"type": "string", "pattern": rf"^(?:sentence1,sentence2(?:\r?\n{_FIELD},{_FIELD})+|sentence(?:\r?\n{_FIELD})+)"
+                                     r"\r?\n?$"}
 _SIMILARITY_OUT = {"type": "object", "required": ["cosine", "score", "scale"],
                    "properties": {"cosine": _NUMBERS, "score": _NUMBERS, "scale": _NUMBERS}}
 _STATUS = _json({"type": "object", "required": ["status"], "properties": {"status": {"const": "ok"}}})
@@ -100,7 +110,7 @@ SPEC = {
                             "API and pair similarity, every request through one token-budget batcher."},
     "paths": {
         "/invocations": _post("MLflow's scoring protocol: pairs -> cosine and score; sentences -> embeddings",
-                              {**_json(_INVOCATIONS), "text/csv": {"schema": {"type": "string"}}}, _PREDICTIONS,
+                              {**_json(_INVOCATIONS), "text/csv": {"schema": _CSV}}, _PREDICTIONS,
                               "one prediction per row, in order"),
         "/v1/embeddings": _post("OpenAI's embeddings API", _json(_EMBEDDINGS_IN), _EMBEDDINGS_OUT,
                                 "one embedding per input, in order"),
@@ -121,11 +131,28 @@ SPEC = {
 }
 
 
-def _spec() -> tuple[bytes, bytes]:
-    return json.dumps(SPEC).encode(), b"application/json"
+def allowed(path: str) -> tuple[str, ...] | None:
+    """The methods ``path`` answers (uppercase), as described; None for a path this server does not have."""
+    ops = SPEC["paths"].get(path)
+    return tuple(m.upper() for m in ops) if ops else None
 
 
-def _page() -> tuple[bytes, bytes]:
+def spec(dimension: int | None = None) -> dict:
+    """The description; with the served model's ``dimension``, ``dimensions`` says the one value it takes."""
+    if dimension is None:
+        return SPEC
+    out = json.loads(json.dumps(SPEC))
+    body = out["paths"]["/v1/embeddings"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    body["properties"]["dimensions"] = {"enum": [dimension, None], "description": "the model's own dimension: it "
+                                                                                  "does not shorten embeddings"}
+    return out
+
+
+def _spec(dimension: int | None = None) -> tuple[bytes, bytes]:
+    return json.dumps(spec(dimension)).encode(), b"application/json"
+
+
+def _page(dimension: int | None = None) -> tuple[bytes, bytes]:
     """Each operation with its summary, statuses and schemas, as plain HTML (no script, no CDN: offline hosts)."""
     parts = [f"<h1>{html.escape(SPEC['info']['title'])}</h1><p>{html.escape(SPEC['info']['description'])}</p>",
              '<p>Machine-readable: <a href="/openapi.json">/openapi.json</a> (OpenAPI 3.1).</p>']
@@ -141,5 +168,5 @@ def _page() -> tuple[bytes, bytes]:
     return page.encode(), b"text/html; charset=utf-8"
 
 
-#: GET path -> () -> (body, content type).
+#: GET path -> (the served model's dimension or None) -> (body, content type).
 PAGES = {"/openapi.json": _spec, "/docs": _page}

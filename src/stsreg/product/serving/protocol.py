@@ -4,8 +4,9 @@
 ``dataframe_records`` (a list of row objects), ``dataframe_split`` (``{columns, data}``), ``inputs`` / ``instances``
 (a list of row objects, or an object of column lists), or a CSV body (``text/csv``, a header row). Rows are pairs
 (``sentence1``, ``sentence2``) or single sentences (``sentence``), never both. ``/v1/embeddings``: OpenAI's body
-(``input``: a string or a list of strings). ``/similarity``: ``{"sentence1": ..., "sentence2": ...}``, each a string
-or a list of strings of one length.
+(``input``: a string or a list of strings; ``user`` a string). ``/similarity``: ``{"sentence1": ..., "sentence2":
+...}``: two strings, a string and a list (the string against each), or two lists of one length. A field the
+description (:mod:`.openapi`) does not allow is refused, never ignored.
 
 Every refusal is a :class:`RequestError` (a 4xx status and a message that names the field and the row), answered as
 ``{"error_code": ..., "message": ...}`` on every endpoint, never a stack trace or a file path.
@@ -134,6 +135,9 @@ def parse_invocations(body: bytes, content_type: str, max_rows: int) -> Parsed:
     if len(given) != 1:
         raise RequestError(400, f"the body must be a JSON object with exactly one of {list(keys)}"
                                 + (f"; got {given}" if given else ""))
+    others = [k for k in data if k not in keys]
+    if others:  # as described (additionalProperties: false): a misspelt option is said, never silently ignored
+        raise RequestError(400, f"unknown field(s) {others[:5]}; the body holds exactly one of {list(keys)}")
     key = given[0]
     value = data[key]
     if key == "dataframe_split":
@@ -170,11 +174,13 @@ def parse_embeddings(body: bytes, content_type: str, max_rows: int) -> tuple[lis
     if len(texts) > max_rows:
         raise RequestError(400, f"{len(texts)} inputs in one request; the limit is {max_rows} (split the batch)")
     texts = [_text(t, f"input[{i}]") for i, t in enumerate(texts)]
-    fmt = data.get("encoding_format") or "float"
+    fmt = "float" if data.get("encoding_format") is None else data["encoding_format"]
     if fmt not in ("float", "base64"):
         raise RequestError(400, f"encoding_format must be 'float' or 'base64', got {fmt!r}")
     if data.get("model") is not None and not isinstance(data["model"], str):
         raise RequestError(400, f"model must be a string, got {type(data['model']).__name__}")
+    if data.get("user") is not None and not isinstance(data["user"], str):
+        raise RequestError(400, f"user must be a string, got {type(data['user']).__name__}")
     dims = data.get("dimensions")
     if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int)):
         raise RequestError(400, f"dimensions must be an integer, got {type(dims).__name__}")
@@ -182,12 +188,20 @@ def parse_embeddings(body: bytes, content_type: str, max_rows: int) -> tuple[lis
 
 
 def parse_similarity(body: bytes, content_type: str, max_rows: int) -> Parsed:
-    """``/similarity``: ``{"sentence1": str | [str], "sentence2": str | [str]}`` -> pairs."""
+    """``/similarity``: ``{"sentence1": str | [str], "sentence2": str | [str]}`` -> pairs: two strings (one pair), a
+    string and a list (the string against each of the list, e.g. a query against its candidates), or two lists of one
+    length (pairs in order)."""
     _json_only(content_type)
     data = _json(body)
     if not isinstance(data, dict) or not all(c in data for c in PAIR):
         raise RequestError(400, f"the body must be a JSON object with {list(PAIR)} (strings or lists of strings)")
-    one, two = ([data[c]] if isinstance(data[c], str) else data[c] for c in PAIR)
+    one, two = (data[c] for c in PAIR)
+    if isinstance(one, str) and isinstance(two, list):
+        one = [one] * len(two)
+    elif isinstance(two, str) and isinstance(one, list):
+        two = [two] * len(one)
+    one, two = ([x] if isinstance(x, str) else x for x in (one, two))
     if not isinstance(one, list) or not isinstance(two, list) or len(one) != len(two):
-        raise RequestError(400, "sentence1 and sentence2 must be two strings or two lists of one length")
+        raise RequestError(400, "sentence1 and sentence2 must be strings or lists of strings, two lists of one "
+                                "length")
     return from_rows([{"sentence1": a, "sentence2": b} for a, b in zip(one, two)], "pairs", max_rows)

@@ -34,6 +34,8 @@ import re
 
 import numpy as np
 
+from stsreg.product.serving import openapi
+
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_DEPTH = 32
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)  # JSON string literals (their brackets do not nest anything)
@@ -77,8 +79,9 @@ class RequestGuard:
         return self.app.metadata
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            return await self.app(scope, receive, send)
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS") \
+                or scope["method"] not in (openapi.allowed(scope["path"]) or (scope["method"],)):
+            return await self.app(scope, receive, send)  # no body to guard, or a 405 the app answers
         too_large = f"request body over {self.max_body_bytes} bytes; split the batch into smaller requests"
         headers = dict(scope.get("headers") or [])
         if not headers.get(b"content-type", b"").strip():
