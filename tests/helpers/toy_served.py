@@ -17,13 +17,17 @@ class Words:
 
     max_length = 8
 
-    def __init__(self, fail_tokenise=(), fail_encode=(), short=False, delay=0.0):
+    def __init__(self, fail_tokenise=(), fail_encode=(), short=False, delay=0.0, tokenize_s_per_text=0.0):
         self.fail_tokenise, self.fail_encode, self.short, self.delay = fail_tokenise, fail_encode, short, delay
+        self.tokenize_s_per_text = tokenize_s_per_text  # a tokenizer's cost: long texts take real time
         self.calls: list[int] = []  # tokens per encoder call
+        self.tokenized: list[int] = []  # texts per tokenizer call
         self.gate = threading.Event()  # cleared: the encoder holds its batch until it is set
         self.gate.set()
 
     def tokenize(self, sentences):
+        time.sleep(self.tokenize_s_per_text * len(sentences))
+        self.tokenized.append(len(sentences))
         if any(s in self.fail_tokenise for s in sentences):
             raise ValueError("the tokenizer broke")
         ids = [list(range(len(s.split())))[:self.max_length] for s in sentences]

@@ -123,3 +123,55 @@ def test_a_failure_at_any_step_fails_only_its_requests_and_the_next_request_is_s
         for sentences, answer in zip(good, answers[:5]):
             np.testing.assert_array_equal(answer.vectors, _expected(sentences))
     np.testing.assert_array_equal(after.vectors, _expected(["next one"]))
+
+
+def test_an_abandoned_large_request_stops_holding_the_tokenizer_and_never_delays_a_small_one():
+    """A 20,000-text request whose client left after a moment delayed a small request of another client by 25.9 s:
+    it held the tokenizer thread to its end. Tokenized in chunks, the small one goes between them, and the large one
+    stops at the next chunk once cancelled."""
+    model = Words(tokenize_s_per_text=0.0002)  # 4 s for the large request's 20,000 texts on one thread
+
+    async def calls(batcher):
+        large = asyncio.ensure_future(batcher.embed([f"w{i} a b" for i in range(20000)]))
+        await asyncio.sleep(0.3)
+        started = asyncio.get_running_loop().time()
+        small = await batcher.embed(["a man plays"])
+        small_s = asyncio.get_running_loop().time() - started
+        large.cancel()  # its client has gone
+        chunks = len(model.tokenized)
+        await asyncio.sleep(0.5)
+        return small, small_s, chunks, len(model.tokenized)
+
+    small, small_s, chunks_then, chunks_after = _run(model, calls, batch_tokens=64)
+    np.testing.assert_array_equal(small.vectors, _expected(["a man plays"]))
+    assert small_s < 0.5, small_s  # one chunk's wait (~0.05 s), not the large request's 4 s
+    assert chunks_after - chunks_then <= 1 and sum(model.tokenized) < 20000  # stopped at the next chunk
+
+
+def test_overload_refuses_at_once_with_a_retry_after_from_the_drain_rate_and_answers_what_it_admits_in_time():
+    """200 clients x 64 long texts served nothing: accepted requests never answered within 60 s, a 429 took 22 s to
+    arrive and said Retry-After: 734. The queue is bounded in time (max_wait_s at the measured rate): what it admits
+    is answered within it, the rest is refused in milliseconds with a retry in seconds."""
+    model = Words(delay=0.05)  # 8 tokens per 0.05 s call: 160 tokens/s
+
+    async def calls(batcher):
+        await batcher.embed(["a b c d e f g h"])  # the encoder's rate is measured
+        loop = asyncio.get_running_loop()
+
+        async def one(i):
+            started = loop.time()
+            try:
+                await batcher.embed([f"w{i} b c d e f g h"] * 4)  # 32 tokens: 0.2 s of encoder
+                return "ok", loop.time() - started, None
+            except Overloaded as exc:
+                return "429", loop.time() - started, exc.retry_after
+
+        return await asyncio.gather(*(one(i) for i in range(60)))  # 12 s of work at once
+
+    answers = _run(model, calls, batch_tokens=8, max_queued_tokens=100000, max_wait_s=1.0)
+    served = [s for kind, s, _ in answers if kind == "ok"]
+    refused = [(s, retry) for kind, s, retry in answers if kind == "429"]
+    assert 2 <= len(served) <= 15 and len(refused) >= 45, (len(served), len(refused))
+    assert max(served) < 1.0 + 0.5  # admitted: answered within max_wait_s (and one batch)
+    assert max(s for s, _ in refused) < 0.3  # refused at once
+    assert all(1 <= retry <= 3 for _, retry in refused), refused  # the queue drains in about max_wait_s

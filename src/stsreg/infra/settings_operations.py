@@ -51,7 +51,9 @@ class ServeParams:
                                   "answered 429 with Retry-After, a request larger than it 413", ge=1)
     truncate: bool = knob(True, "a text over the model's maximum length is cut there and said (usage.truncated, the "
                           "X-Truncated header); false: such a request is answered 413")
-    request_timeout_s: float = knob(30.0, "a request's body must arrive within this (else 408)", gt=0)
+    request_timeout_s: float = knob(30.0, "a request's body must arrive within this (else 408), and a request is "
+                                          "admitted only if the encoder will have answered it within this at its "
+                                          "measured rate (else 429 at once)", gt=0)
     drain_s: float = knob(30.0, "on SIGTERM, requests in flight get this long to be answered", ge=0)
     follow_s: float = knob(10.0, "a server started on an alias (models:/name@champion) polls it this often and serves "
                                  "the version it moves to (loaded and answering before the switch); 0: never", ge=0)

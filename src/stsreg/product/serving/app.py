@@ -42,15 +42,17 @@ class ServingApp:
     """``load()`` returns a :class:`~stsreg.product.serving.served.Served`; it runs on a thread at the first request
     (or :meth:`load_now`), so the process answers ``/health`` while the model loads; a request to a model endpoint
     meanwhile waits up to ``load_wait_s`` for it (then 503). ``batch_tokens`` / ``max_queued_tokens`` / ``truncate``:
-    the batcher's (:class:`~stsreg.product.serving.batcher.TokenBatcher`); ``max_rows``: rows per request."""
+    the batcher's (:class:`~stsreg.product.serving.batcher.TokenBatcher`), ``max_wait_s`` its bound in time (a request
+    admitted is answered within it at the measured rate); ``max_rows``: rows per request."""
 
     def __init__(self, load, max_rows: int = 20000, batch_tokens: int = 4096, max_queued_tokens: int = 262144,
-                 truncate: bool = True, on_loaded=None, load_wait_s: float = 120.0):
+                 truncate: bool = True, on_loaded=None, load_wait_s: float = 120.0, max_wait_s: float | None = None):
         self.load, self.max_rows, self.on_loaded = load, max_rows, on_loaded or (lambda app: None)
         self.load_wait_s = load_wait_s
         self.served, self.fallback, self.load_error, self.dimension = None, None, None, None
         self.metrics = Metrics()
-        self.batcher = TokenBatcher(lambda: self.served, batch_tokens, max_queued_tokens, truncate, self.metrics)
+        self.batcher = TokenBatcher(lambda: self.served, batch_tokens, max_queued_tokens, truncate, self.metrics,
+                                    max_wait_s)
         self._loading = threading.Lock()
         self._settled = threading.Event()  # set once the model is served or failed to load
         self.routes = {("POST", "/invocations"): self.invocations, ("POST", "/v1/embeddings"): self.embeddings,

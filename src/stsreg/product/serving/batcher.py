@@ -1,10 +1,12 @@
 """Continuous batching on a token budget (TEI's ``max_batch_tokens``): the sentences of concurrent requests encoded
 together, the encoder never idle while anything waits and never waiting for more.
 
-A request is tokenized on a tokenizer thread (off the event loop), admitted if the queue has room for its tokens
-(else :class:`Overloaded`: the server's 429 with Retry-After; a request larger than the whole queue is
-:class:`TooLarge`, a 413) and queued as *pieces* of at most ``batch_tokens`` tokens each (a large request is split,
-its vectors reassembled in order). Whenever the encoder is free, the consumer takes queued pieces up to
+A request is tokenized on a tokenizer thread (off the event loop, :data:`TOKENIZE_CHUNK` texts at a time, so requests
+interleave there too), admitted if the queue has room for its tokens and, with ``max_wait_s``, if the encoder will
+have reached it within ``max_wait_s`` at its measured rate (else :class:`Overloaded`: the server's 429, at once when
+the queue is already full, with Retry-After the seconds until it has drained enough; a request larger than the whole
+queue is :class:`TooLarge`, a 413) and queued as *pieces* of at most ``batch_tokens`` tokens each (a large request
+is split, its vectors reassembled in order). Whenever the encoder is free, the consumer takes queued pieces up to
 ``batch_tokens`` tokens, round robin over the waiting requests (a 20,000-pair request shares the encoder with the
 one-pair requests that arrive behind it), and encodes their distinct sentences in one call on the encoder thread.
 Each caller gets its own rows back with the model that encoded them: a request is tokenized and encoded by the model
@@ -37,6 +39,9 @@ __all__ = ["Embedded", "Overloaded", "ShuttingDown", "TokenBatcher", "TooLarge"]
 
 log = logging.getLogger(__name__)
 
+#: Texts per tokenizer call: small enough that a large request yields the tokenizer thread every few milliseconds.
+TOKENIZE_CHUNK = 256
+
 
 class TokenBatcher:
     """``current()`` returns the served model at arrival: anything with ``tokenize(list[str]) -> (table, truncated
@@ -44,9 +49,9 @@ class TokenBatcher:
     ``truncate``: whether a text over the maximum length is cut (and said) or refused (:class:`TooLarge`)."""
 
     def __init__(self, current, batch_tokens: int = 4096, max_queued_tokens: int = 262144, truncate: bool = True,
-                 metrics: Metrics | None = None):
+                 metrics: Metrics | None = None, max_wait_s: float | None = None):
         self.current, self.batch_tokens, self.max_queued_tokens = current, batch_tokens, max_queued_tokens
-        self.truncate, self.metrics = truncate, metrics or Metrics()
+        self.truncate, self.metrics, self.max_wait_s = truncate, metrics or Metrics(), max_wait_s
         self.waiting: deque[Request] = deque()
         self.queued_tokens = 0
         self.rate = 0.0  # tokens per second the encoder has done, a moving average (Retry-After's estimate)
@@ -64,20 +69,45 @@ class TokenBatcher:
     async def embed(self, sentences: list[str]) -> Embedded:
         """(n,) sentences -> their :class:`Embedded`; :class:`Overloaded` / :class:`TooLarge` when refused."""
         self._start()
-        loop = asyncio.get_running_loop()
+        self._refuse_early()
         model = self.current()
         started = time.perf_counter()
-        table, cut = await loop.run_in_executor(self.tokenizer, model.tokenize, sentences)
+        table, cut = await self._tokenize(model, sentences)
         self.metrics.tokenise.observe(time.perf_counter() - started)
         self.metrics.truncated.inc(len(cut))
-        request = Request(sentences, table, model, loop.create_future(), pieces(table[tokens.LENGTH],
-                                                                                  self.batch_tokens), cut=cut)
+        request = Request(sentences, table, model, asyncio.get_running_loop().create_future(),
+                          pieces(table[tokens.LENGTH], self.batch_tokens), cut=cut)
         self._admit(request)
         try:
             return await request.future
         except asyncio.CancelledError:  # the caller went away: its pieces leave the queue
             self._drop(request)
             raise
+
+    async def _tokenize(self, model, sentences: list[str]) -> tuple[dict, list[int]]:
+        """``model.tokenize`` on the tokenizer thread, :data:`TOKENIZE_CHUNK` texts at a time: the requests that
+        arrive meanwhile are tokenized between its chunks (a 20,000-text request does not hold the thread for
+        seconds), and a caller that goes away stops at the next chunk (it was tokenized to its end before)."""
+        loop, tables, cut = asyncio.get_running_loop(), [], []
+        for start in range(0, len(sentences), TOKENIZE_CHUNK):
+            table, chunk_cut = await loop.run_in_executor(self.tokenizer, model.tokenize,
+                                                          sentences[start:start + TOKENIZE_CHUNK])
+            tables.append(table)
+            cut += [start + i for i in chunk_cut]
+        return (tables[0] if len(tables) == 1 else tokens.concat(tables)), cut
+
+    def _wait_s(self, tokens_ahead: int) -> float:
+        """Seconds the encoder needs for ``tokens_ahead`` tokens at its measured rate (0 before it has measured)."""
+        return tokens_ahead / self.rate if self.rate else 0.0
+
+    def _refuse_early(self) -> None:
+        """Before tokenizing: refuse at once (milliseconds, not after a tokenizer queue) when the queue is already
+        full, in tokens or in time (``max_wait_s``); Retry-After: when it will have drained enough."""
+        over = self._wait_s(self.queued_tokens) - self.max_wait_s if self.max_wait_s and self.rate else 0.0
+        if self.queued_tokens >= self.max_queued_tokens or over > 0:
+            self.metrics.refused.labels("queue_full").inc()
+            room = over or self._wait_s(self.queued_tokens - self.max_queued_tokens + self.batch_tokens)
+            raise Overloaded(self.queued_tokens, self.max_queued_tokens, max(1, math.ceil(room or 1)))
 
     def _admit(self, request: Request) -> None:
         lengths = request.table[tokens.LENGTH]
@@ -91,10 +121,13 @@ class TokenBatcher:
             self.metrics.refused.labels("request_tokens").inc()
             raise TooLarge(f"{size} tokens in one request; at most {self.max_queued_tokens} are taken "
                            "(serve.max_queued_tokens): split the batch")
-        if self.queued_tokens + size > self.max_queued_tokens:
+        # the queue's bound in time: an admitted request is answered within max_wait_s at the measured rate
+        late = self._wait_s(self.queued_tokens + size) - self.max_wait_s if self.max_wait_s else 0.0
+        if self.queued_tokens + size > self.max_queued_tokens or late > 0:
             self.metrics.refused.labels("queue_full").inc()
-            wait = self.queued_tokens / self.rate if self.rate else 1.0
-            raise Overloaded(self.queued_tokens, self.max_queued_tokens, max(1, math.ceil(wait)))
+            # Retry-After: the seconds until the queue has drained enough for this request (not the whole queue)
+            room = max(late, self._wait_s(self.queued_tokens + size - self.max_queued_tokens))
+            raise Overloaded(self.queued_tokens, self.max_queued_tokens, max(1, math.ceil(room or 1)))
         self.waiting.append(request)
         self._queued(size)
         self.wake.set()

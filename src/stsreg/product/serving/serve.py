@@ -135,7 +135,9 @@ def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAUL
     ``backend`` (torch | onnx | onnx-int8 | auto; None: the version's registered setting) with ``threads`` intra-op
     threads, its ``score`` given on ``scale`` ([lo, hi]; None: the scale the version was registered with); requests
     batched up to ``batch_tokens`` tokens, at most ``max_queued_tokens`` queued (then 429), texts over the maximum
-    length cut (``truncate``) or refused; bodies read within ``request_timeout_s`` (``drain_s``: :func:`serve`'s).
+    length cut (``truncate``) or refused; bodies read within ``request_timeout_s``, and a request admitted only if the
+    encoder will have answered it within ``request_timeout_s`` at its measured rate (else 429 at once, Retry-After
+    the seconds until there is room) (``drain_s``: :func:`serve`'s).
     ``model_uri`` an alias and ``follow_s`` > 0: the alias is polled that often and a moved alias's version swapped
     in. ``lazy``: load on a thread (``/ready`` is 503 until then; ``on_loaded(app)`` runs once loaded) instead of
     before returning. ``.metadata`` says what it serves."""
@@ -153,7 +155,7 @@ def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAUL
         return served
 
     app = ServingApp(load, batch_tokens=batch_tokens, max_queued_tokens=max_queued_tokens, truncate=truncate,
-                     on_loaded=on_loaded)
+                     on_loaded=on_loaded, max_wait_s=request_timeout_s)
     if lazy:
         app.load_in_background()
     else:
