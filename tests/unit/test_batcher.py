@@ -175,3 +175,16 @@ def test_overload_refuses_at_once_with_a_retry_after_from_the_drain_rate_and_ans
     assert max(served) < 1.0 + 0.5  # admitted: answered within max_wait_s (and one batch)
     assert max(s for s, _ in refused) < 0.3  # refused at once
     assert all(1 <= retry <= 3 for _, retry in refused), refused  # the queue drains in about max_wait_s
+
+
+def test_a_request_longer_than_the_time_bound_alone_is_served_when_the_queue_is_empty():
+    """A request that alone needs more than max_wait_s of encoder can never meet the bound: it is taken when nothing
+    else waits (and shares the encoder round robin with what comes after), never refused for ever."""
+    model = Words(delay=0.05)
+
+    async def calls(batcher):
+        await batcher.embed(["a b c d e f g h"])
+        return await batcher.embed([f"w{i} b c d e f g h" for i in range(40)])  # 320 tokens: ~2 s at 160/s
+
+    answer = _run(model, calls, batch_tokens=8, max_wait_s=1.0)
+    assert answer.vectors.shape == (40, 2)

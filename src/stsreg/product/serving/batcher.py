@@ -123,6 +123,8 @@ class TokenBatcher:
                            "(serve.max_queued_tokens): split the batch")
         # the queue's bound in time: an admitted request is answered within max_wait_s at the measured rate
         late = self._wait_s(self.queued_tokens + size) - self.max_wait_s if self.max_wait_s else 0.0
+        if late > 0 and self._wait_s(size) > self.max_wait_s:  # too long even alone: it waits for an empty queue
+            late = self._wait_s(self.queued_tokens)
         if self.queued_tokens + size > self.max_queued_tokens or late > 0:
             self.metrics.refused.labels("queue_full").inc()
             # Retry-After: the seconds until the queue has drained enough for this request (not the whole queue)
