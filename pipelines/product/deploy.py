@@ -14,7 +14,9 @@ The deployments, their flows and schedules:
 
 The code is taken from the project folder itself (``flow.from_source(<project>)``): a process worker runs the
 flows in that folder, so the DVC pipeline, params and MLflow store are the project's. The retrain deployment has
-a concurrency limit of 1 (overlapping triggers queue); the flows also hold the project's pipeline lock.
+a concurrency limit of 1 (overlapping triggers queue); the flows also hold the project's pipeline lock. A flow run
+whose heartbeats stop (its worker killed, the machine rebooted) is marked Crashed by an automation
+(:func:`ensure_zombie_automation`), so it never holds that one slot for ever.
 
 With ``schedule.gpu_pool`` set, a fourth deployment, ``stsreg-stage2-remote/gpu`` (:mod:`pipelines.product.gpu_stage2`),
 goes to that pool: its flow is imported from the worker's installed package (the worker image or a venv, never a host
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from pipelines.product.data_events import retrain_trigger
 from stsreg.infra.config import ScheduleParams
+from stsreg.infra.local_servers import HEARTBEAT_S
 
 DEPLOYMENTS = (
     # (flow name, deployment name, entrypoint, params cron field or None)
@@ -86,7 +89,41 @@ def deploy(project: Path, schedule: ScheduleParams, pool: str | None = None, ima
         names.append(f"{flow_name}/{name}")
     if schedule.gpu_pool:
         names.append(deploy_gpu_stage2(schedule.gpu_pool, image))
+    ensure_zombie_automation()
     return names
+
+
+#: The automation that marks a flow run Crashed when its heartbeats stop (its process, worker or machine died).
+ZOMBIES = "stsreg: crash flow runs whose heartbeats stopped"
+
+
+def ensure_zombie_automation(heartbeat_s: int = HEARTBEAT_S) -> str:
+    """Create (once) Prefect's zombie-run automation: a flow run that has sent a heartbeat
+    (``PREFECT_FLOWS_HEARTBEAT_FREQUENCY``, which ``stsreg servers start`` gives its worker) and then neither another
+    nor a final state within three heartbeats is marked Crashed. A retrain killed with its worker (kill -9, a reboot)
+    used to stay Running for ever and, the retrain deployment's concurrency limit being 1, hold every later retrain
+    in Scheduled. Returns the automation's name."""
+    from datetime import timedelta
+
+    from prefect.automations import Automation
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import StateType
+    from prefect.events.actions import ChangeFlowRunState
+    from prefect.events.schemas.automations import EventTrigger, Posture
+    from prefect.events.schemas.events import ResourceSpecification
+
+    with get_client(sync_client=True) as client:
+        if client.read_automations_by_name(ZOMBIES):
+            return ZOMBIES
+    Automation(name=ZOMBIES, trigger=EventTrigger(
+        after={"prefect.flow-run.heartbeat"},
+        expect={"prefect.flow-run.heartbeat", "prefect.flow-run.Completed", "prefect.flow-run.Failed",
+                "prefect.flow-run.Cancelled", "prefect.flow-run.Crashed"},
+        match=ResourceSpecification({"prefect.resource.id": ["prefect.flow-run.*"]}), for_each={"prefect.resource.id"},
+        posture=Posture.Proactive, threshold=1, within=timedelta(seconds=3 * heartbeat_s)),
+        actions=[ChangeFlowRunState(state=StateType.CRASHED, message=f"no heartbeat for {3 * heartbeat_s} s: its "
+                                                                     "process, worker or machine died")]).create()
+    return ZOMBIES
 
 
 def deploy_gpu_stage2(pool: str, image: str | None = None) -> str:

@@ -11,17 +11,14 @@ variables: ``PREFECT_API_DATABASE_CONNECTION_URL`` (e.g. ``postgresql+asyncpg://
 (e.g. ``postgresql://...``) and ``STSREG_MLFLOW_ARTIFACTS`` (e.g. ``s3://bucket/stsreg``).
 
 While the servers run, ``.stsreg/servers.json`` holds their URLs and :func:`use_running` (called by the ``stsreg``
-CLI) points ``PREFECT_API_URL`` and ``MLFLOW_TRACKING_URI`` at them; when they are down the pipeline falls back
-to the embedded defaults (ephemeral Prefect, SQLite MLflow).
+CLI) points ``PREFECT_API_URL`` and ``MLFLOW_TRACKING_URI`` at them; down, the pipeline uses the embedded defaults.
 
-The ``prefect`` command a user types reads ``prefect.toml`` in the folder it runs in before the user's profile:
-``start`` writes the project's own (:mod:`stsreg.infra.prefect_project`: the API URL of the server it started) and
-``stop`` removes it. So after ``make servers``, ``prefect deployment run stsreg-retrain/weekly`` typed in this project
-talks to this server, as printed, and a ``prefect`` command in another project is not touched.
+A ``prefect`` command reads ``prefect.toml`` in its folder before the user's profile: ``start`` writes the project's
+(:mod:`stsreg.infra.prefect_project`: its server's API URL), ``stop`` removes it. So after ``make servers``, ``prefect
+deployment run stsreg-retrain/weekly`` typed in this project talks to this server, and another project's is untouched.
 
 Start-up fails fast and leaves nothing behind: a port already in use is refused before anything starts (naming the
-port and, where the system tells, the process that holds it), and a server that fails to come up stops everything
-``start`` started.
+port and the process that holds it, where the system tells), and a server that fails to come up stops what it started.
 """
 
 from __future__ import annotations
@@ -43,6 +40,8 @@ from stsreg.infra import prefect_project
 
 STATE_DIR = ".stsreg"
 POOL = "stsreg-process"
+HEARTBEAT_S = 60  #: the worker's flow runs' heartbeat (s); 3 missed: Crashed (stsreg deploy's automation)
+
 #: The processes ``start`` runs, in the order ``stop`` stops them (a worker outliving its server hangs).
 PROCESSES = ("worker", "prefect", "mlflow")
 
@@ -165,7 +164,8 @@ def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, work
                      timeout)
         label_experiments(urls["mlflow"])
         if worker:
-            wenv = {**env, "PREFECT_API_URL": urls["prefect_api"], "MLFLOW_TRACKING_URI": urls["mlflow"]}
+            wenv = {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_S), **env,
+                    "PREFECT_API_URL": urls["prefect_api"], "MLFLOW_TRACKING_URI": urls["mlflow"]}
             _spawn(layout, "worker", [_bin("prefect"), "worker", "start", "--pool", POOL, "--type", "process"], wenv)
     except BaseException:
         stop(layout.project)  # a failed (or interrupted) start leaves nothing running
