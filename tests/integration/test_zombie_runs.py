@@ -25,6 +25,20 @@ def sleeper(seconds: float = 600.0):
 '''
 
 
+def _processes_of(run_id) -> list[int]:
+    """The processes running flow run ``run_id`` (the engine's environment names it)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.environ().get("PREFECT__FLOW_RUN_ID") == str(run_id):
+                found.append(proc.pid)
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            pass
+    return found
+
+
 def _state(run_id):
     from prefect import get_client
     from prefect.utilities.asyncutils import run_coro_as_sync
@@ -41,7 +55,7 @@ def test_a_flow_run_whose_worker_died_is_crashed_and_frees_its_deployment(tmp_pa
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from pipelines.product.deploy import ZOMBIES, ensure_zombie_automation
+    from pipelines.product.deploy import ZOMBIES, ensure_process_pool, ensure_zombie_automation
     from stsreg.infra import local_servers
 
     (tmp_path / "sleeper.py").write_text(FLOW)
@@ -50,6 +64,7 @@ def test_a_flow_run_whose_worker_died_is_crashed_and_frees_its_deployment(tmp_pa
     try:
         with temporary_settings(updates={PREFECT_API_URL: urls["prefect_api"]}):
             assert ensure_zombie_automation(31) == ensure_zombie_automation(31) == ZOMBIES  # once
+            ensure_process_pool(local_servers.POOL)
             Flow.from_source(str(tmp_path), "sleeper.py:sleeper").deploy(
                 name="once", work_pool_name=local_servers.POOL, build=False, push=False, concurrency_limit=1,
                 print_next_steps=False, ignore_warnings=True)
@@ -60,7 +75,9 @@ def test_a_flow_run_whose_worker_died_is_crashed_and_frees_its_deployment(tmp_pa
                 time.sleep(1)
             time.sleep(5)  # its first heartbeat is out
             worker = local_servers.status(tmp_path)["processes"]["worker"]["pid"]
-            os.killpg(os.getpgid(worker), signal.SIGKILL)  # the worker and the flow run's process with it
+            os.killpg(os.getpgid(worker), signal.SIGKILL)  # the worker and the flow run's process, as a reboot does
+            for pid in _processes_of(run.id):
+                os.kill(pid, signal.SIGKILL)
             waiting = run_deployment("sleeper/once", timeout=0, parameters={"seconds": 0.0})
             deadline = time.monotonic() + 300
             while not _state(run.id).is_crashed():
