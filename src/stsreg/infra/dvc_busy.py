@@ -21,15 +21,17 @@ RWLOCK = Path(".dvc") / "tmp" / "rwlock"
 
 def _repo_lock_held(project: Path) -> bool:
     """Whether another process holds DVC's repository lock (one attempt to take it, released at once)."""
-    import zc.lockfile
+    from dvc.lock import Lock, LockError
 
     path = Path(project) / REPO_LOCK
     if not path.parent.is_dir():
         return False
+    lock = Lock(str(path))
     try:
-        zc.lockfile.LockFile(str(path)).close()
-    except zc.lockfile.LockError:
+        lock._do_lock()  # one attempt of DVC's own lock (zc.lockfile), never its 3 s of retries
+    except LockError:
         return True
+    lock.unlock()
     return False
 
 
@@ -37,7 +39,7 @@ def running_stages(project: Path) -> list[tuple[int, str]]:
     """``(pid, command)`` of every live process with an entry in DVC's rwlock file (a stage running), sorted. An
     entry of a process that is gone (killed) is left out, as DVC itself treats it; a file caught mid-write counts as
     a stage running (``(0, "a DVC command")``)."""
-    import psutil
+    from stsreg.infra.local_servers import alive
 
     path = Path(project) / RWLOCK
     try:
@@ -48,7 +50,7 @@ def running_stages(project: Path) -> list[tuple[int, str]]:
         return [(0, "a DVC command")]
     infos = list((lock.get("write") or {}).values())
     infos += [info for readers in (lock.get("read") or {}).values() for info in readers]
-    return sorted({(int(i["pid"]), str(i["cmd"])) for i in infos if psutil.pid_exists(int(i["pid"]))})
+    return sorted({(int(i["pid"]), str(i["cmd"])) for i in infos if alive(int(i["pid"]))})
 
 
 def _short(cmd: str) -> str:

@@ -20,7 +20,7 @@ from typing import Iterator
 
 from filelock import FileLock, Timeout
 
-from stsreg.infra.local_servers import STATE_DIR
+from stsreg.infra.local_servers import STATE_DIR, alive
 
 #: Set (to the lock's path) in the environment of subprocesses started by a holder of the lock.
 HELD_ENV = "STSREG_PIPELINE_LOCK_HELD"
@@ -80,11 +80,9 @@ def holder(project: Path) -> str:
     holder wrote it on taking it; "another stsreg stage or pipeline run" when that is not known."""
     import json
 
-    import psutil
-
     try:
         info = json.loads(_holder_path(project).read_text(encoding="utf-8"))
-        if psutil.pid_exists(int(info["pid"])):
+        if alive(int(info["pid"])):
             since = time.strftime("%H:%M:%S", time.localtime(info["since"]))
             return f"PID {info['pid']}, `{info['cmd']}`, since {since}"
     except (OSError, ValueError, KeyError, TypeError):

@@ -90,18 +90,9 @@ class ServingApp:
 
             fallback = scoring_server.init(served.pyfunc)
         self.served, self.fallback = served, fallback
-        self.dimension = self._dimension(served) if fallback is None else None
+        self.dimension = openapi.dimension_of(served) if fallback is None else None
         self.metrics.set_served(served.info)
         self._settled.set()
-
-    @staticmethod
-    def _dimension(served) -> int | None:
-        """The served model's embedding dimension (one short text encoded), for /openapi.json's ``dimensions``."""
-        try:
-            table, _ = served.tokenize(["dimension"])
-            return int(served.encode_tokens(table).shape[1])
-        except Exception:  # noqa: BLE001 (the description then leaves dimensions open; requests say the rest)
-            return None
 
     @property
     def metadata(self) -> bytes:

@@ -131,6 +131,15 @@ SPEC = {
 }
 
 
+def dimension_of(served) -> int | None:
+    """The served model's embedding dimension (one short text encoded), for :func:`spec`'s ``dimensions``."""
+    try:
+        table, _ = served.tokenize(["dimension"])
+        return int(served.encode_tokens(table).shape[1])
+    except Exception:  # noqa: BLE001 (the description then leaves dimensions open; requests say the rest)
+        return None
+
+
 def allowed(path: str) -> tuple[str, ...] | None:
     """The methods ``path`` answers (uppercase), as described; None for a path this server does not have."""
     ops = SPEC["paths"].get(path)
