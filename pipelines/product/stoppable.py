@@ -18,20 +18,17 @@ def stopping(proc: subprocess.Popen, grace_s: float = 10.0, on_stop=None):
     exception, Ctrl-C), the whole group is stopped (SIGTERM, then SIGKILL after ``grace_s``), ``on_stop()`` is called
     (it says what the stopped run left), then the signal goes on to the handler that was there before."""
     def stop() -> None:
-        if proc.poll() is None:
-            _stop_group()
-            if on_stop is not None:
-                on_stop()
-
-    def _stop_group() -> None:
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if on_stop is not None:
+            on_stop()
 
     def on_term(signum, frame):
         stop()

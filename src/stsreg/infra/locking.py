@@ -11,6 +11,7 @@ command runs (:func:`data_write_lock`).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -78,8 +79,6 @@ def _holder_path(project: Path) -> Path:
 def holder(project: Path) -> str:
     """Who holds the project's pipeline lock, in words (``PID 123, `stsreg train --stage 2`, since 12:01:05``), as its
     holder wrote it on taking it; "another stsreg stage or pipeline run" when that is not known."""
-    import json
-
     try:
         info = json.loads(_holder_path(project).read_text(encoding="utf-8"))
         if alive(int(info["pid"])):
@@ -91,8 +90,6 @@ def holder(project: Path) -> str:
 
 
 def _write_holder(project: Path) -> None:
-    import json
-
     cmd = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])[:200]
     try:
         _holder_path(project).write_text(json.dumps({"pid": os.getpid(), "cmd": cmd, "since": time.time()}))

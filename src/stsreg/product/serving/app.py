@@ -162,10 +162,9 @@ class ServingApp:
             await self.fallback(scope, receive, send)
             return 200
         handler = self.routes.get((method, path))
-        if handler is None:
-            known = any(p == path for _, p in self.routes)
-            return await self._error(send, 405 if known else 404, f"{method} {path} is not an endpoint of this server"
-                                     + ("" if known else "; POST /invocations, /v1/embeddings, /similarity"))
+        if handler is None:  # a described path with another method was a 405 in __call__
+            return await self._error(send, 404, f"{method} {path} is not an endpoint of this server; POST "
+                                                "/invocations, /v1/embeddings, /similarity")
         return await self._call(handler, method, path, scope, receive, send)
 
     async def _call(self, handler, method, path, scope, receive, send) -> int:

@@ -79,8 +79,9 @@ class RequestGuard:
         return self.app.metadata
 
     async def __call__(self, scope, receive, send):
+        described = openapi.allowed(scope["path"]) if scope["type"] == "http" else None
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS") \
-                or scope["method"] not in (openapi.allowed(scope["path"]) or (scope["method"],)):
+                or (described is not None and scope["method"] not in described):
             return await self.app(scope, receive, send)  # no body to guard, or a 405 the app answers
         too_large = f"request body over {self.max_body_bytes} bytes; split the batch into smaller requests"
         headers = dict(scope.get("headers") or [])
