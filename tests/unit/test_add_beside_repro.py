@@ -92,7 +92,7 @@ from pathlib import Path
 from stsreg.infra.locking import data_write_lock
 with data_write_lock(Path(".")):
     print("held", flush=True)
-    time.sleep(3)
+    sys.stdin.readline()  # until the test has seen the stage wait (or has given up on it)
     with open("data/tables/mine.csv", "a") as f:
         f.write(sys.argv[1])
 """
@@ -100,11 +100,22 @@ with data_write_lock(Path(".")):
 
 def test_a_dvc_repro_started_during_an_add_waits_for_it_and_reads_the_grown_table(project):
     """An add that takes seconds (a large table read back and checked) while the user types `dvc repro`."""
-    add = subprocess.Popen([sys.executable, "-c", HOLD_ADD, _rows(7, "drums")], cwd=project, stdout=subprocess.PIPE,
-                           text=True)
+    add = subprocess.Popen([sys.executable, "-c", HOLD_ADD, _rows(7, "drums")], cwd=project, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
     assert add.stdout.readline().strip() == "held"
     repro = _dvc(project, "repro")
-    out = repro.communicate(timeout=60)[0]
+    # The add holds on until the stage has said it waits: how long DVC takes to start is no part of the test.
+    give_up = threading.Timer(60, lambda: add.stdin.close())
+    give_up.start()
+    lines = []
+    for line in repro.stdout:
+        lines.append(line)
+        if "waiting for" in line:
+            break
+    give_up.cancel()
+    if not add.stdin.closed:
+        add.stdin.close()  # the add goes on
+    out = "".join(lines) + repro.communicate(timeout=60)[0]
     assert repro.returncode == 0, out
     assert "Unable to acquire lock" not in out and "waiting for" in out
     assert add.wait(30) == 0 and _count(project) == 207  # the stage read the table once the add had ended
