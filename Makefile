@@ -79,7 +79,15 @@ bench-inference: install ## every way to run the champion's encoder (torch fp32/
 bench-int8: install ## ONNX Runtime's int8 options (dynamic per channel / per tensor, fused graph, static QDQ calibrated on train sentences) vs torch fp32 -> reports/benchmarks-int8.{md,json} (~10 min; after `make run`)
 	python -m benchmarks.int8_study --repeats $(BENCH_REPEATS)
 
-bench-serve: install ## the champion served (stsreg serve per backend and auto, mlflow models serve, sentence-transformers + FastAPI) vs the raw encoder at 1/8/32 wrk connections -> reports/benchmarks-serve.{md,json} (~10 min; after `make run`; needs Debian's wrk)
+# the serving peer, in its own venv beside the project's (its pins are not ours): Infinity with the project's torch
+INFINITY_VENV := build/infinity-venv
+INFINITY_PINS := 'infinity-emb[server,optimum,torch]==0.0.78' torch==2.13.0 optimum==2.1.0 transformers==4.57.6
+$(INFINITY_VENV)/.installed: Makefile
+	test -x $(INFINITY_VENV)/bin/python || $(VENV)/bin/uv venv -q -p 3.11 $(INFINITY_VENV)
+	VIRTUAL_ENV=$(INFINITY_VENV) $(VENV)/bin/uv pip install -q $(FIND_LINKS) $(INFINITY_PINS)
+	touch $@
+
+bench-serve: install $(INFINITY_VENV)/.installed ## the champion served (stsreg serve per backend and auto, Infinity's torch and optimum engines on the same files, mlflow models serve, sentence-transformers + FastAPI) vs the raw encoder at 1/8/32 wrk connections -> reports/benchmarks-serve.{md,json} (~15 min; after `make run`; needs Debian's wrk)
 	@command -v wrk > /dev/null || { echo 'make bench-serve drives the servers with wrk: apt-get install wrk'; exit 2; }
 	python -m benchmarks.serve_load --seconds 8
 

@@ -7,14 +7,15 @@ for ``--seconds``, the client's own CPU recorded per cell:
 
 - **raw encoder** (the limit): the backend in-process, no server: batch-1 latency of one pair (encode both sentences,
   cosine) and pairs/s at 64 pairs per call;
-- **stsreg serve** with each backend the version may serve, and ``auto``: ``POST /invocations`` (batched path);
-- **mlflow models serve** of the same registered version: ``POST /invocations``, MLflow's pyfunc path;
-- **sentence-transformers + FastAPI**: :mod:`benchmarks.st_server`, the server a user would write first.
+- the servers of :mod:`benchmarks.serve_rows`: **stsreg serve** with each backend the version may serve, and ``auto``,
+  and **Infinity** (torch engine; optimum engine on the champion's fp32 and int8 exports), all on OpenAI's
+  ``POST /v1/embeddings``; **mlflow models serve** of the same registered version on ``/invocations``;
+  **sentence-transformers + FastAPI**, the server a user would write first.
 
-Writes ``reports/benchmarks-serve.{md,json}``: req/s, pairs/s, p50/p95/p99 ms, errors per row, the CPU model, cores,
-threads and what each server computed in, and the issue's targets (at 32 clients on short pairs the best backend
->= 70% of the raw encoder's pairs/s; batch-1 p50 within 2 ms of the raw encoder's; >= 5x ``mlflow models serve``;
-p99 < 10x p50; 0 errors), met or missed by how much.
+Writes ``reports/benchmarks-serve.{md,json}``: req/s, p50/p95/p99 ms, errors per row, the CPU model, its flags, cores,
+threads and what each server computed in, and the targets (:mod:`benchmarks.serve_report`: ``stsreg serve`` with its
+default settings >= 1.2x the best Infinity row's req/s at every concurrency, batch-1 p50 <= Infinity's, long texts
+>= the best peer at every concurrency, p99 < 10x p50, 0 errors), met or missed by how much.
 
     python -m benchmarks.serve_load --seconds 8       # or: make bench-serve (after make run)
 """
@@ -24,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -33,13 +33,6 @@ from pathlib import Path
 import numpy as np
 
 CLIENTS = (1, 8, 32)
-MODEL_URI = "models:/sts-regression@champion"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pair_sets(sts_path: Path, tokenizer, max_length: int) -> dict[str, list[tuple[str, str]]]:
@@ -106,36 +99,6 @@ def drive(url: str, body, sets: dict, seconds: float, work: Path) -> dict:
     return out
 
 
-def server_row(name: str, cmd: list[str], ready: str, path: str, body, sets, seconds, threads, out_dir: Path) -> dict:
-    port = free_port()
-    cmd = [c.replace("{port}", str(port)) for c in cmd]
-    log = out_dir / f"serve-{name.replace(' ', '_')}.log"
-    from stsreg.infra.local_servers import wait_healthy
-    from stsreg.infra.tracking import tracking_uri
-
-    # every server reads the project's own store (mlflow's CLI would otherwise open ./mlflow.db, an empty one)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-           "MLFLOW_TRACKING_URI": tracking_uri(Path("."))}
-    proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(url + ready, lambda: proc.poll() is None, name, log, timeout=300)
-        meta = {}
-        try:
-            import urllib.request
-
-            with urllib.request.urlopen(url + "/metadata", timeout=5) as r:
-                meta = json.loads(r.read())
-        except OSError:
-            pass
-        print(f"{name}: {meta.get('backend', '')} {meta.get('precision', '')}", flush=True)
-        return {"name": name, "computes": {k: meta.get(k) for k in ("backend", "precision") if k in meta},
-                "cells": drive(url + path, body, sets, seconds, out_dir)}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
 def raw_row(folder: Path, backend: str, sets: dict, threads: int, n: int = 200) -> dict:
     """The encoder alone on ``backend``: batch-1 pair latency and pairs/s at 64 pairs per call (run in a subprocess)."""
     import torch
@@ -165,27 +128,6 @@ def raw_row(folder: Path, backend: str, sets: dict, threads: int, n: int = 200) 
     return {"name": f"raw encoder {backend}", "backend": backend, "sets": out}
 
 
-def _servers(a, folder: Path, sets: dict, work: Path) -> list[tuple[str, object]]:
-    """(name, measure) of every server row: stsreg serve per backend and auto, mlflow models serve, the ST server."""
-    from stsreg.product.serving import export
-
-    pair = lambda p: {"dataframe_records": [{"sentence1": p[0], "sentence2": p[1]}]}  # noqa: E731
-    servers = [(f"stsreg serve {backend}", lambda backend=backend: server_row(
-        f"stsreg serve {backend}", [sys.executable, "-m", "stsreg.cli", "serve", "--port", "{port}", "--backend",
-                                    backend, "--threads",
-                                    str(a.threads), "--follow-s", "0"],
-        "/ready", "/invocations", pair, sets, a.seconds, a.threads, work))
-        for backend in (*export.servable(folder), "auto")]
-    servers.append(("mlflow models serve", lambda: server_row(
-        "mlflow models serve", [sys.executable, "-m", "mlflow", "models", "serve", "-m",
-                                MODEL_URI, "--env-manager", "local", "-h", "127.0.0.1", "-p", "{port}"],
-        "/ping", "/invocations", pair, sets, a.seconds, a.threads, work)))
-    servers.append(("sentence-transformers + FastAPI", lambda: server_row(
-        "sentence-transformers + FastAPI", [sys.executable, "-m", "benchmarks.st_server", str(folder), "{port}"],
-        "/ping", "/similarity", lambda p: {"sentence1": p[0], "sentence2": p[1]}, sets, a.seconds, a.threads, work)))
-    return servers
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sts", default="data/prepared/sts.parquet")
@@ -204,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     folder = work / "champion"
     if not folder.exists():
         from benchmarks.inference import champion_folder
+
+        from benchmarks.serve_rows import MODEL_URI
 
         champion_folder(MODEL_URI, work / "dl").rename(folder)
     probe = SiameseRegressor.load(folder)
@@ -229,8 +173,10 @@ def main(argv: list[str] | None = None) -> int:
                                "--threads", str(a.threads)], capture_output=True, text=True, check=True)
         keep(json.loads(done.stdout.strip().splitlines()[-1]), raws)
         print(raws[-1]["name"], raws[-1]["sets"]["short"], flush=True)
-    servers = _servers(a, folder, sets, work)
-    for name, measure in servers:
+    from benchmarks.serve_rows import servers
+
+    a.sets = sets
+    for name, measure in servers(a, folder, export.servable(folder), work):
         if name not in names and wanted(name):
             keep(measure(), rows)
     from benchmarks.bench_report import machine

@@ -24,8 +24,9 @@ def serve(sub, name: str) -> None:
     se.add_argument("--max-body-mb", type=float, default=32.0, help="largest request body accepted (MB)")
     se.add_argument("--max-depth", type=int, default=32, help="deepest JSON nesting accepted")
     se.add_argument("--precision", choices=("auto", "fp32", "bf16"), default=None,
-                    help="auto: bf16 autocast where the hardware has native bf16 (and a probe shows the embeddings "
-                         "hold), else fp32 | fp32 | bf16 (default: serve.precision of --params)")
+                    help="auto: fp32 on a CPU (a text's vector must not depend on its batch, which CPU bf16 "
+                         "breaks), bf16 on a GPU with native bf16 where a probe shows the embeddings hold | fp32 | "
+                         "bf16 (default: serve.precision of --params)")
     se.add_argument("--scale", type=float, nargs=2, metavar=("LO", "HI"), default=None,
                     help="give the served score on [LO, HI] (the model's 0-5 score mapped linearly; default: "
                          "serve.scale of --params)")

@@ -31,8 +31,9 @@ class ScheduleParams:
 class ServeParams:
     """``stsreg serve`` (and the model card's serving row): how the served model computes."""
 
-    precision: str = knob("auto", "auto (bf16 autocast where the CPU/GPU has native bf16 and a probe shows the "
-                          "embeddings hold, else fp32) | fp32 | bf16; `stsreg serve --precision` overrides it",
+    precision: str = knob("auto", "auto (fp32 on a CPU, where bf16 vectors move with their batch; bf16 on a GPU "
+                          "with native bf16 where a probe shows the embeddings hold) | fp32 | bf16; `stsreg serve "
+                          "--precision` overrides it",
                           choices=("auto", "fp32", "bf16"))
     scale: tuple[float, ...] = knob((0.0, 5.0), "[lo, hi]: the scale the served `score` is given on (the model's 0-5 "
                                     "score mapped linearly; e.g. [0, 1] for a table declared on 0-1); `stsreg serve "

@@ -43,9 +43,9 @@ def _scale_served(scale: tuple[float, float]) -> str:
 
 def _precision_served(setting: str) -> str:
     if setting == "auto":
-        return ("`auto`: bf16 autocast where the CPU (avx512_bf16 / AMX) or GPU has native bf16 and a probe shows the "
-                "embeddings hold (cosines differ from fp32 in the 4th decimal), else fp32; `stsreg serve --precision "
-                "fp32` forces fp32; `GET /metadata` says which is in use")
+        return ("`auto`: fp32 on a CPU (a text's vector does not depend on the batch it lands in; CPU bf16 kernels "
+                "break that), bf16 autocast on a GPU with native bf16 where a probe shows the embeddings hold; "
+                "`stsreg serve --precision bf16` forces bf16; `GET /metadata` says which is in use")
     return f"`{setting}`; `GET /metadata` of `stsreg serve` confirms it"
 
 

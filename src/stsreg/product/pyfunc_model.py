@@ -128,6 +128,8 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
                 "score_scale": list(self.scale), "backend": self.backend,
                 # auto: what each backend did here at start (sentences/s in batches, batch-1 p50 ms)
                 "backends_measured": {b: {k: round(v, 2) for k, v in r.items()} for b, r in self.rates.items()},
+                **({"auto": {"chosen": self.backend, "why": export.explain(self.backend, self.rates)}}
+                   if self._setting and self._setting[0] == "auto" else {}),
                 "backends": export.read_quality(self.model_dir)}
 
     def predict(self, context, model_input, params=None):

@@ -34,10 +34,16 @@ class Served:
 
         from stsreg.infra.quiet import quiet
 
+        from stsreg.infra.runtime import resolve_device
+        from stsreg.product.precision import served
+
         local = mlflow.artifacts.download_artifacts(artifact_uri=artifact_uri, tracking_uri=tracking_uri)
         # the settings given go in at load, so the model starts on them (an explicit backend is not measured against
-        # the others first); keys a version did not log are ignored by MLflow and set below
-        given = {"precision": settings.get("precision"), "backend": settings.get("backend"),
+        # the others first); keys a version did not log are ignored by MLflow and set below. torch's precision is
+        # the one a server may run (auto: fp32 on a bf16 CPU, where bf16 vectors move with their batch)
+        setting = settings.get("precision") or "auto"
+        precision = served(setting, resolve_device())
+        given = {"precision": precision, "backend": settings.get("backend"),
                  "scale": list(settings["scale"]) if settings.get("scale") is not None else None}
         with quiet(warnings=("Add type hints to the `predict` method",), logs={"mlflow.pyfunc": ("Argument(s) ",)}):
             self.pyfunc = mlflow.pyfunc.load_model(local, model_config={k: v for k, v in given.items()
@@ -50,11 +56,11 @@ class Served:
             return
         if settings.get("backend") is not None or settings.get("threads"):
             inner.set_backend(settings.get("backend") or "auto", settings.get("threads") or 0)
-        inner.set_precision(settings.get("precision", "auto"))  # torch's setting: after the backend is known
+        inner.set_precision(precision)  # torch's setting: after the backend is known
         if settings.get("scale") is not None:
             inner.set_scale(*settings["scale"])
         self.model, self.batch_size = inner.model, inner.batch_size
-        self.info.update(inner.serving_info())
+        self.info.update(inner.serving_info(), precision_setting=setting)
 
     @property
     def scale(self) -> tuple[float, float]:

@@ -1,0 +1,124 @@
+"""The servers of ``make bench-serve`` (:mod:`benchmarks.serve_load`): how each is started, asked whether it is ready
+and sent one STS pair per request.
+
+Every embedding server gets the same OpenAI request, ``POST /v1/embeddings {"model", "input": [sentence1,
+sentence2]}``: ``stsreg serve`` (each backend the version may serve, and ``auto``) and Infinity (``infinity-emb``, the
+best embedding server that runs here: its torch engine on the champion's folder, its optimum engine on the champion's
+own fp32 and int8 ONNX exports). ``mlflow models serve`` answers MLflow's ``/invocations`` (the pair as a dataframe
+record), the sentence-transformers + FastAPI server its own ``/similarity``.
+
+Infinity runs from its own virtual environment (:data:`INFINITY_VENV`, made by ``make bench-serve``:
+``infinity-emb[server,optimum,torch]`` with the project's torch), given the same threads. Its only set-up is the ONNX
+file's name: its optimum engine loads ``model_quantized.onnx`` (preferred on a CPU) or ``model.onnx`` from the top of
+the folder it is started in, so each optimum row gets a folder of links to the champion's files with one export under
+that name. Infinity optimises the graph at start with optimum's ``ORTOptimizer``; with the optimum that installs
+beside torch 2.13 (2.x) that call fails and it serves the export as it is (its log says so): what a user gets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+MODEL_URI = "models:/sts-regression@champion"
+INFINITY_VENV = Path("build/infinity-venv")
+#: Infinity's optimum rows: row name -> (the champion's export, the name Infinity loads it by).
+INFINITY_ONNX = {"Infinity optimum fp32": ("onnx/model.onnx", "model.onnx"),
+                 "Infinity optimum int8": ("onnx/model_qint8.onnx", "model_quantized.onnx")}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> dict:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return json.loads(r.read())
+    except (OSError, ValueError):
+        return {}
+
+
+def server_row(name: str, cmd: list[str], ready: str, path: str, body, a, work: Path, cwd: Path | None = None) -> dict:
+    """Start ``cmd`` (``{port}`` filled in), wait for ``ready``, drive ``path`` with every (set, clients) cell
+    (:func:`benchmarks.serve_load.drive`; ``body(pair, model)`` builds a request), stop it. The row: name, what it
+    computes (``/metadata`` where the server has one) and the cells."""
+    from benchmarks.serve_load import drive
+    from stsreg.infra.local_servers import wait_healthy
+    from stsreg.infra.tracking import tracking_uri
+
+    port = free_port()
+    cmd = [c.replace("{port}", str(port)) for c in cmd]
+    log = (work / f"serve-{name.replace(' ', '_')}.log").resolve()
+    # every server reads the project's own store (mlflow's CLI would otherwise open ./mlflow.db, an empty one); the
+    # same threads for all; Infinity's optimised graphs (when it makes them) stay in the benchmark's folder
+    env = {**os.environ, "OMP_NUM_THREADS": str(a.threads), "MKL_NUM_THREADS": str(a.threads),
+           "MLFLOW_TRACKING_URI": tracking_uri(Path(".").resolve()),
+           "HF_HUB_CACHE": str(((cwd or work) / ".hf").resolve()),
+           "INFINITY_ANONYMOUS_USAGE_STATS": "0", "DO_NOT_TRACK": "1"}
+    proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                            cwd=cwd)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url + ready, lambda: proc.poll() is None, name, log, timeout=300)
+        meta = _get(url + "/metadata")
+        model = next((m["id"] for m in _get(url + "/v1/models").get("data", [])), "champion")
+        print(f"{name}: {meta.get('backend', '')} {meta.get('precision', '')}", flush=True)
+        return {"name": name, "computes": {k: meta[k] for k in ("backend", "precision") if k in meta},
+                **({"auto": meta["auto"]} if "auto" in meta else {}),
+                "cells": drive(url + path, lambda p: body(p, model), a.sets, a.seconds, work)}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def infinity_folder(folder: Path, export: str, as_name: str, into: Path) -> Path:
+    """A folder of links to ``folder``'s files (its ``onnx/`` left out) with ``export`` linked at the top as
+    ``as_name``: the layout Infinity's optimum engine reads."""
+    into.mkdir(parents=True, exist_ok=True)
+    for item in folder.iterdir():
+        link = into / (as_name if item.name == "onnx" else item.name)
+        target = (folder / export if item.name == "onnx" else item).resolve()
+        if not link.is_symlink():
+            link.symlink_to(target)
+    return into
+
+
+def _embeddings(pair, model: str) -> dict:
+    return {"model": model, "input": [pair[0], pair[1]]}
+
+
+def servers(a, folder: Path, backends: list[str], work: Path) -> list[tuple[str, object]]:
+    """(name, measure) of every row: stsreg serve per backend and auto, Infinity's three, mlflow models serve, the
+    sentence-transformers server."""
+    stsreg = [sys.executable, "-m", "stsreg.cli", "serve", "--port", "{port}", "--threads", str(a.threads),
+              "--follow-s", "0", "--backend"]
+    rows = [(f"stsreg serve {b}", lambda b=b: server_row(f"stsreg serve {b}", stsreg + [b], "/ready",
+                                                         "/v1/embeddings", _embeddings, a, work))
+            for b in (*backends, "auto")]
+    infinity = [str(INFINITY_VENV / "bin" / "infinity_emb"), "v2", "--device", "cpu", "--port", "{port}",
+                "--url-prefix", "/v1", "--served-model-name", "champion"]
+    rows.append(("Infinity torch", lambda: server_row(
+        "Infinity torch", infinity + ["--engine", "torch", "--model-id", str(folder.resolve())], "/v1/health",
+        "/v1/embeddings", _embeddings, a, work)))
+    for name, (export, as_name) in INFINITY_ONNX.items():
+        if (folder / export).is_file():
+            here = infinity_folder(folder, export, as_name, work / name.replace(" ", "-"))
+            rows.append((name, lambda name=name, here=here: server_row(
+                name, infinity + ["--engine", "optimum", "--model-id", "."], "/v1/health", "/v1/embeddings",
+                _embeddings, a, work, cwd=here)))
+    record = lambda p, _: {"dataframe_records": [{"sentence1": p[0], "sentence2": p[1]}]}  # noqa: E731
+    rows.append(("mlflow models serve", lambda: server_row(
+        "mlflow models serve", [sys.executable, "-m", "mlflow", "models", "serve", "-m", MODEL_URI, "--env-manager",
+                                "local", "-h", "127.0.0.1", "-p", "{port}"], "/ping", "/invocations", record, a, work)))
+    rows.append(("sentence-transformers + FastAPI", lambda: server_row(
+        "sentence-transformers + FastAPI", [sys.executable, "-m", "benchmarks.st_server", str(folder), "{port}"],
+        "/ping", "/similarity", lambda p, _: {"sentence1": p[0], "sentence2": p[1]}, a, work)))
+    return rows
