@@ -81,7 +81,7 @@ bench-int8: install ## ONNX Runtime's int8 options (dynamic per channel / per te
 
 # the serving peer, in its own venv beside the project's (its pins are not ours): Infinity with the project's torch
 INFINITY_VENV := build/infinity-venv
-INFINITY_PINS := 'infinity-emb[server,optimum,torch]==0.0.78' torch==2.13.0 optimum==2.1.0 transformers==4.57.6
+INFINITY_PINS := 'infinity-emb[server,optimum,torch]==0.0.78' torch==2.13.0 optimum==2.1.0 transformers==4.57.6 'pyarrow<20'
 $(INFINITY_VENV)/.installed: Makefile
 	test -x $(INFINITY_VENV)/bin/python || $(VENV)/bin/uv venv -q -p 3.11 $(INFINITY_VENV)
 	VIRTUAL_ENV=$(INFINITY_VENV) $(VENV)/bin/uv pip install -q $(FIND_LINKS) $(INFINITY_PINS)

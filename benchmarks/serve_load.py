@@ -35,14 +35,14 @@ import numpy as np
 CLIENTS = (1, 8, 32)
 
 
-def pair_sets(sts_path: Path, tokenizer, max_length: int) -> dict[str, list[tuple[str, str]]]:
-    """{short: STS-B test pairs, long: pairs of >= 128-token passages}."""
+def pair_sets(sts_path: Path, tokenizer, max_length: int) -> tuple[dict[str, list[tuple[str, str]]], list[float]]:
+    """({short: STS-B test pairs, long: pairs of >= 128-token passages}, the short pairs' gold scores)."""
     from benchmarks.inference import texts
 
     sets, test = texts(sts_path, tokenizer, max_length)
     long = sets["long"]
     return {"short": list(zip(test.sentence1, test.sentence2)),
-            "long": [(long[i], long[i + 1]) for i in range(0, len(long) - 1, 2)]}
+            "long": [(long[i], long[i + 1]) for i in range(0, len(long) - 1, 2)]}, test.score.astype(float).tolist()
 
 
 #: wrk's script: the request bodies (one JSON per line of $STSREG_BODIES) in turn, and a JSON summary at the end.
@@ -88,14 +88,21 @@ def _load(url: str, bodies: list[dict], clients: int, seconds: float, work: Path
             **{f"p{q}_ms": summary[f"p{q}_us"] / 1000 for q in (50, 95, 99)}}
 
 
-def drive(url: str, body, sets: dict, seconds: float, work: Path) -> dict:
-    """Every (set, clients) cell against ``url``; ``body(pair)`` builds a request body."""
+def drive(url: str, body, sets: dict, seconds: float, work: Path, metrics: str | None = None) -> dict:
+    """Every (set, clients) cell against ``url``; ``body(pair)`` builds a request body. ``metrics``: the server's
+    base URL when it answers stsreg's ``/metrics``: each cell then says where its requests' time went
+    (:mod:`benchmarks.serve_breakdown`)."""
+    from benchmarks.serve_breakdown import difference, snapshot
+
     out = {}
     for name, pairs in sets.items():
         bodies = [body(p) for p in pairs]
         _load(url, bodies[:50], 4, 1.0, work)  # warm-up
         for clients in CLIENTS:
+            before = snapshot(metrics) if metrics else None
             out[f"{name}/{clients}"] = _load(url, bodies, clients, seconds, work)
+            if metrics:
+                out[f"{name}/{clients}"]["server"] = difference(snapshot(metrics), before)
     return out
 
 
@@ -134,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--seconds", type=float, default=8.0, help="load per (set, clients) cell")
     ap.add_argument("--out", default="reports/benchmarks-serve")
+    ap.add_argument("--quality-pairs", type=int, default=500,
+                    help="STS-B test pairs each embedding server is scored on after its load (serve_quality)")
     ap.add_argument("--only", nargs="+", metavar="ROW", default=None,
                     help="measure only these rows, by name (e.g. 'raw encoder torch' 'stsreg serve torch')")
     ap.add_argument("--raw", nargs=2, metavar=("FOLDER", "BACKEND"), help=argparse.SUPPRESS)  # the raw row's process
@@ -151,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
 
         champion_folder(MODEL_URI, work / "dl").rename(folder)
     probe = SiameseRegressor.load(folder)
-    sets = pair_sets(Path(a.sts), probe.tokenizer, probe.config.max_length)
+    sets, a.gold = pair_sets(Path(a.sts), probe.tokenizer, probe.config.max_length)
     if a.raw:
         print(json.dumps(raw_row(Path(a.raw[0]), a.raw[1], sets, a.threads)))
         return 0

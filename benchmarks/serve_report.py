@@ -58,6 +58,19 @@ def _targets(results: dict) -> list[str]:
     return lines
 
 
+def _quality(results: dict) -> list[str]:
+    """What each embedding server computed (:mod:`benchmarks.serve_quality`)."""
+    rows = [r for r in results["servers"] if r.get("quality")]
+    if not rows:
+        return []
+    n = rows[0]["quality"]["pairs"]
+    return ["", "## What each embedding server computed", "",
+            f"STS-B test Spearman x100 of the served vectors' cosines on {n} test pairs (one pair per request), and "
+            "the largest move of a sentence's vector (share of its norm) between asking for it alone and inside a "
+            "request of 64 sentences.", "", "| server | STS-B test Spearman | alone vs in a batch |", "|---|---:|---:|",
+            *(f"| {r['name']} | {r['quality']['spearman']:.2f} | {r['quality']['batch_moved']:.1e} |" for r in rows)]
+
+
 def _auto(results: dict) -> list[str]:
     """What ``auto`` chose and why, as the server answered it at ``GET /metadata``."""
     row = next((r for r in results["servers"] if r["name"] == DEFAULT and r.get("auto")), None)
@@ -98,5 +111,9 @@ def format_report(results: dict) -> str:
             texts, clients = cell.split("/")
             lines.append(f"| {r['name']} | {computes} | {texts} | {clients} | {c['req_s']:.1f} | {_f(c['p50_ms'])} | "
                          f"{_f(c['p95_ms'])} | {_f(c['p99_ms'])} | {c['errors']} | {_f(c.get('client_cpu'), '.2f')} |")
+    from benchmarks.serve_breakdown import table
+
+    lines += _quality(results)
+    lines += [line for r in results["servers"] if r["name"] == DEFAULT for line in table(r)]
     return "\n".join(lines + _auto(results) + ["", f"## Targets (`{DEFAULT}`, its default settings)", "",
                                                 *_targets(results), ""])

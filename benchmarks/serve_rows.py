@@ -71,9 +71,15 @@ def server_row(name: str, cmd: list[str], ready: str, path: str, body, a, work: 
         meta = _get(url + "/metadata")
         model = next((m["id"] for m in _get(url + "/v1/models").get("data", [])), "champion")
         print(f"{name}: {meta.get('backend', '')} {meta.get('precision', '')}", flush=True)
-        return {"name": name, "computes": {k: meta[k] for k in ("backend", "precision") if k in meta},
-                **({"auto": meta["auto"]} if "auto" in meta else {}),
-                "cells": drive(url + path, lambda p: body(p, model), a.sets, a.seconds, work)}
+        row = {"name": name, "computes": {k: meta[k] for k in ("backend", "precision") if k in meta},
+               **({"auto": meta["auto"]} if "auto" in meta else {}),
+               "cells": drive(url + path, lambda p: body(p, model), a.sets, a.seconds, work,
+                              metrics=url if name.startswith("stsreg serve") else None)}
+        if path == "/v1/embeddings":  # what it computed, the same requests for every embedding server
+            from benchmarks.serve_quality import measure
+
+            row["quality"] = measure(url + path, model, a.sets["short"][:a.quality_pairs], a.gold[:a.quality_pairs])
+        return row
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -103,16 +109,16 @@ def servers(a, folder: Path, backends: list[str], work: Path) -> list[tuple[str,
     rows = [(f"stsreg serve {b}", lambda b=b: server_row(f"stsreg serve {b}", stsreg + [b], "/ready",
                                                          "/v1/embeddings", _embeddings, a, work))
             for b in (*backends, "auto")]
-    infinity = [str(INFINITY_VENV / "bin" / "infinity_emb"), "v2", "--device", "cpu", "--port", "{port}",
+    infinity = [str((INFINITY_VENV / "bin" / "infinity_emb").resolve()), "v2", "--device", "cpu", "--port", "{port}",
                 "--url-prefix", "/v1", "--served-model-name", "champion"]
     rows.append(("Infinity torch", lambda: server_row(
-        "Infinity torch", infinity + ["--engine", "torch", "--model-id", str(folder.resolve())], "/v1/health",
+        "Infinity torch", infinity + ["--engine", "torch", "--model-id", str(folder.resolve())], "/health",
         "/v1/embeddings", _embeddings, a, work)))
     for name, (export, as_name) in INFINITY_ONNX.items():
         if (folder / export).is_file():
             here = infinity_folder(folder, export, as_name, work / name.replace(" ", "-"))
             rows.append((name, lambda name=name, here=here: server_row(
-                name, infinity + ["--engine", "optimum", "--model-id", "."], "/v1/health", "/v1/embeddings",
+                name, infinity + ["--engine", "optimum", "--model-id", "."], "/health", "/v1/embeddings",
                 _embeddings, a, work, cwd=here)))
     record = lambda p, _: {"dataframe_records": [{"sentence1": p[0], "sentence2": p[1]}]}  # noqa: E731
     rows.append(("mlflow models serve", lambda: server_row(
