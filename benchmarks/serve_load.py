@@ -145,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="STS-B test pairs each embedding server is scored on after its load (serve_quality)")
     ap.add_argument("--only", nargs="+", metavar="ROW", default=None,
                     help="measure only these rows, by name (e.g. 'raw encoder torch' 'stsreg serve torch')")
+    ap.add_argument("--note", default=None, help="a paragraph for the report's head (what was served, and where)")
+    ap.add_argument("--again", action="store_true",
+                    help="measure the --only server rows again though measured: another pass, in the order given; "
+                         "the report keeps each cell's best pass (a shared machine's noise only slows a server)")
     ap.add_argument("--raw", nargs=2, metavar=("FOLDER", "BACKEND"), help=argparse.SUPPRESS)  # the raw row's process
     a = ap.parse_args(argv)
     from stsreg.product.serving import export
@@ -185,8 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.serve_rows import servers
 
     a.sets = sets
-    for name, measure in servers(a, folder, export.servable(folder), work):
-        if name not in names and wanted(name):
+    order = {name: i for i, name in enumerate(a.only or [])}  # --again: the order given (e.g. reversed)
+    for name, measure in sorted(servers(a, folder, export.servable(folder), work), key=lambda r: order.get(r[0], 0)):
+        if (name not in names or a.again) and wanted(name):
             keep(measure(), rows)
     from benchmarks.bench_report import machine
     from benchmarks.serve_report import format_report
@@ -194,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     from stsreg.infra.runtime import resolve_device
 
     results = {"machine": {**machine(resolve_device().type), "threads": a.threads}, "seconds": a.seconds, "raw": raws,
-               "servers": rows, "client": "wrk (one thread, 1/8/32 connections)"}
+               "servers": rows, "client": "wrk (one thread, 1/8/32 connections)",
+               **({"note": a.note} if a.note else {})}
     Path(a.out + ".json").write_text(json.dumps(results, indent=2))
     Path(a.out + ".md").write_text(format_report(results))
     print(Path(a.out + ".md").read_text())

@@ -11,7 +11,8 @@ Infinity runs from its own virtual environment (:data:`INFINITY_VENV`, made by `
 ``infinity-emb[server,optimum,torch]`` with the project's torch), given the same threads. Its only set-up is the ONNX
 file's name: its optimum engine loads ``model_quantized.onnx`` (preferred on a CPU) or ``model.onnx`` from the top of
 the folder it is started in, so each optimum row gets a folder of links to the champion's files with one export under
-that name. Infinity optimises the graph at start with optimum's ``ORTOptimizer``; with the optimum that installs
+that name; and the model's pooling (mean), which its optimum engine does not read from the folder. Infinity
+optimises the graph at start with optimum's ``ORTOptimizer``; with the optimum that installs
 beside torch 2.13 (2.x) that call fails and it serves the export as it is (its log says so): what a user gets.
 """
 
@@ -109,8 +110,10 @@ def servers(a, folder: Path, backends: list[str], work: Path) -> list[tuple[str,
     rows = [(f"stsreg serve {b}", lambda b=b: server_row(f"stsreg serve {b}", stsreg + [b], "/ready",
                                                          "/v1/embeddings", _embeddings, a, work))
             for b in (*backends, "auto")]
+    # the model's own pooling, said once: Infinity's optimum engine pools the first token unless told (its "auto"),
+    # which for a mean-pooled model serves other vectors (measured: STS-B test 88.95 against the model's 92.40)
     infinity = [str((INFINITY_VENV / "bin" / "infinity_emb").resolve()), "v2", "--device", "cpu", "--port", "{port}",
-                "--url-prefix", "/v1", "--served-model-name", "champion"]
+                "--url-prefix", "/v1", "--served-model-name", "champion", "--pooling-method", "mean"]
     rows.append(("Infinity torch", lambda: server_row(
         "Infinity torch", infinity + ["--engine", "torch", "--model-id", str(folder.resolve())], "/health",
         "/v1/embeddings", _embeddings, a, work)))

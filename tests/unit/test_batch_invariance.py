@@ -100,3 +100,15 @@ def test_the_served_default_holds_on_a_bf16_cpu(folder):
     model = SiameseRegressor.load(folder, precision=served("auto", torch.device("cpu"))).eval()
     alone, batched = _alone_and_in_company(model)
     assert (np.abs(alone - batched).max(axis=1) / np.linalg.norm(alone, axis=1)).max() <= 1e-5
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_the_onnx_sessions_do_not_spin(folder, backend):
+    """ONNX Runtime's workers sleep between operators: a spinning pool takes the CPU the server's tokenizer thread
+    and event loop need (docs/inference.md: measured faster served, on two cores)."""
+    from stsreg.product.model import SiameseRegressor
+    from stsreg.product.serving import export as ex
+
+    model = ex.use_backend(SiameseRegressor.load(folder, precision="fp32").eval(), backend, folder, 1)
+    options = model.runtime.session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
