@@ -135,7 +135,7 @@ def raw_row(folder: Path, backend: str, sets: dict, threads: int, n: int = 200) 
     return {"name": f"raw encoder {backend}", "backend": backend, "sets": out}
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sts", default="data/prepared/sts.parquet")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -150,7 +150,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="measure the --only server rows again though measured: another pass, in the order given; "
                          "the report keeps each cell's best pass (a shared machine's noise only slows a server)")
     ap.add_argument("--raw", nargs=2, metavar=("FOLDER", "BACKEND"), help=argparse.SUPPRESS)  # the raw row's process
-    a = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _arguments(argv)
     from stsreg.product.serving import export
     from stsreg.product.model import SiameseRegressor
 

@@ -85,8 +85,9 @@ def test_a_faster_peer_computing_another_model_is_shown_not_judged_against():
         row["quality"] = {"spearman": 92.42 if row["name"] == "Infinity torch" else 89.30, "batch_moved": 0.0,
                           "pairs": 500}
     report = format_report(results)
-    assert ("- not judged against (another computation): Infinity optimum int8, STS-B test 89.30, 3.12 below the best "
-            "row's 92.42 (bound 0.3); beside it `stsreg serve auto` serves 1.33x at short/1, 0.95x at short/8") in report
+    assert ("- not judged against (another computation): Infinity optimum int8, STS-B test 89.30, 3.12 below the "
+            "best row's 92.42 (bound 0.3); beside it `stsreg serve auto` serves 1.33x at short/1, 0.95x at short/8"
+            ) in report
     assert "- met: short texts, 8 clients: 95.0 req/s = 1.06x Infinity torch's 90.0" not in report  # 1.06 < 1.2
     assert "- MISSED: short texts, 8 clients: 95.0 req/s = 1.06x Infinity torch's 90.0 (target >= 1.2x)" in report
     assert "| Infinity optimum int8 | 89.30 | 0.0e+00 |" in report
