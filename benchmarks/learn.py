@@ -37,7 +37,7 @@ from benchmarks.loop import STSREG, _env, _has_champion, _last_run, _sh
 from benchmarks.loop_load import Load
 from benchmarks.learn_data import arrival_files, arrivals, fixed_test_pairs
 from benchmarks.loop_project import make_project
-from benchmarks.serve_load import free_port
+from benchmarks.serve_rows import free_port
 from stsreg.infra.local_servers import wait_healthy
 
 REPO = Path(__file__).resolve().parents[1]

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from benchmarks.loop_load import Load
 from benchmarks.loop_project import NEW_ROWS, make_project
-from benchmarks.serve_load import free_port
+from benchmarks.serve_rows import free_port
 from stsreg.infra.local_servers import wait_healthy
 
 REPO = Path(__file__).resolve().parents[1]
