@@ -148,8 +148,8 @@ def pick(rates: dict[str, dict]) -> str:
 
 
 def explain(backend: str, rates: dict[str, dict]) -> str:
-    """One paragraph for ``GET /metadata`` and the start line: what ``auto`` chose, from which measurements, and
-    why one backend serves every request."""
+    """One paragraph for ``GET /metadata`` (``auto.why``): what ``auto`` chose, from which measurements, and why one
+    backend serves every request (the start line lists the measurements alone: :func:`describe_rates`)."""
     if not rates:
         return f"{backend}: a GPU is here, and torch is the backend that runs on it"
     parts = "; ".join(f"{b} {r['batch1_p50_ms']:.1f} ms alone ({a:.2f}x the best), {r['sentences_s']:.0f} "
