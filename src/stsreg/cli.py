@@ -97,6 +97,8 @@ COMMANDS: dict[str, Command] = {
     "data": Command(data.data),
     "backbone": Command(serving.backbone),
     "servers": Command(operations.servers),
+    "postgres": Command(operations.postgres),
+    "worker": Command(operations.worker),
     "deploy": Command(operations.deploy),
     "report": Command(pipeline.report),
     "champion": Command(pipeline.champion),
@@ -143,7 +145,7 @@ def configure_logging(verbose: bool = False) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command not in ("servers",):
+    if args.command not in ("servers", "postgres"):
         from stsreg.infra.local_servers import use_running
 
         use_running(Path("."))  # local servers up -> log to them; down -> embedded defaults
