@@ -85,8 +85,9 @@ def postgres(sub, name: str) -> None:
     pg.add_argument("--dir", default=None, help="the server's folder (cluster, password, log). Default: "
                                                 "<project>/.stsreg/postgres; as root /var/lib/postgresql/stsreg/"
                                                 "<project>-<hash> (PostgreSQL runs as the postgres user there)")
-    pg.add_argument("--host", default="127.0.0.1", help="listen address (start)")
-    pg.add_argument("--port", type=int, default=5432, help="listen port (start)")
+    pg.add_argument("--host", default=None, help="listen address (start; default: the folder's last, else 127.0.0.1)")
+    pg.add_argument("--port", type=int, default=None, help="listen port (start; default: the folder's last, else "
+                                                           "5432)")
     pg.set_defaults(func=cmd_postgres)
 
 
@@ -96,9 +97,13 @@ def cmd_postgres(args: argparse.Namespace) -> int:
     folder = Path(args.dir).resolve() if args.dir else LocalPostgres.default_folder(Path(args.project))
     try:
         if args.action == "start":
-            server = LocalPostgres(folder, args.host, args.port)
+            last = LocalPostgres.at(folder) if (folder / "address").exists() else LocalPostgres(folder)
+            server = LocalPostgres(folder, args.host or last.host, args.port or last.port)
+            if server != last and last.running():
+                raise DatabaseError(f"already running on {last.host}:{last.port}: `stsreg postgres stop` first to "
+                                    f"move it to {server.host}:{server.port}")
             url = server.start()
-            print(f"PostgreSQL   {args.host}:{args.port}   (folder {folder}, log {server.log})\n"
+            print(f"PostgreSQL   {server.host}:{server.port}   (folder {folder}, log {server.log})\n"
                   f"{url}\nstart the servers on it: stsreg servers start --database '{url}'")
         elif args.action == "url":
             print(LocalPostgres.at(folder).url())

@@ -9,6 +9,7 @@ cosine), which the gate needs to test the challenger against the champion on the
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 from pathlib import Path
 
@@ -36,6 +37,32 @@ def _requirements() -> list[str]:
 
     return [f"{p}=={version(p).split('+')[0]}" for p in
             ("torch", "transformers", "tokenizers", "safetensors", "pandas", "numpy", "scipy", "mlflow", "tqdm")]
+
+
+#: MLflow keeps a version's description in a VARCHAR(5000) on PostgreSQL and MySQL; SQLite does not enforce it, so a
+#: card that registered on the embedded store was refused by a team's server (StringDataRightTruncation)
+DESCRIPTION_LIMIT = 5000
+CARD_POINTER = "*The whole card: README.md in this version's model folder (artifact `model/README.md`).*"
+
+
+def fitted(card: str, gate: str = "") -> str:
+    """A version's description within :data:`DESCRIPTION_LIMIT` characters: ``card`` then ``gate`` (the verdict
+    section, kept whole); where both do not fit, the card keeps the leading sections (``## ...``) that do, followed by
+    :data:`CARD_POINTER` (the whole card is always the model folder's README.md). A card read back from a version
+    (already cut: it holds the pointer) keeps its pointer."""
+    tail = f"\n\n{gate}" if gate else ""
+    cut = CARD_POINTER in card
+    card = card.replace(CARD_POINTER, "").rstrip()
+    if not cut and len(card) + len(tail) <= DESCRIPTION_LIMIT:
+        return card + tail
+    tail = tail[:DESCRIPTION_LIMIT // 2]
+    room = DESCRIPTION_LIMIT - len(tail) - len(CARD_POINTER) - 2
+    kept = ""
+    for section in re.split(r"(?=\n## )", card):
+        if len(kept) + len(section) > room:
+            break
+        kept += section
+    return (kept or card[:room]).rstrip() + "\n\n" + CARD_POINTER + tail
 
 
 def _add_card(saved: Path, card: str) -> None:
@@ -112,7 +139,7 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
         if exc.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
     mv = c.create_model_version(name, source=f"runs:/{run_id}/model", run_id=run_id, tags=tags,
-                                description=card.split("---", 2)[-1].strip() if card else None)
+                                description=fitted(card.split("---", 2)[-1].strip()) if card else None)
     c.set_registered_model_alias(name, "challenger", mv.version)
     log.info("registered %s version %s as challenger", name, mv.version)
     return mv
@@ -166,8 +193,8 @@ def _record(c, name: str, version: str, out: dict) -> None:
     c.set_model_version_tag(name, version, "promotion.decision", "promoted" if out["promoted"] else "kept champion")
     c.set_model_version_tag(name, version, "promotion.reason", out["reason"])
     card = (c.get_model_version(name, version).description or "").split(GATE_HEADING)[0].rstrip()
-    c.update_model_version(name, version, description=f"{card}\n\n{GATE_HEADING}\n\n"
-                           f"{'Promoted' if out['promoted'] else 'Not promoted'}: {out['reason']}.\n")
+    c.update_model_version(name, version, description=fitted(card, f"{GATE_HEADING}\n\n"
+                           f"{'Promoted' if out['promoted'] else 'Not promoted'}: {out['reason']}.\n"))
 
 
 def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: str = MODEL_NAME,
