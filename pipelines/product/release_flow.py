@@ -167,7 +167,7 @@ def promote_task(params_path: str, out_path: str, sts_path: str = "data/prepared
             if headline_path:
                 atomic.write_text(headline_path, json.dumps(headline(decision), indent=2))
             return decision
-        return _promote(params_path, out_path, sts_path, headline_path)
+        return _promote(params_path, out_path, sts_path, headline_path, registered.get("version"))
     except BaseException as exc:
         failed = json.dumps({"status": "failed", "promoted": False, "error": f"{type(exc).__name__}: {exc}"}, indent=2)
         for path in (out_path, headline_path):
@@ -176,7 +176,8 @@ def promote_task(params_path: str, out_path: str, sts_path: str = "data/prepared
         raise
 
 
-def _promote(params_path: str, out_path: str, sts_path: str, headline_path: str | None) -> dict:
+def _promote(params_path: str, out_path: str, sts_path: str, headline_path: str | None,
+             version: int | None = None) -> dict:
     params = load_params(params_path)
     # precision "none" unless the backbone is evaluated (no champion yet): then the evaluation's precision
     logged = {"promote": dataclasses.asdict(params.promote), "seed": params.seed}
@@ -210,7 +211,7 @@ def _promote(params_path: str, out_path: str, sts_path: str, headline_path: str 
         baseline = backbone_predictions if params.promote.against_backbone else None
         decision = registry.promote(params.promote, params.evaluate.n_resamples, params.seed, baseline=baseline,
                                     baseline_name=f"the untouched backbone {params.model.backbone!r}",
-                                    rescore=champion_predictions)
+                                    rescore=champion_predictions, version=version)
         test = decision.get("test") or {}
         per_metric = {f"gain_{crit}_{k}": t[k] for crit, t in (decision.get("tests") or {}).items()
                       for k in (*GAIN_KEYS, "pairs") if k in t}

@@ -41,13 +41,25 @@ def have(what: str) -> bool:
     raise ValueError(what)
 
 
-def needs(*what: str):
-    """A mark: skip without these services, or fail under ``STSREG_REQUIRE_SERVICES=1``."""
+def _missing(what: tuple[str, ...]) -> list[str]:
     missing = [w for w in what if not have(w)]
     if missing and os.environ.get("STSREG_REQUIRE_SERVICES") == "1":
         pytest.fail(f"STSREG_REQUIRE_SERVICES=1 but {missing} not installed (apt-get install postgresql "
                     "openssh-server)", pytrace=False)
+    return missing
+
+
+def needs(*what: str):
+    """A mark: skip without these services, or fail under ``STSREG_REQUIRE_SERVICES=1``."""
+    missing = _missing(what)
     return pytest.mark.skipif(bool(missing), reason=f"needs {missing} (apt-get install postgresql openssh-server)")
+
+
+def require(*what: str) -> None:
+    """Inside a test: skip without these services, or fail under ``STSREG_REQUIRE_SERVICES=1``."""
+    missing = _missing(what)
+    if missing:
+        pytest.skip(f"needs {missing} (apt-get install postgresql openssh-server)")
 
 
 def open_folder(prefix: str) -> Path:
@@ -66,7 +78,8 @@ class Postgres:
     url: str
 
     def stop(self) -> None:
-        stsreg("postgres", "stop", "--dir", self.folder, cwd=self.folder)
+        stsreg("postgres", "stop", "--dir", self.folder, cwd="/")
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def start_postgres() -> Postgres:
@@ -102,6 +115,7 @@ class SshServer:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=30)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def start_sshd() -> SshServer:

@@ -28,7 +28,7 @@ from tests.helpers.doc_commands import (ADD_BACKBONE_ROW, BACKBONE_INSTALL, BACK
                                         EXAMPLE_ADD, EXAMPLE_BUILD, EXAMPLE_CHECK, SEARCH_BACKBONE, SEARCH_COS_5,
                                         SEARCH_COS_75, SEARCH_SIMCSE, SERVE_BACKEND, REPLICA_SERVE, REPLICAS_CADDY,
                                         page_commands)
-from tests.helpers.project import tiny_project
+from tests.helpers.project import GIT_IDENTITY, tiny_project
 
 ACTIVATE = "source .venv/bin/activate"
 RETRAIN = "prefect deployment run stsreg-retrain/weekly"
@@ -69,6 +69,18 @@ _EXAMPLE = ("the worked example, a full-size run (~45 min per round on 2 cores; 
 #: docs/inference.md's replicas recipe: two machines; the same commands on loopback ports.
 _REPLICAS = ("needs two machines; the same two commands with loopback addresses and free ports, deploy/Caddyfile as "
              "written, in tests/flows/test_release_flow.py::test_replicas_behind_a_load_balancer_as_the_recipe_says")
+
+#: docs/operations.md's team: hosts A, B and C, typed in this order on loopback (PostgreSQL, sshd, three HOMEs).
+PG_START = "stsreg postgres start"
+TEAM_SERVERS = 'stsreg servers start --database "$(stsreg postgres url)" --host 0.0.0.0'
+TEAM_REMOTE = "dvc remote add -d shared ssh://$DATA_HOST/srv/stsreg-dvc"
+TEAM_PUSH = 'git commit -am "the team\'s DVC remote" && git push'
+TEAM_WORKER = "stsreg worker --pool stsreg-gpu --api http://$SERVERS_HOST:4200/api"
+TEAM_SERVE = "MLFLOW_TRACKING_URI=http://$SERVERS_HOST:5000 stsreg serve --host 0.0.0.0 --port 5001"
+TEAM_READY = "curl -s 127.0.0.1:5001/ready"
+TEAM_A = (PG_START, TEAM_SERVERS, TEAM_REMOTE, TEAM_PUSH, "stsreg deploy")
+TEAM = (*TEAM_A, ACTIVATE, TEAM_WORKER, RETRAIN, TEAM_SERVE, TEAM_READY)
+_TEAM = "run in this order, on hosts A, B and C, by test_operations_guide_team_as_typed (make test-slow)"
 
 #: Every command a page prints -> what runs it (or what it needs that these machines lack).
 DECLARED: dict[str, str] = {
@@ -140,7 +152,7 @@ DECLARED: dict[str, str] = {
     "dvc exp run nli_table -S model.backbone=bert-base-uncased -S model.max_length=256 -S nli_table.max_pairs=0 -S "
     "nli_table.lr=2e-5 -S 'prepare.nli_train=[snli/train,mnli/train]'": "needs a model hub and full SNLI/MNLI",
     "make bench BENCH_DEVICE=cuda": _GPU,
-    "dvc remote add -d shared s3://bucket/stsreg-dvc": "needs S3 (" + _REMOTE + ")",
+    **{command: _TEAM for command in TEAM if command not in (ACTIVATE, RETRAIN)},
     "dvc remote add -d shared URL": _REMOTE,
     'git commit -am "a shared DVC remote" && git push': _REMOTE,
     "make servers SERVERS_HOST=0.0.0.0": _REMOTE,
@@ -169,7 +181,7 @@ def test_every_documented_command_is_declared():
     assert not undeclared, f"commands printed by the docs without a test or a stated need: {undeclared}"
     gone = sorted(set(DECLARED) - documented)
     assert not gone, f"declared commands no page prints any more (remove them from DECLARED): {gone}"
-    for sequence in (OPS_FAST, FULL, OWN_DATA):
+    for sequence in (OPS_FAST, FULL, OWN_DATA, TEAM):
         assert set(sequence) <= documented
 
 
@@ -183,6 +195,7 @@ def _ordered_on(page: str, sequence: tuple[str, ...]) -> None:
 def test_the_sequences_follow_the_pages_order():
     _ordered_on("docs/operations.md", OPS_FAST)
     _ordered_on("docs/own_data.md", OWN_DATA)
+    _ordered_on("docs/operations.md", TEAM_A)
     _ordered_on("README.md", ("make run", ACTIVATE, "make servers", MLFLOW_UI, "make serve", CURL_PAIR,
                               "stsreg report"))
 
@@ -192,13 +205,12 @@ def test_the_sequences_follow_the_pages_order():
 DOC_PORTS = (4200, 5000, 5001)
 
 
-def _ports_free() -> None:
-    for port in DOC_PORTS:
+def _ports_free(ports: tuple[int, ...] = DOC_PORTS) -> None:
+    for port in ports:
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if s.connect_ex(("127.0.0.1", port)) == 0:
-                pytest.fail(f"port {port} is in use: the documented commands use 4200, 5000 and 5001; stop what holds "
-                            "it")
+                pytest.fail(f"port {port} is in use: the documented commands use it; stop what holds it")
 
 
 def user_project(tmp_path: Path, backbone: str) -> Path:
@@ -342,6 +354,73 @@ def test_readme_and_operations_guide_end_to_end_as_typed(tiny_backbone, tmp_path
         if server is not None and server.poll() is None:  # a failed step leaves no server holding the port
             _stop(server)
         subprocess.run(["bash", "-c", "make servers-stop"], cwd=project, env=shell.env, capture_output=True)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_operations_guide_team_as_typed(tiny_backbone, tmp_path):
+    """docs/operations.md's team, typed as printed: host A (PostgreSQL, the servers on it, the SSH remote, the
+    deployments, a retrain), host B (the GPU-pool worker), host C (the champion served from the MLflow server). The
+    page's two names are this machine's: SERVERS_HOST=127.0.0.1 and DATA_HOST an sshd on a loopback port."""
+    import json
+
+    import yaml
+
+    from tests.helpers.services import require, start_sshd
+
+    require("postgres", "sshd")
+    _ports_free(DOC_PORTS + (5432,))
+    sshd = start_sshd()
+    a = user_project(tmp_path / "a", tiny_backbone)
+    origin = tmp_path / "origin.git"
+    params = yaml.safe_load((a / "params.yaml").read_text())  # the page's premise: the pools and the repo URL
+    params["schedule"].update(gpu_pool="stsreg-gpu", repo_url=str(origin))
+    (a / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    git = {**os.environ, **GIT_IDENTITY}
+    for cmd in (["git", "commit", "-qam", "the GPU pool"], ["git", "init", "-q", "--bare", str(origin)],
+                ["git", "remote", "add", "origin", str(origin)], ["git", "push", "-q", "-u", "origin", "main"]):
+        subprocess.run(cmd, cwd=a, check=True, env=git, capture_output=True)
+    names = {"SERVERS_HOST": "127.0.0.1", "DATA_HOST": f"{sshd.url(Path('/')).split('//')[1].rstrip('/')}",
+             **GIT_IDENTITY}
+    hosts = {}
+    for name, folder in (("a", a), ("b", tmp_path / "b"), ("c", tmp_path / "c")):
+        folder.mkdir(exist_ok=True)
+        if name != "a":
+            (folder / ".venv").symlink_to(REPO / ".venv")
+        hosts[name] = Shell(folder, tmp_path / f"home-{name}")
+        hosts[name].env.update(names)
+    sshd.give_key(tmp_path / "home-a")
+    sshd.give_key(tmp_path / "home-b")
+    procs = []
+    try:
+        for command in TEAM_A:
+            out = hosts["a"].type(command)
+            if command == PG_START:
+                assert "postgresql://stsreg:" in out and "stsreg servers start --database" in out
+            if command == TEAM_SERVERS:
+                assert "database     postgresql://stsreg:***@127.0.0.1:5432/stsreg" in out, out
+        hosts["b"].type(ACTIVATE)
+        procs.append(hosts["b"].background(TEAM_WORKER, tmp_path / "worker-b.log"))
+        hosts["a"].type(ACTIVATE)
+        assert "Created flow run" in hosts["a"].type(RETRAIN)
+        _wait_for_the_retrain(hosts["a"], timeout=900)
+        report = json.loads((a / "reports/retrain/last_run.json").read_text())
+        assert report["stage2_remote"]["clone"].startswith(str(tmp_path / "b")), report.get("stage2_remote")
+        hosts["c"].type(ACTIVATE)
+        procs.append(hosts["c"].background(TEAM_SERVE, tmp_path / "serve-c.log"))
+        _wait_http("http://127.0.0.1:5001/ready", procs[-1], tmp_path / "serve-c.log", timeout=300)
+        ready = json.loads(hosts["c"].type(TEAM_READY))
+        assert ready == {"ready": True, "version": "1"}, ready
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                _stop(proc)
+        for command in ("stsreg servers stop", "stsreg postgres stop"):
+            subprocess.run(["bash", "-c", f"{ACTIVATE} && {command}"], cwd=a, env=hosts["a"].env, capture_output=True)
+        sshd.stop()
+        from stsreg.infra.postgres import LocalPostgres
+
+        shutil.rmtree(LocalPostgres.default_folder(a), ignore_errors=True)
 
 
 _STATES = ("import asyncio\n"

@@ -66,26 +66,6 @@ def test_dvc_metrics_files_are_headlines():
             assert len(numbers) <= 16 and not any(isinstance(v, (dict, list)) for v in data.values()), name
 
 
-#: Modules allowed past the bar (none now: the raw-file readers share their primitives through data/parsed.py).
-_LONG_MODULES: set[str] = set()
-_LONG_FUNCTIONS: set[tuple[str, str]] = set()  # build_parser: one function per subcommand now
-
-
-def test_modules_and_functions_stay_small():
-    """No module above 250 lines and no function above 60 (docstring included), the declarative code excepted."""
-    too_long = []
-    for path in _py_files():
-        rel = str(path.relative_to(REPO))
-        text = path.read_text(encoding="utf-8")
-        if rel not in _LONG_MODULES and len(text.splitlines()) > 250:
-            too_long.append(f"{rel}: {len(text.splitlines())} lines")
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (rel, node.name) not in _LONG_FUNCTIONS:
-                if node.end_lineno - node.lineno + 1 > 60:
-                    too_long.append(f"{rel}: {node.name} {node.end_lineno - node.lineno + 1} lines")
-    assert not too_long, too_long
-
-
 #: The wings of the tree and what each may import (besides itself): infrastructure nothing of the project, the
 #: product infrastructure, the experiments both. The CLI (``cli.py``, the ``commands`` package) dispatches to every
 #: wing.

@@ -19,6 +19,7 @@ from stsreg.infra import tracking
 from stsreg.infra.quiet import quiet
 from stsreg.infra.config import PromoteParams
 from stsreg.infra.errors import InputError
+from stsreg.infra.locking import promotion_lock
 from stsreg.product.data.catalogue import EVAL_TASKS
 from stsreg.product.gate_verdict import verdict
 from stsreg.product.sts_eval import CoverageError, paired_on_predictions, uncovered
@@ -199,7 +200,7 @@ def _record(c, name: str, version: str, out: dict) -> None:
 
 def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: str = MODEL_NAME,
             baseline=None, baseline_name: str = "the untouched backbone", uri: str | None = None,
-            rescore=None) -> dict:
+            rescore=None, version: int | None = None) -> dict:
     """Move ``champion`` to ``challenger`` if every objective of ``gate.metrics`` gains >= margin *and* the gain is
     significant, and every guard of ``gate.guards`` holds (the guarded metric's lower bound >= -its bound).
 
@@ -208,47 +209,56 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
     without a ``baseline`` the first version is promoted. Pairs are matched by content; where the champion's stored
     predictions do not cover today's test pairs (a test table changed), ``rescore(champion_version, pairs)`` scores
     the champion on the pairs it lacks (``pairs``; None: every test pair of today's tables) first (without ``rescore``
-    the gate refuses). Records the decision as tags on the
-    challenger version
-    and returns ``{"promoted", "reason", "challenger", "champion", ...test}``. Never touches ``champion``
-    on failure (any exception leaves the aliases as they were).
+    the gate refuses). Records the decision as tags on the challenger version and returns ``{"promoted", "reason",
+    "challenger", "champion", ...test}``. Never touches ``champion`` on failure (any exception leaves the aliases as
+    they were).
+
+    ``version``: the version this run registered (what its register stage wrote), judged whatever the
+    ``challenger`` alias says by now (another host's retrain may have registered since); None: the alias. The champion
+    is read, judged against and moved inside :func:`~stsreg.infra.locking.promotion_lock`, so two retrains racing to
+    promote are judged one after the other, the second against the first's outcome.
     """
     c = tracking.client(uri)
-    challenger = version_by_alias(c, name, "challenger")
+    challenger = c.get_model_version(name, str(version)) if version is not None else \
+        version_by_alias(c, name, "challenger")
     if challenger is None:
         raise InputError(f"registered model {name!r} has no 'challenger' version; run `stsreg register` first")
-    champion = version_by_alias(c, name, "champion")
-    out = {"challenger": int(challenger.version), "champion": int(champion.version) if champion else None}
-    if champion is None and baseline is None:
-        out.update(promoted=True, reason="no champion yet: the first registered version is promoted")
-    elif champion is not None and champion.version == challenger.version:
-        out.update(promoted=False, reason=f"version {challenger.version} is already the champion")
-    else:
-        other, against, kept = ((baseline(), f"{baseline_name} (no champion yet)", "no champion yet")
-                                if champion is None else
-                                (_predictions(c, champion), f"champion v{champion.version}", "kept the champion"))
-        mine = _predictions(c, challenger)
-        criteria = {crit: (EVAL_TASKS if crit == "avg7" else (crit,)) for crit in (*gate.metrics, *gate.guards)}
+    with promotion_lock():  # the champion read, judged against and moved by one promotion at a time
+        champion = version_by_alias(c, name, "champion")
+        out = {"challenger": int(challenger.version), "champion": int(champion.version) if champion else None}
+        if champion is None and baseline is None:
+            out.update(promoted=True, reason="no champion yet: the first registered version is promoted")
+        elif champion is not None and champion.version == challenger.version:
+            out.update(promoted=False, reason=f"version {challenger.version} is already the champion")
+        else:
+            other, against, kept = ((baseline(), f"{baseline_name} (no champion yet)", "no champion yet")
+                                    if champion is None else
+                                    (_predictions(c, champion), f"champion v{champion.version}", "kept the champion"))
+            mine = _predictions(c, challenger)
+            criteria = {crit: (EVAL_TASKS if crit == "avg7" else (crit,)) for crit in (*gate.metrics, *gate.guards)}
 
-        def judge(theirs: pd.DataFrame) -> dict[str, dict]:
-            return {crit: paired_on_predictions(mine, theirs, gate.unseen_only, n_resamples, seed, tasks).as_dict()
-                    for crit, tasks in criteria.items()}
+            def judge(theirs: pd.DataFrame) -> dict[str, dict]:
+                return {crit: paired_on_predictions(mine, theirs, gate.unseen_only, n_resamples, seed,
+                                                    tasks).as_dict() for crit, tasks in criteria.items()}
 
-        try:
-            tests = judge(other)
-        except CoverageError as exc:
-            if champion is None or rescore is None:
-                raise InputError(f"cannot compare the challenger with {against}: {exc}") from exc
-            tests, how = _judge_rescored(judge, mine, other, champion, rescore,
-                                         tuple(dict.fromkeys(t for ts in criteria.values() for t in ts)))
-            log.info("champion v%s's stored predictions do not cover today's test pairs (%s): %s", champion.version,
-                     exc, how)
-            against += f", re-scored on today's test tables ({how})"
-        passed, reason, guards = verdict(gate, tests, against, kept)
-        first = tests[gate.metrics[0]]
-        out.update(promoted=passed, reason=reason, test=first, tests=tests, **({"guards": guards} if guards else {}))
-    if out["promoted"]:
-        c.set_registered_model_alias(name, "champion", challenger.version)
-    _record(c, name, challenger.version, out)
-    log.info("promotion: %s", out["reason"])
-    return out
+            try:
+                tests = judge(other)
+            except CoverageError as exc:
+                if champion is None or rescore is None:
+                    raise InputError(f"cannot compare the challenger with {against}: {exc}") from exc
+                tests, how = _judge_rescored(judge, mine, other, champion, rescore,
+                                             tuple(dict.fromkeys(t for ts in criteria.values() for t in ts)))
+                log.info("champion v%s's stored predictions do not cover today's test pairs (%s): %s",
+                         champion.version, exc, how)
+                against += f", re-scored on today's test tables ({how})"
+            passed, reason, guards = verdict(gate, tests, against, kept)
+            first = tests[gate.metrics[0]]
+            out.update(promoted=passed, reason=reason, test=first, tests=tests,
+                       **({"guards": guards} if guards else {}))
+        if out["promoted"]:
+            c.set_registered_model_alias(name, "champion", challenger.version)
+        _record(c, name, challenger.version, out)
+        log.info("promotion: %s", out["reason"])
+        return out
+
+
