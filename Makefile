@@ -20,7 +20,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 export UV_SYSTEM_CERTS ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-loop bench-loop-warm bench-learn bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test lint test-slow lock clean
+.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-loop bench-loop-team bench-loop-warm bench-learn bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test lint test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -94,6 +94,12 @@ bench-serve: install $(INFINITY_VENV)/.installed ## the champion served (stsreg 
 BENCH_LOOP_ARGS ?=
 bench-loop: install ## the loop's clock: `stsreg data add` -> retrain -> gate -> the served champion answering, per phase, under a light load, in a clone with the worked example's table -> reports/benchmarks-loop.{md,json} (after `make run`; BENCH_LOOP_ARGS='-S key=value' cuts the example)
 	python -m benchmarks.loop $(BENCH_LOOP_ARGS)
+
+BENCH_LOOP_PG := build/bench-loop-team/postgres
+bench-loop-team: install ## make bench-loop on the team's stack (the servers on a local PostgreSQL from `stsreg postgres start`) -> reports/benchmarks-loop-team.{md,json}, beside the embedded run (reports/benchmarks-loop.json) in reports/benchmarks-loop-stacks.md (BENCH_LOOP_ARGS applies)
+	stsreg postgres start --dir $(BENCH_LOOP_PG) --port 55432
+	python -m benchmarks.loop --dir build/bench-loop-team --out reports/benchmarks-loop-team --database "$$(stsreg postgres url --dir $(BENCH_LOOP_PG))" $(BENCH_LOOP_ARGS); status=$$?; stsreg postgres stop --dir $(BENCH_LOOP_PG); exit $$status
+	python -m benchmarks.loop_report embedded=reports/benchmarks-loop.json team=reports/benchmarks-loop-team.json --out reports/benchmarks-loop-stacks.md
 
 # make bench-loop-warm's third retrain: the fraction of the champion's rows replayed
 BENCH_LOOP_REPLAY ?= 0.25

@@ -74,14 +74,17 @@ def _last_run(project: Path, after: float, timeout_s: float) -> dict:
     raise SystemExit(f"no retrain report after {timeout_s:g} s: see the Prefect UI's stsreg-retrain flow runs")
 
 
-def run(project: Path, table: str, rows: Path, rps: float, timeout_s: float) -> dict:
-    """Round 1 (when the project has no gate decision yet), servers, deployment, server, load, ``rows`` added to
-    ``table``, the clock. Returns the measurements."""
-    out = {"project": str(project), "load_every_s": round(1 / rps, 3)}
+def run(project: Path, table: str, rows: Path, rps: float, timeout_s: float, database: str | None = None) -> dict:
+    """Round 1 (when the project has no gate decision yet), servers (on PostgreSQL at ``database``: the team's stack;
+    else the embedded SQLite stores), deployment, server, load, ``rows`` added to ``table``, the clock. Returns the
+    measurements."""
+    out = {"project": str(project), "load_every_s": round(1 / rps, 3),
+           "stack": "PostgreSQL (stsreg servers start --database)" if database else "embedded (SQLite)"}
     if not _has_champion(project):
         out["round1_s"] = round(_sh(["dvc", "repro", "promote"], project)[0], 1)
     prefect, mlflow_port, port = free_port(), free_port(), free_port()
-    _sh([STSREG, "servers", "start", "--prefect-port", str(prefect), "--mlflow-port", str(mlflow_port)], project)
+    _sh([STSREG, "servers", "start", "--prefect-port", str(prefect), "--mlflow-port", str(mlflow_port),
+         *(["--database", database] if database else [])], project)
     server = None
     try:
         _sh([STSREG, "deploy"], project)
@@ -123,9 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rps", type=float, default=2.0, help="the light load: requests per second on the server")
     ap.add_argument("--timeout-s", type=float, default=3 * 3600, help="the longest the retrain may take")
     ap.add_argument("--out", default=str(REPO / "reports/benchmarks-loop"), help="report path without extension")
+    ap.add_argument("--database", default=None, metavar="URL",
+                    help="run the servers on this PostgreSQL (the team's stack; `stsreg postgres start` prints one)")
     a = ap.parse_args(argv)
     project = make_project(REPO, a.dir / "project", a.overrides)
-    measured = run(project, "qa", project.parent / NEW_ROWS, a.rps, a.timeout_s)
+    measured = run(project, "qa", project.parent / NEW_ROWS, a.rps, a.timeout_s, a.database)
     measured["about"] = ("the worked example of docs/own_data.md (its `qa` table; the rows added: the 20% of it that "
                          "arrive later) in a clone of this project sharing its DVC cache")
     print(write(measured, a.overrides, Path(a.out)))

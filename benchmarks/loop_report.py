@@ -58,6 +58,7 @@ def summarise(measured: dict, overrides: list[str]) -> dict:
     out = {"machine": _machine(stage2), "stage2": stage2, "gate": _gate(Path(measured["project"])),
            "overrides": overrides,
            "about": measured.get("about") or f"`{measured['project']}`",
+           "stack": measured.get("stack", "embedded (SQLite)"),
            "rows_added": (report.get("trigger") or {}).get("rows_added"), "data_add_s": measured["data_add_s"],
            "serve_ready_s": measured["serve_ready_s"],
            "round1_s": measured.get("round1_s"), "promoted_by_gate": report.get("promoted"),
@@ -84,7 +85,8 @@ def markdown(s: dict, clock_table: str) -> str:
     lines = [
         "# The loop's clock (`make bench-loop`)", "",
         f"Machine: {_cpu(m)}; stage 2 precision {m['precision']}. The project: {s['about']}"
-        + (f"; overrides: {', '.join(f'`{o}`' for o in s['overrides'])}" if s["overrides"] else "") + ".", "",
+        + (f"; overrides: {', '.join(f'`{o}`' for o in s['overrides'])}" if s["overrides"] else "") + ". "
+        f"The servers' stores: {s.get('stack', 'embedded (SQLite)')}.", "",
         f"- `stsreg data add` of {s['rows_added']} rows took {s['data_add_s']:.1f} s; `stsreg serve` was ready in "
         f"{s['serve_ready_s']:.1f} s before the loop began.",
         _stage2_line(s["stage2"]),

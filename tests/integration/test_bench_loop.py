@@ -14,8 +14,23 @@ from tests.helpers.project import declare_reviews, scored_reviews, tiny_project
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(params=["embedded", "postgres"])
+def database(request):
+    """`make bench-loop`'s stores (None: the embedded SQLite) or `make bench-loop-team`'s PostgreSQL URL."""
+    from tests.helpers.services import require, start_postgres
+
+    if request.param == "embedded":
+        yield None
+        return
+    require("postgres")
+    server = start_postgres()
+    yield server.url
+    server.stop()
+
+
 @pytest.mark.timeout(1800)
-def test_the_loop_is_timed_from_the_added_rows_to_the_served_new_version(tiny_backbone, tmp_path, monkeypatch):
+def test_the_loop_is_timed_from_the_added_rows_to_the_served_new_version(tiny_backbone, tmp_path, monkeypatch,
+                                                                          database):
     from benchmarks.loop import run
     from benchmarks.loop_report import write
     from pipelines.product.ops_flow import CHAIN
@@ -26,7 +41,8 @@ def test_the_loop_is_timed_from_the_added_rows_to_the_served_new_version(tiny_ba
     (project / "reports/registry").mkdir(parents=True, exist_ok=True)  # as a clone of a project that has a champion
     (project / "reports/registry/promotion.json").write_text('{"promoted": true}')
 
-    measured = run(project, "reviews", tmp_path / "new.csv", rps=4.0, timeout_s=1200)
+    measured = run(project, "reviews", tmp_path / "new.csv", rps=4.0, timeout_s=1200, database=database)
+    assert measured["stack"].startswith("PostgreSQL" if database else "embedded")
 
     report = measured["report"]
     assert measured["round1_s"] > 0  # the project's own registry had no champion: round 1 made one

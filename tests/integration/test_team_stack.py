@@ -274,10 +274,7 @@ def test_an_add_on_a_retrains_on_b_and_c_serves_the_new_champion_without_a_faile
     polling = threading.Thread(target=client, daemon=True)
     polling.start()
     try:
-        scored_reviews(60, 7).to_csv(team.root / "new.csv", index=False)
-        added = stsreg("data", "add", team.root / "new.csv", "--table", "reviews", cwd=team.host("a"),
-                       env=team.env("a"), timeout=300)
-        assert added.returncode == 0 and "event stsreg.data.changed sent" in added.stdout, added.stderr[-3000:]
+        before = _add(team, 7, rows=60)
         deadline = time.monotonic() + 1500
         while time.monotonic() < deadline:
             champion = team.mlflow().get_model_version_by_alias("sts-regression", "champion").version
@@ -291,6 +288,7 @@ def test_an_add_on_a_retrains_on_b_and_c_serves_the_new_champion_without_a_faile
         polling.join(timeout=60)
     assert not failures, failures[:5]
     assert answered[0] == str(first) and answered[-1] == champion
+    assert _triggered(team, before).state.is_completed()  # the flow's report comes after the swap it waits for
     report = json.loads((team.host("a") / "reports/retrain/last_run.json").read_text())
     assert report["tables_changed"] == {"reviews": {"added": 60, "removed": 0}}
     assert report["stage2_remote"]["clone"].startswith(str(team.host("b")))
@@ -371,3 +369,156 @@ def test_a_worker_pointed_at_an_api_that_does_not_answer_says_so_in_seconds(tmp_
                  "3", cwd=tmp_path, env=_host_env(tmp_path / "home"), timeout=60)
     assert run.returncode == 1 and time.monotonic() - started < 15, run.stderr
     assert "did not answer its health check within 3 s" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+
+
+# -- the shared services' faults ---------------------------------------------------------------------------------------
+
+_RACER = """
+import sys, time
+from pathlib import Path
+from stsreg.infra.config import PromoteParams
+from stsreg.product import registry
+uri, name, version, go = sys.argv[1:]
+while not Path(go).exists():  # imported and connected: both start the gate at the same moment
+    time.sleep(0.01)
+gate = PromoteParams(metrics=("avg7",), margin=-100.0, alpha=1.0)  # every version passes: the order is the question
+print(registry.promote(gate, n_resamples=50, name=name, uri=uri, version=int(version))["reason"])
+"""
+
+
+def test_two_promotions_racing_are_judged_one_after_the_other(team, tmp_path):
+    """Two hosts' promote stages start their gates at the same moment against one registry: exactly one champion,
+    and both verdicts recorded, the second judged against the first's outcome (not both against the old champion,
+    as the alias read before the lock would have them)."""
+    import re
+
+    import numpy as np
+
+    from tests.helpers.gate_tables import predictions, registered_version
+
+    c, name = team.mlflow(), "race"
+    rng = np.random.default_rng(0)
+    from stsreg.product.data.catalogue import EVAL_TASKS
+
+    gold = {t: rng.uniform(0, 5, 200) for t in EVAL_TASKS}
+    versions = [registered_version(c, name, predictions(rng, {t: noise for t in EVAL_TASKS}, gold), tmp_path)
+                for noise in (1.0, 0.6, 0.5)]
+    c.set_registered_model_alias(name, "champion", versions[0])
+    (tmp_path / "racer.py").write_text(_RACER)
+    env = {**os.environ, "PREFECT_API_URL": team.urls["prefect_api"], "STSREG_USE_SERVERS": "0"}
+    racers = [subprocess.Popen([sys.executable, str(tmp_path / "racer.py"), team.urls["mlflow"], name, v,
+                                str(tmp_path / "go")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True) for v in versions[1:]]
+    time.sleep(15)  # both imported and waiting
+    (tmp_path / "go").touch()
+    for racer in racers:
+        out, err = racer.communicate(timeout=300)
+        assert racer.returncode == 0, err[-3000:]
+    champion = c.get_model_version_by_alias(name, "champion").version
+    against = {v: re.search(r"champion v(\d+)", c.get_model_version(name, v).tags["promotion.reason"])[1]
+               for v in versions[1:]}
+    first = next(v for v in versions[1:] if v != champion)
+    assert champion in versions[1:] and against == {first: versions[0], champion: first}, against
+    assert all(c.get_model_version(name, v).tags["promotion.decision"] == "promoted" for v in versions[1:])
+
+
+def _retrain_runs(team: Team) -> list:
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.utilities.asyncutils import run_coro_as_sync
+
+    async def read():
+        async with get_client() as client:
+            return await client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["stsreg-retrain"])))
+
+    with temporary_settings(updates={PREFECT_API_URL: team.urls["prefect_api"]}):
+        return run_coro_as_sync(read())
+
+
+def _add(team: Team, seed: int, rows: int = 40) -> set:
+    """`stsreg data add` of new rows on host A (its event triggers a retrain); the retrain runs before it."""
+    before = {r.id for r in _retrain_runs(team)}
+    scored_reviews(rows, seed).to_csv(team.root / f"new-{seed}.csv", index=False)
+    added = stsreg("data", "add", team.root / f"new-{seed}.csv", "--table", "reviews", cwd=team.host("a"),
+                   env=team.env("a"), timeout=300)
+    assert added.returncode == 0 and "event stsreg.data.changed sent" in added.stdout, added.stderr[-3000:]
+    return before
+
+
+def _triggered(team: Team, before: set, state: str = "final", timeout: float = 1200):
+    """The retrain the add triggered, once it is running (``state="running"``) or has ended."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = [r for r in _retrain_runs(team) if r.id not in before and r.state]
+        done = [r for r in runs if (r.state.is_final() if state == "final" else r.state.is_running())]
+        if done:
+            return done[0]
+        time.sleep(2)
+    pytest.fail(f"no triggered retrain reached {state}")
+
+
+def _registry_whole(team: Team) -> None:
+    """No version holds an alias without its model files (MLmodel and the weights' folder) in the store."""
+    c = team.mlflow()
+    for mv in c.search_model_versions("name = 'sts-regression'"):
+        if mv.aliases:
+            files = {f.path for f in c.list_artifacts(mv.run_id, "model")}
+            assert "model/MLmodel" in files and "model/artifacts" in files, (mv.version, mv.aliases, files)
+
+
+def _restart_servers(team: Team) -> None:
+    """`stsreg servers start` on host A, as typed, on the same ports: it stops what is left and starts all three."""
+    prefect, mlflow = team.urls["prefect"].rsplit(":", 1)[1], team.urls["mlflow"].rsplit(":", 1)[1]
+    started = stsreg("servers", "start", "--database", team.postgres.url, "--prefect-port", prefect, "--mlflow-port",
+                     mlflow, cwd=team.host("a"), env=team.env("a", PREFECT_WORKER_QUERY_SECONDS="2"), timeout=300)
+    assert started.returncode == 0, started.stderr[-3000:]
+
+
+@pytest.mark.slow  # a retrain and its rerun, ~5 min
+@pytest.mark.timeout(2400)
+def test_postgres_restarted_during_a_retrain_leaves_nothing_half_registered(team):
+    """PostgreSQL restarted (pg_ctl restart) while a retrain runs: it finishes, or fails saying why and a rerun
+    finishes; no version holds an alias without its files."""
+    from stsreg.infra.postgres import LocalPostgres
+
+    _champion(team)
+    before = _add(team, 11)
+    _triggered(team, before, "running")
+    time.sleep(20)  # inside the stages: the servers hold connections to the database
+    LocalPostgres.at(team.postgres.folder).restart()
+    run = _triggered(team, before)
+    if not run.state.is_completed():
+        assert run.state.message, run.state  # a failure says why
+        rerun = team.retrain()
+        assert rerun.state.is_completed(), rerun.state
+    _registry_whole(team)
+
+
+@pytest.mark.slow  # a retrain and its rerun, ~5 min
+@pytest.mark.timeout(2400)
+def test_the_mlflow_server_killed_during_a_registration_then_the_next_registration_works(team):
+    """SIGKILL to the MLflow server while the register stage runs, then `stsreg servers start` again: no version holds
+    an alias without its files, and the next retrain registers and promotes a version."""
+    import signal
+
+    _champion(team)
+    before = _add(team, 13)
+    _triggered(team, before, "running")
+    log = team.host("a") / ".stsreg/logs/worker.log"
+    deadline = time.monotonic() + 900
+    while "Task run 'dvc repro register'" not in log.read_text(errors="replace").split("dvc repro stage2")[-1]:
+        assert time.monotonic() < deadline, "the register stage never started"
+        time.sleep(0.5)
+    time.sleep(1)
+    os.killpg(int((team.host("a") / ".stsreg/run/mlflow.pid").read_text()), signal.SIGKILL)
+    run = _triggered(team, before)
+    _restart_servers(team)
+    _registry_whole(team)
+    if not run.state.is_completed():  # the kill landed inside the registration: the rerun registers and promotes
+        rerun = team.retrain()
+        assert rerun.state.is_completed(), rerun.state
+        _registry_whole(team)
+    versions = team.mlflow().search_model_versions("name = 'sts-regression'")
+    champion = team.mlflow().get_model_version_by_alias("sts-regression", "champion").version
+    assert int(champion) == max(int(mv.version) for mv in versions)

@@ -1,7 +1,8 @@
 """A retrain whose worker died with it (kill -9, a reboot) used to stay Running for ever, and the retrain
 deployment's concurrency limit of 1 then held every later triggered retrain in Scheduled ("Aborted submission ...
 non-pending state 'SCHEDULED'", over and over). Real servers (`stsreg servers start`), a real process worker sending
-heartbeats, `stsreg deploy`'s automation: the dead run is marked Crashed and the next run of the deployment runs."""
+heartbeats, `stsreg deploy`'s automation: the dead run is marked Crashed and the next run of the deployment runs; on
+the embedded SQLite and on a team's PostgreSQL."""
 
 from __future__ import annotations
 
@@ -50,7 +51,22 @@ def _state(run_id):
     return run_coro_as_sync(read())
 
 
-def test_a_flow_run_whose_worker_died_is_crashed_and_frees_its_deployment(tmp_path, monkeypatch):
+@pytest.fixture(params=["sqlite", "postgres"])
+def stores(request):
+    """The servers' stores: the embedded SQLite, or PostgreSQL from `stsreg postgres start` (a team's)."""
+    from stsreg.infra.local_servers import Stores
+    from tests.helpers.services import require, start_postgres
+
+    if request.param == "sqlite":
+        yield Stores()
+        return
+    require("postgres")
+    server = start_postgres()
+    yield Stores(database=server.url)
+    server.stop()
+
+
+def test_a_flow_run_whose_worker_died_is_crashed_and_frees_its_deployment(tmp_path, monkeypatch, stores):
     from prefect import Flow
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -60,7 +76,7 @@ def test_a_flow_run_whose_worker_died_is_crashed_and_frees_its_deployment(tmp_pa
 
     (tmp_path / "sleeper.py").write_text(FLOW)
     monkeypatch.setenv("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "31")  # Prefect's least: the test waits ~1.5 min
-    urls = local_servers.start(tmp_path, free_port(), free_port(), timeout=240, prefect_toml=False)
+    urls = local_servers.start(tmp_path, free_port(), free_port(), timeout=240, prefect_toml=False, stores=stores)
     try:
         with temporary_settings(updates={PREFECT_API_URL: urls["prefect_api"]}):
             assert ensure_zombie_automation(31) == ensure_zombie_automation(31) == ZOMBIES  # once
@@ -86,7 +102,7 @@ def test_a_flow_run_whose_worker_died_is_crashed_and_frees_its_deployment(tmp_pa
             assert "no heartbeat" in (_state(run.id).message or "")
             local_servers.stop(tmp_path)  # a worker again, as after a reboot: the waiting run gets its slot
             ports = [int(urls[name].rsplit(":", 1)[1]) for name in ("prefect", "mlflow")]
-            local_servers.start(tmp_path, *ports, timeout=240, prefect_toml=False)
+            local_servers.start(tmp_path, *ports, timeout=240, prefect_toml=False, stores=stores)
             deadline = time.monotonic() + 300
             while not _state(waiting.id).is_completed():
                 assert time.monotonic() < deadline, _state(waiting.id)

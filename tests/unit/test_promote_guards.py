@@ -13,6 +13,7 @@ from stsreg.infra.errors import ParamsError
 from stsreg.product import registry
 from stsreg.product.gate_verdict import verdict
 from stsreg.product.data.catalogue import EVAL_TASKS
+from tests.helpers.gate_tables import predictions as _predictions, registered_version as _version
 
 
 def _test(diff, low, high, p):
@@ -71,36 +72,6 @@ def test_guards_are_read_checked_and_refused_where_they_contradict_the_objective
         parse_params(raw)
     raw["promote"]["guards"] = None  # `guards:` left empty: no guard
     assert parse_params(raw).promote.guards == {}
-
-
-def _predictions(rng, noise: dict[str, float], gold: dict[str, np.ndarray]) -> pd.DataFrame:
-    """A prediction table (eval/predictions.parquet's columns) whose cosine is each task's gold + noise of that
-    task's size: less noise, higher Spearman."""
-    parts = []
-    for task, y in gold.items():
-        n = len(y)
-        parts.append(pd.DataFrame({"task": task, "sentence1": [f"{task} a {i}" for i in range(n)],
-                                   "sentence2": [f"{task} b {i}" for i in range(n)], "score": y,
-                                   "cosine": y + rng.normal(0, noise[task], n), "seen_in_train": False}))
-    return pd.concat(parts, ignore_index=True)
-
-
-def _version(c, name: str, table: pd.DataFrame, tmp) -> str:
-    """A registered version whose run holds ``table`` as eval/predictions.parquet (what the gate reads)."""
-    from mlflow.exceptions import MlflowException
-
-    experiment = c.get_experiment_by_name("gate") or c.get_experiment(
-        c.create_experiment("gate", artifact_location=(tmp / "artifacts").as_uri()))  # never ./mlruns of the cwd
-    run = c.create_run(experiment.experiment_id)
-    path = tmp / run.info.run_id / "predictions.parquet"
-    path.parent.mkdir()
-    table.to_parquet(path)
-    c.log_artifact(run.info.run_id, str(path), artifact_path="eval")
-    try:
-        c.create_registered_model(name)
-    except MlflowException:  # the second version: the model exists
-        pass
-    return c.create_model_version(name, source=f"runs:/{run.info.run_id}/model", run_id=run.info.run_id).version
 
 
 @pytest.mark.parametrize("public_noise, promoted", [(0.3, True), (1.2, False)])
