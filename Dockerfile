@@ -29,5 +29,6 @@ RUN python -m pip install --no-cache-dir uv==0.13.9 \
 RUN useradd --create-home --uid 1000 stsreg && mkdir -p /work && chown stsreg:stsreg /work
 USER stsreg
 WORKDIR /work
-# a process worker: flow runs execute inside this container, on its GPUs (pool created if missing)
-CMD ["sh", "-c", "exec prefect worker start --pool \"$STSREG_WORK_POOL\" --type process"]
+# a process worker: flow runs execute inside this container, on its GPUs (pool created if missing); `stsreg worker`
+# checks PREFECT_API_URL answers first (one line and exit 1 if not) and sends the flow-run heartbeats
+CMD ["sh", "-c", "exec stsreg worker --pool \"$STSREG_WORK_POOL\""]

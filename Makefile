@@ -96,10 +96,11 @@ bench-loop: install ## the loop's clock: `stsreg data add` -> retrain -> gate ->
 	python -m benchmarks.loop $(BENCH_LOOP_ARGS)
 
 BENCH_LOOP_PG := build/bench-loop-team/postgres
-bench-loop-team: install ## make bench-loop on the team's stack (the servers on a local PostgreSQL from `stsreg postgres start`) -> reports/benchmarks-loop-team.{md,json}, beside the embedded run (reports/benchmarks-loop.json) in reports/benchmarks-loop-stacks.md (BENCH_LOOP_ARGS applies)
+bench-loop-team: install ## the loop's clock on both stacks, each in its own clone with the same BENCH_LOOP_ARGS: the embedded stores (-> reports/benchmarks-loop-embedded) and the team's (the servers on a local PostgreSQL from `stsreg postgres start` -> reports/benchmarks-loop-team), side by side in reports/benchmarks-loop-stacks.md
+	python -m benchmarks.loop --dir build/bench-loop-embedded --out reports/benchmarks-loop-embedded $(BENCH_LOOP_ARGS)
 	stsreg postgres start --dir $(BENCH_LOOP_PG) --port 55432
 	python -m benchmarks.loop --dir build/bench-loop-team --out reports/benchmarks-loop-team --database "$$(stsreg postgres url --dir $(BENCH_LOOP_PG))" $(BENCH_LOOP_ARGS); status=$$?; stsreg postgres stop --dir $(BENCH_LOOP_PG); exit $$status
-	python -m benchmarks.loop_report embedded=reports/benchmarks-loop.json team=reports/benchmarks-loop-team.json --out reports/benchmarks-loop-stacks.md
+	python -m benchmarks.loop_report embedded=reports/benchmarks-loop-embedded.json team=reports/benchmarks-loop-team.json --out reports/benchmarks-loop-stacks.md
 
 # make bench-loop-warm's third retrain: the fraction of the champion's rows replayed
 BENCH_LOOP_REPLAY ?= 0.25

@@ -156,6 +156,30 @@ def compare(runs: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def phases(runs: dict[str, dict]) -> str:
+    """The clock phase by phase, one column per run and, for two runs, the second's time over the first's: where a
+    change of stack (the servers' stores, the data remote) costs, rather than where training does."""
+    from stsreg.product.loop_clock import clock_time
+
+    took = {label: {p["phase"]: p["seconds"] for p in (s.get("clock") or {}).get("phases", [])}
+            for label, s in runs.items()}
+    labels = list(runs)
+    ratio = len(labels) == 2
+    head = ["phase", *labels, *([f"{labels[1]} / {labels[0]}"] if ratio else [])]
+    lines = ["The servers' stores: " + "; ".join(f"{label}: {runs[label].get('stack', 'embedded (SQLite)')}"
+                                                for label in labels) + ".", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    names = list(dict.fromkeys(p for t in took.values() for p in t))
+    totals = {label: sum(took[label].values()) for label in labels}
+    for name, row in [*[(n, {label: took[label].get(n) for label in labels}) for n in names], ("total", totals)]:
+        cells = [clock_time(row[label]) if row[label] is not None else "-" for label in labels]
+        if ratio:
+            a, b = row[labels[0]], row[labels[1]]
+            cells.append(f"{b / a:.2f}x" if a and b is not None and a >= 1 else "-")
+        lines.append("| " + " | ".join([f"**{name}**" if name == "total" else name, *cells]) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -164,7 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="the markdown table's file")
     a = ap.parse_args(argv)
     runs = {label: json.loads(Path(path).read_text()) for label, _, path in (r.partition("=") for r in a.runs)}
-    atomic.write_text(a.out, compare(runs))
+    text = compare(runs)
+    if len({s.get("stack", "embedded (SQLite)") for s in runs.values()}) > 1:  # stacks compared: phase by phase
+        text += "\nThe clock phase by phase (min:s; the phases sum to the total, the load's wait for the swap " \
+                "aside):\n\n" + phases(runs)
+    atomic.write_text(a.out, text)
     print(a.out.read_text())
     return 0
 
