@@ -33,6 +33,10 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # `datasets`' map bars: seconds-long tokenization
 os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # its INFO lines: store migrations, "Creating initial tables"
+# A tracking server that went away (killed, restarted) is retried for about a minute (2+4+8+16+32 s), which rides out
+# a restart; MLflow's default (7 retries, ~4 min of back-off) held a stage for minutes before it said so. A value of
+# the user's wins.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "5")
 # the embedded Prefect server's usage telemetry (as `make` sets it): offline it fails with an ERROR line on every stage
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
