@@ -79,7 +79,7 @@ TEAM_WORKER = "stsreg worker --pool stsreg-gpu --api http://$SERVERS_HOST:4200/a
 TEAM_SERVE = "MLFLOW_TRACKING_URI=http://$SERVERS_HOST:5000 stsreg serve --host 0.0.0.0 --port 5001"
 TEAM_READY = "curl -s 127.0.0.1:5001/ready"
 TEAM_A = (PG_START, TEAM_SERVERS, TEAM_REMOTE, TEAM_PUSH, "stsreg deploy")
-TEAM = (*TEAM_A, ACTIVATE, TEAM_WORKER, RETRAIN, TEAM_SERVE, TEAM_READY)
+TEAM = (ACTIVATE, *TEAM_A, TEAM_WORKER, RETRAIN, TEAM_SERVE, TEAM_READY)
 _TEAM = "run in this order, on hosts A, B and C, by test_operations_guide_team_as_typed (make test-slow)"
 
 #: Every command a page prints -> what runs it (or what it needs that these machines lack).
@@ -393,6 +393,7 @@ def test_operations_guide_team_as_typed(tiny_backbone, tmp_path):
     sshd.give_key(tmp_path / "home-b")
     procs = []
     try:
+        hosts["a"].type(ACTIVATE)
         for command in TEAM_A:
             out = hosts["a"].type(command)
             if command == PG_START:
@@ -401,7 +402,6 @@ def test_operations_guide_team_as_typed(tiny_backbone, tmp_path):
                 assert "database     postgresql://stsreg:***@127.0.0.1:5432/stsreg" in out, out
         hosts["b"].type(ACTIVATE)
         procs.append(hosts["b"].background(TEAM_WORKER, tmp_path / "worker-b.log"))
-        hosts["a"].type(ACTIVATE)
         assert "Created flow run" in hosts["a"].type(RETRAIN)
         _wait_for_the_retrain(hosts["a"], timeout=900)
         report = json.loads((a / "reports/retrain/last_run.json").read_text())

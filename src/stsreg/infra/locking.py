@@ -23,30 +23,6 @@ from filelock import FileLock, Timeout
 
 from stsreg.infra.local_servers import STATE_DIR, alive
 
-#: Prefect's global concurrency limit (of 1) that orders promotions across hosts sharing a Prefect server.
-PROMOTION_LIMIT = "stsreg-promotion"
-
-
-@contextmanager
-def promotion_lock(timeout_s: float = 900) -> Iterator[None]:
-    """One promotion at a time across every host of a team: the read of the champion, the gate and the alias move
-    happen inside a slot of Prefect's global concurrency limit :data:`PROMOTION_LIMIT` (made here with limit 1 when
-    missing; a holder that dies frees it when its lease ends). Without a Prefect server (``PREFECT_API_URL`` unset)
-    only this project writes its registry, and the pipeline lock its stages hold already orders them."""
-    from prefect.settings import PREFECT_API_URL
-
-    if not PREFECT_API_URL.value():
-        yield
-        return
-    from prefect.client.orchestration import get_client
-    from prefect.concurrency.sync import concurrency
-
-    with get_client(sync_client=True) as client:
-        client.upsert_global_concurrency_limit_by_name(PROMOTION_LIMIT, 1)
-    with concurrency(PROMOTION_LIMIT, occupy=1, timeout_seconds=timeout_s, strict=True):
-        yield
-
-
 #: Set (to the lock's path) in the environment of subprocesses started by a holder of the lock.
 HELD_ENV = "STSREG_PIPELINE_LOCK_HELD"
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
+from contextlib import contextmanager
+from typing import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +21,6 @@ from stsreg.infra import tracking
 from stsreg.infra.quiet import quiet
 from stsreg.infra.config import PromoteParams
 from stsreg.infra.errors import InputError
-from stsreg.infra.locking import promotion_lock
 from stsreg.product.data.catalogue import EVAL_TASKS
 from stsreg.product.gate_verdict import verdict
 from stsreg.product.sts_eval import CoverageError, paired_on_predictions, uncovered
@@ -198,6 +199,30 @@ def _record(c, name: str, version: str, out: dict) -> None:
                            f"{'Promoted' if out['promoted'] else 'Not promoted'}: {out['reason']}.\n"))
 
 
+#: Prefect's global concurrency limit (of 1) that orders promotions across hosts sharing a Prefect server.
+PROMOTION_LIMIT = "stsreg-promotion"
+
+
+@contextmanager
+def promotion_lock(timeout_s: float = 900) -> Iterator[None]:
+    """One promotion at a time across every host of a team: the read of the champion, the gate and the alias move
+    happen inside a slot of Prefect's global concurrency limit :data:`PROMOTION_LIMIT` (made here with limit 1 when
+    missing; a holder that dies frees it when its lease ends). Without a Prefect server (``PREFECT_API_URL`` unset)
+    only this project writes its registry, and the pipeline lock its stages hold already orders them."""
+    from prefect.settings import PREFECT_API_URL
+
+    if not PREFECT_API_URL.value():
+        yield
+        return
+    from prefect.client.orchestration import get_client
+    from prefect.concurrency.sync import concurrency
+
+    with get_client(sync_client=True) as client:
+        client.upsert_global_concurrency_limit_by_name(PROMOTION_LIMIT, 1)
+    with concurrency(PROMOTION_LIMIT, occupy=1, timeout_seconds=timeout_s, strict=True):
+        yield
+
+
 def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: str = MODEL_NAME,
             baseline=None, baseline_name: str = "the untouched backbone", uri: str | None = None,
             rescore=None, version: int | None = None) -> dict:
@@ -215,7 +240,7 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
 
     ``version``: the version this run registered (what its register stage wrote), judged whatever the
     ``challenger`` alias says by now (another host's retrain may have registered since); None: the alias. The champion
-    is read, judged against and moved inside :func:`~stsreg.infra.locking.promotion_lock`, so two retrains racing to
+    is read, judged against and moved inside :func:`promotion_lock`, so two retrains racing to
     promote are judged one after the other, the second against the first's outcome.
     """
     c = tracking.client(uri)
