@@ -232,7 +232,11 @@ class LocalPostgres:
     def _run(self, cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
         """Run a server program as the folder's owner: this user, or (root) the ``postgres`` system user."""
         if _as_root():
-            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+            # from util-linux, in /usr/sbin: off the PATH of a login shell that is not root's own
+            runuser = shutil.which("runuser", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+            if not runuser:
+                raise DatabaseError("runuser not found (util-linux): needed to run PostgreSQL as the postgres user")
+            cmd = [runuser, "-u", "postgres", "--", *cmd]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd="/")
 
     def _own(self) -> None:
