@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--database", default=None, metavar="URL",
                     help="run the servers on this PostgreSQL (the team's stack; `stsreg postgres start` prints one)")
     a = ap.parse_args(argv)
-    project = make_project(REPO, a.dir / "project", a.overrides)
+    project = make_project(REPO, a.dir.resolve() / "project", a.overrides)  # rows and clone: cwd-independent
     measured = run(project, "qa", project.parent / NEW_ROWS, a.rps, a.timeout_s, a.database)
     measured["about"] = ("the worked example of docs/own_data.md (its `qa` table; the rows added: the 20% of it that "
                          "arrive later) in a clone of this project sharing its DVC cache")
