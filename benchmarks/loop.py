@@ -45,13 +45,14 @@ def _env(project: Path) -> dict:
     return {k: v for k, v in os.environ.items() if k not in CALLERS}
 
 
-def _has_champion(project: Path) -> bool:
-    """Whether the project's own registry (its embedded store, not the caller's) has a ``@champion``. Not a file of
-    the project: a clone carries the committed ``reports/registry/promotion.json`` of the project it came from."""
+def _has_champion(project: Path, uri: str | None = None) -> bool:
+    """Whether the project's own registry (``uri``, else its embedded store; never the caller's) has a ``@champion``.
+    Not a file of the project: a clone carries the committed ``reports/registry/promotion.json`` of the project it
+    came from."""
     from stsreg.infra import tracking
     from stsreg.product import registry
 
-    return registry.version_by_alias(tracking.client(tracking.embedded_uri(project)), registry.MODEL_NAME,
+    return registry.version_by_alias(tracking.client(uri or tracking.embedded_uri(project)), registry.MODEL_NAME,
                                      "champion") is not None
 
 
@@ -80,13 +81,18 @@ def run(project: Path, table: str, rows: Path, rps: float, timeout_s: float, dat
     measurements."""
     out = {"project": str(project), "load_every_s": round(1 / rps, 3),
            "stack": "PostgreSQL (stsreg servers start --database)" if database else "embedded (SQLite)"}
-    if not _has_champion(project):
-        out["round1_s"] = round(_sh(["dvc", "repro", "promote"], project)[0], 1)
     prefect, mlflow_port, port = free_port(), free_port(), free_port()
-    _sh([STSREG, "servers", "start", "--prefect-port", str(prefect), "--mlflow-port", str(mlflow_port),
-         *(["--database", database] if database else [])], project)
+    servers = [STSREG, "servers", "start", "--prefect-port", str(prefect), "--mlflow-port", str(mlflow_port)]
+    if database:  # the team's registry is the server's: round 1 registers there, through the running servers
+        _sh([*servers, "--database", database], project)
+    elif not _has_champion(project):
+        out["round1_s"] = round(_sh(["dvc", "repro", "promote"], project)[0], 1)
     server = None
     try:
+        if database and not _has_champion(project, f"http://127.0.0.1:{mlflow_port}"):
+            out["round1_s"] = round(_sh(["dvc", "repro", "promote"], project)[0], 1)
+        if not database:
+            _sh(servers, project)
         _sh([STSREG, "deploy"], project)
         log = project / ".stsreg/logs/bench-loop-serve.log"  # a file, not a pipe nobody reads while it serves
         server = subprocess.Popen([STSREG, "serve", "--model-uri", "models:/sts-regression@champion", "--port",
