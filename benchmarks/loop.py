@@ -36,8 +36,9 @@ REPO = Path(__file__).resolve().parents[1]
 STSREG = str(Path(sys.executable).with_name("stsreg"))
 
 
-#: The caller's settings that must not reach the project: its commands use its own servers, store and mirror.
-CALLERS = ("PREFECT_API_URL", "MLFLOW_TRACKING_URI", "STSREG_DATA_MIRROR")
+#: The caller's settings that must not reach the project: its commands use its own servers (whether a caller uses
+#: its own or none), store and mirror.
+CALLERS = ("PREFECT_API_URL", "MLFLOW_TRACKING_URI", "STSREG_DATA_MIRROR", "STSREG_USE_SERVERS")
 
 
 def _env(project: Path) -> dict:
