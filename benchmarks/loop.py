@@ -82,19 +82,18 @@ def run(project: Path, table: str, rows: Path, rps: float, timeout_s: float, dat
     measurements."""
     out = {"project": str(project), "load_every_s": round(1 / rps, 3),
            "stack": "PostgreSQL (stsreg servers start --database)" if database else "embedded (SQLite)"}
-    prefect, mlflow_port, port = free_port(), free_port(), free_port()
-    servers = [STSREG, "servers", "start", "--prefect-port", str(prefect), "--mlflow-port", str(mlflow_port)]
-    if database:  # the team's registry is the server's: round 1 registers there, through the running servers
-        _sh([*servers, "--database", database], project)
-    elif not _has_champion(project):
+    if not database and not _has_champion(project):
         out["round1_s"] = round(_sh(["dvc", "repro", "promote"], project)[0], 1)
+    prefect, mlflow_port = free_port(), free_port()  # taken now: round 1's own servers came and went before
+    _sh([STSREG, "servers", "start", "--prefect-port", str(prefect), "--mlflow-port", str(mlflow_port),
+         *(["--database", database] if database else [])], project)
     server = None
     try:
+        # the team's registry is the server's: its round 1 registers there, through the running servers
         if database and not _has_champion(project, f"http://127.0.0.1:{mlflow_port}"):
             out["round1_s"] = round(_sh(["dvc", "repro", "promote"], project)[0], 1)
-        if not database:
-            _sh(servers, project)
         _sh([STSREG, "deploy"], project)
+        port = free_port()
         log = project / ".stsreg/logs/bench-loop-serve.log"  # a file, not a pipe nobody reads while it serves
         server = subprocess.Popen([STSREG, "serve", "--model-uri", "models:/sts-regression@champion", "--port",
                                    str(port), "--follow-s", "2"], cwd=project, env=_env(project),
