@@ -33,6 +33,20 @@ def stsreg(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300)
                           env={**os.environ, **(env or {})})
 
 
+def stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM a server's process group (started with start_new_session); SIGKILL it when a loaded machine keeps it
+    shutting down past 60 s."""
+    import signal
+
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
 def have(what: str) -> bool:
     if what == "postgres":
         return bool(glob.glob("/usr/lib/postgresql/*/bin/initdb")) or bool(shutil.which("initdb"))

@@ -30,7 +30,7 @@ import yaml
 
 from tests.conftest import free_port
 from tests.helpers.project import GIT_IDENTITY, declare_reviews, scored_reviews, tiny_project
-from tests.helpers.services import Postgres, SshServer, needs, start_postgres, start_sshd, stsreg
+from tests.helpers.services import Postgres, SshServer, needs, start_postgres, start_sshd, stop_group, stsreg
 
 GPU_POOL = "stsreg-gpu"
 pytestmark = needs("postgres", "sshd")
@@ -144,20 +144,8 @@ def _team(tiny_backbone, root, postgres, sshd):
         yield t
     finally:
         for proc in t.procs:
-            _stop(proc)
+            stop_group(proc)
         stsreg("servers", "stop", cwd=t.host("a"), env=t.env("a"))
-
-
-def _stop(proc) -> None:
-    import signal
-
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
 
 
 def _wait_for_worker(team: Team, proc, timeout: float = 120) -> None:

@@ -21,6 +21,7 @@ import yaml
 
 from tests.conftest import free_port
 from tests.helpers.project import GIT_IDENTITY, tiny_project
+from tests.helpers.services import stop_group
 from tests.helpers.weights import weights
 
 GPU_POOL = "stsreg-gpu"
@@ -108,7 +109,7 @@ def test_stage2_runs_on_the_gpu_pool_in_a_second_clone_and_the_champion_is_promo
         assert len(stage2_runs) == 1 and stage2_runs[0].data.metrics["steps"] > 0
         assert subprocess.run(["dvc", "status", "promote", "--quiet"], cwd=cpu).returncode == 0
     finally:
-        _stop(gpu_worker)
+        stop_group(gpu_worker)
         local_servers.stop(cpu)
     # the same stage 2 on one host, from the same inputs: the same weights
     local = subprocess.run(["stsreg", "train", "--stage", "2", "--stage2-dir", "single-host/stage2", "--checkpoints",
@@ -120,18 +121,6 @@ def test_stage2_runs_on_the_gpu_pool_in_a_second_clone_and_the_champion_is_promo
     assert local.returncode == 0, local.stderr[-3000:]
     a, b = weights(cpu / "models/stage2"), weights(cpu / "single-host/stage2")
     assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
-
-
-def _stop(proc) -> None:
-    """SIGTERM the worker's process group; SIGKILL it when a loaded machine keeps it shutting down past 60 s."""
-    import signal
-
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
 
 
 def _wait_for_worker(pool: str, proc, log, timeout: float = 120) -> None:

@@ -214,6 +214,11 @@ class LocalPostgres:
         return self.folder / "password"
 
     @property
+    def _options(self) -> str:
+        """The server's options for pg_ctl -o: this address, no Unix socket (a long folder path passes its limit)."""
+        return f"-p {self.port} -c listen_addresses={self.host} -c unix_socket_directories=''"
+
+    @property
     def address_file(self) -> Path:
         return self.folder / "address"
 
@@ -277,9 +282,8 @@ class LocalPostgres:
                 raise DatabaseError(f"initdb failed: {(init.stderr.strip().splitlines() or ['?'])[-1]}")
         self._own()
         if not self.running():
-            options = f"-p {self.port} -c listen_addresses={self.host} -c unix_socket_directories=''"
-            started = self._run([_pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", options, "-w",
-                                 "-t", "60", "start"])
+            started = self._run([_pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", self._options,
+                                 "-w", "-t", "60", "start"])
             if started.returncode != 0:
                 tail = self.log.read_text(errors="replace").strip().splitlines()[-1:] if self.log.exists() else []
                 raise DatabaseError(f"PostgreSQL did not start on {self.host}:{self.port}: "
@@ -307,8 +311,7 @@ class LocalPostgres:
 
     def restart(self) -> None:
         """pg_ctl restart with the same address (what a database administrator's restart looks like to clients)."""
-        options = f"-p {self.port} -c listen_addresses={self.host} -c unix_socket_directories=''"
-        done = self._run([_pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", options, "-m", "fast",
-                          "-w", "-t", "60", "restart"])
+        done = self._run([_pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", self._options,
+                          "-m", "fast", "-w", "-t", "60", "restart"])
         if done.returncode != 0:
             raise DatabaseError(f"pg_ctl restart failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
