@@ -20,7 +20,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 export UV_SYSTEM_CERTS ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-loop bench-loop-team bench-loop-warm bench-learn bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test lint test-slow lock clean
+.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-loop bench-loop-team bench-loop-warm bench-learn bench-learn-sick bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test lint test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -102,17 +102,22 @@ bench-loop-team: install ## the loop's clock on both stacks, each in its own clo
 	python -m benchmarks.loop --dir build/bench-loop-team --out reports/benchmarks-loop-team --database "$$(stsreg postgres url --dir $(BENCH_LOOP_PG))" $(BENCH_LOOP_ARGS); status=$$?; stsreg postgres stop --dir $(BENCH_LOOP_PG); exit $$status
 	python -m benchmarks.loop_report embedded=reports/benchmarks-loop-embedded.json team=reports/benchmarks-loop-team.json --out reports/benchmarks-loop-stacks.md
 
-# make bench-loop-warm's third retrain: the fraction of the champion's rows replayed
-BENCH_LOOP_REPLAY ?= 0.25
-bench-loop-warm: install ## the warm retrains against the cold one: `make bench-loop` three times, each in its own clone (cold -> reports/benchmarks-loop-cold, stage2.warm_start.enabled=true -> reports/benchmarks-loop, and with stage2.warm_start.replay=BENCH_LOOP_REPLAY, default 0.25 -> reports/benchmarks-loop-replay), side by side in reports/benchmarks-loop-levers.md (BENCH_LOOP_ARGS applies to all)
-	python -m benchmarks.loop --dir build/bench-loop-cold --out reports/benchmarks-loop-cold $(BENCH_LOOP_ARGS)
-	python -m benchmarks.loop --dir build/bench-loop-warm $(BENCH_LOOP_ARGS) -S stage2.warm_start.enabled=true
-	python -m benchmarks.loop --dir build/bench-loop-replay --out reports/benchmarks-loop-replay $(BENCH_LOOP_ARGS) -S stage2.warm_start.enabled=true -S stage2.warm_start.replay=$(BENCH_LOOP_REPLAY)
+# make bench-loop-warm's third retrain: old rows replayed per new row, of the task's table and of the others (1000:
+# every old row, the recipe before the replay was sized from the arrival)
+BENCH_LOOP_REPLAY ?= 1000
+bench-loop-warm: install ## the warm retrain (the default) against a cold one and one replaying more: `make bench-loop` three times, each in its own clone (stage2.warm_start.enabled=false -> reports/benchmarks-loop-cold, the defaults -> reports/benchmarks-loop, task_replay and other_replay at BENCH_LOOP_REPLAY, default 1000 -> reports/benchmarks-loop-replay), side by side in reports/benchmarks-loop-levers.md (BENCH_LOOP_ARGS applies to all)
+	python -m benchmarks.loop --dir build/bench-loop-cold --out reports/benchmarks-loop-cold $(BENCH_LOOP_ARGS) -S stage2.warm_start.enabled=false
+	python -m benchmarks.loop --dir build/bench-loop-warm $(BENCH_LOOP_ARGS)
+	python -m benchmarks.loop --dir build/bench-loop-replay --out reports/benchmarks-loop-replay $(BENCH_LOOP_ARGS) -S stage2.warm_start.task_replay=$(BENCH_LOOP_REPLAY) -S stage2.warm_start.other_replay=$(BENCH_LOOP_REPLAY)
 	python -m benchmarks.loop_report cold=reports/benchmarks-loop-cold.json warm=reports/benchmarks-loop.json warm-replay=reports/benchmarks-loop-replay.json --out reports/benchmarks-loop-levers.md
 
 BENCH_LEARN_ARGS ?= -S stage1.encoder.objective=none -S stage1.max_pairs=4000 -S stage2.epochs=1
 bench-learn: install ## the loop that learns: the worked example's qa table arriving in rounds (40%, then 4 arrivals), each through the real loop in a warm and a cold copy of one project, gated on qa with avg7 as a guard -> reports/benchmarks-learn.{md,json,png} (BENCH_LEARN_ARGS: the cut recipe, default 1 stage-2 epoch and stage 1 on the head; ~2 h on 2 fp32 cores; resumes)
 	python -m benchmarks.learn $(BENCH_LEARN_ARGS)
+
+BENCH_LEARN_SICK_ARGS ?= -S stage1.encoder.objective=none -S stage1.max_pairs=4000 -S stage2.epochs=1 --first 0.2
+bench-learn-sick: install ## the loop that learns where data matters: SICK-R's relatedness pairs held out of the public training tables and arriving as a table of yours (20%, then 4 arrivals of its train pairs), the default configuration (a warm retrain) through the real loop, scored on SICK's official 4,927 test pairs -> reports/benchmarks-learn-sick.{md,json,png} (~1 h on 2 bf16 cores; resumes)
+	python -m benchmarks.learn --table sick --kinds warm $(BENCH_LEARN_SICK_ARGS)
 
 bench-data: install ## preparing a user table of 100k and 1M generated pairs: rows/s and peak memory -> reports/benchmarks-data.{md,json} (~2 min)
 	python -m benchmarks.data_scale

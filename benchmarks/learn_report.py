@@ -22,13 +22,13 @@ WITHIN = 0.3
 TIME_FRACTION = 1 / 3
 
 
-def unseen_mask(pairs: pd.DataFrame, sts_path: Path) -> np.ndarray:
+def unseen_mask(pairs: pd.DataFrame, sts_path: Path, table: str = "qa") -> np.ndarray:
     """Which fixed test pairs no training table holds, as the last prepare of the whole table marked them (its
-    ``qa`` test rows' ``seen_in_train``); a pair it does not list counts as seen (left out)."""
+    ``table`` test rows' ``seen_in_train``); a pair it does not list counts as seen (left out)."""
     if not sts_path.exists():
         return np.ones(len(pairs), dtype=bool)
     sts = pd.read_parquet(sts_path, columns=["dataset", "split", "sentence1", "sentence2", "seen_in_train"])
-    qa = sts[(sts.dataset == "qa") & (sts.split == "test")]
+    qa = sts[(sts.dataset == table) & (sts.split == "test")]
     unseen = set(zip(qa.sentence1[~qa.seen_in_train], qa.sentence2[~qa.seen_in_train]))
     return np.array([(a, b) in unseen for a, b in zip(pairs.sentence1, pairs.sentence2)], dtype=bool)
 
@@ -45,9 +45,10 @@ def scored_rows(rows: list[dict], pairs: pd.DataFrame, mask: np.ndarray) -> list
     after the round), cosines left out."""
     gold = pairs.score.to_numpy(dtype=float)
     out, served = [], {}
+    measured = tuple(sorted({r["retrain"] for r in rows} - {"first"}, key=lambda k: k != "warm")) or ("warm",)
     for row in sorted(rows, key=lambda r: (r["round"], r["retrain"] != "first", r["retrain"])):
         task, ci = score(row, gold, mask)
-        kinds = ("warm", "cold") if row["retrain"] == "first" else (row["retrain"],)
+        kinds = measured if row["retrain"] == "first" else (row["retrain"],)
         for kind in kinds:
             if row["promoted"] or kind not in served:  # round 1's v1 is served either way (gate or set by hand)
                 served[kind] = round(task, 2)
@@ -62,8 +63,11 @@ def goal(rows: list[dict]) -> dict:
     whether each holds."""
     kinds = {n: {r["retrain"] for r in rows if r["round"] == n} for n in {r["round"] for r in rows}}
     both = [n for n, have in kinds.items() if {"warm", "cold"} <= have]
-    if not both:
-        return {"round": max(r["round"] for r in rows), "complete": False}
+    if not both:  # the default (warm) alone: does its curve climb, and where did its gate promote?
+        warm = [r for r in rows if r["retrain"] in ("first", "warm")]
+        return {"round": max(r["round"] for r in rows), "complete": False, "first_score": warm[0]["task_score"],
+                "last_score": warm[-1]["task_score"], "rises": warm[-1]["task_score"] > warm[0]["task_score"],
+                "warm_promoted_rounds": [r["round"] for r in warm if r["retrain"] == "warm" and r["promoted"]]}
     last = max(both)
     by = {r["retrain"]: r for r in rows if r["round"] == last}
     gap = round(by["warm"]["task_score"] - by["cold"]["task_score"], 2)
@@ -75,7 +79,7 @@ def goal(rows: list[dict]) -> dict:
             "cold_promoted_rounds": [r["round"] for r in rows if r["retrain"] == "cold" and r["promoted"]]}
 
 
-def plot(rows: list[dict], path: Path) -> None:
+def plot(rows: list[dict], path: Path, table: str = "qa") -> None:
     """The task score per round: warm and cold retrains (solid, with their intervals) and the champion each serves
     (dashed)."""
     import matplotlib
@@ -87,6 +91,8 @@ def plot(rows: list[dict], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
     for kind, colour in (("warm", "tab:orange"), ("cold", "tab:blue")):
         own = [first] + [r for r in rows if r["retrain"] == kind]
+        if len(own) == 1:
+            continue
         x = [r["round"] for r in own]
         ax.plot(x, [r["task_score"] for r in own], "o-", color=colour, label=f"{kind} retrain")
         ax.fill_between(x, [r["task_ci"][0] for r in own], [r["task_ci"][1] for r in own], color=colour, alpha=0.12)
@@ -97,7 +103,7 @@ def plot(rows: list[dict], path: Path) -> None:
                 ax.annotate("promoted", (r["round"], r["task_score"]), textcoords="offset points", xytext=(0, 7),
                             ha="center", fontsize=7, color=colour)
     ax.set_xlabel("round (1: the first part of the table; then one arrival of rows each)")
-    ax.set_ylabel("qa test Spearman x100 (fixed unseen pairs)")
+    ax.set_ylabel(f"{table} test Spearman x100 (fixed pairs)")
     ax.set_xticks(sorted({r["round"] for r in rows}))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -129,18 +135,24 @@ def _first_text(row: dict) -> str:
 
 
 def markdown(rows: list[dict], machine: dict, meta: dict) -> str:
-    g = meta["goal"]
-    lines = [f"# The loop that learns: warm vs cold retrains, round by round\n",
-             f"Machine: {machine['cpu']}; precision {machine['precision']}. The worked example's `qa` table "
-             f"(docs/own_data.md) arrives in rounds: the first {meta['split']['first']:.0%} declared and trained by "
-             f"hand (champion v1), then {meta['split']['arrivals']} arrivals, each through the real loop (`stsreg "
-             "data add` -> the deployment's trigger -> retrain -> gate -> the served champion) in a warm and a cold "
-             "copy of the same project. Task score: Spearman x100 of the retrain's model on "
-             f"{meta['unseen_pairs']} fixed `qa` test pairs (of {meta['fixed_pairs']} the stable hash puts in test; "
-             "the unseen ones), 95% bootstrap interval. Gate: `promote.metrics: [qa]`, `promote.guards: "
-             "{avg7: 0.3}`, unseen pairs.\n",
-             f"Overrides of both projects (a cut recipe): {', '.join(f'`{o}`' for o in meta['overrides']) or 'none'}."
-             " The plot of the task score per round: `reports/benchmarks-learn.png`.\n",
+    g, table = meta["goal"], meta.get("table", "qa")
+    kinds = meta.get("kinds") or ["warm", "cold"]
+    about = meta.get("about") or "The worked example's `qa` table (docs/own_data.md)"
+    title = ("warm vs cold retrains, round by round" if "cold" in kinds
+             else f"the default (warm) retrain on `{table}`, round by round")
+    copies = "in a warm and a cold copy of the same project" if "cold" in kinds else "with the default configuration"
+    lines = [f"# The loop that learns: {title}\n",
+             f"Machine: {machine['cpu']}; precision {machine['precision']}. {about} arrives in rounds: the first "
+             f"{meta['split']['first']:.0%} declared and trained by hand (champion v1), then "
+             f"{meta['split']['arrivals']} arrivals, each through the real loop (`stsreg data add` -> the deployment's "
+             f"trigger -> retrain -> gate -> the served champion) {copies}. Task score: Spearman x100 of the "
+             f"retrain's model on {meta['unseen_pairs']} fixed `{table}` test pairs (of {meta['fixed_pairs']}; the "
+             "unseen ones), 95% bootstrap interval. Gate: "
+             + ", ".join(f"`{k}: {json.dumps(v)}`" for k, v in (meta.get("gate") or {}).items()) + ".\n",
+             f"The settings a plain `stsreg data add` retrains with (params.yaml's `stage2.warm_start`, unchanged by "
+             f"the overrides): {meta.get('warm_start') or '-'}.\n",
+             f"Overrides of every project (a cut recipe): {', '.join(f'`{o}`' for o in meta['overrides']) or 'none'}."
+             f" The plot of the task score per round: `{meta.get('png', 'reports/benchmarks-learn.png')}`.\n",
              "| round | retrain | rows added | stage 2 (min:s) | steps | kept step | dev start -> kept | task score "
              "[95% CI] | champion served | avg7 unseen | gate | promoted | loop clock (min:s) |",
              "|---:|---|---:|---:|---:|---:|---|---|---:|---:|---|---|---:|"]
@@ -169,6 +181,10 @@ def markdown(rows: list[dict], machine: dict, meta: dict) -> str:
                   f"{g['stage2_ratio']:.2f}x cold's time ({'<=' if g['fast_enough'] else '>'} 1/3). Warm promoted in "
                   f"rounds {g['warm_promoted_rounds'] or 'none'}; cold in rounds "
                   f"{g['cold_promoted_rounds'] or 'none'}."]
+    elif "first_score" in g:
+        lines += ["", f"After the last round (round {g['round']}): the default retrain's task score "
+                  f"{g['first_score']:.2f} -> {g['last_score']:.2f} ({'rose' if g['rises'] else 'did NOT rise'}); "
+                  f"promoted in rounds {g['warm_promoted_rounds'] or 'none'}."]
     else:
         lines += ["", f"Round {g['round']} is not complete for both kinds: the goal is not judged."]
     return "\n".join(lines) + "\n"
@@ -187,13 +203,17 @@ def first_champion(project: Path) -> dict:
             "set_by_hand": tags.get("champion.set_by_hand")}
 
 
-def write(rows: list[dict], pairs: pd.DataFrame, projects: dict[str, Path], overrides: list[str], split: dict,
-          out: Path, note: str = "") -> str:
-    """Score, judge, plot and write the report files (``note``: what else ran on the machine); returns the
+def write(rows: list[dict], pairs: pd.DataFrame, projects: dict[str, Path], table, about: dict, out: Path,
+          note: str = "") -> str:
+    """Score, judge, plot and write the report files. ``table``: the :class:`benchmarks.learn_data.LearnTable`;
+    ``about``: the run's ``overrides``, ``split`` and ``kinds``; ``note``: what else ran on the machine. Returns the
     markdown."""
+    import yaml
+
     from stsreg.infra.tracking import cpu_name
 
-    mask = unseen_mask(pairs, projects["cold"] / "data/prepared/sts.parquet")
+    last = projects.get("cold", projects["warm"])
+    mask = unseen_mask(pairs, last / "data/prepared/sts.parquet", table.name)
     first = first_champion(projects["warm"])
     rows = [{**r, "promoted": first.get("decision", "promoted") == "promoted", "first_champion": first}
             if r["retrain"] == "first" else r for r in rows]
@@ -202,10 +222,14 @@ def write(rows: list[dict], pairs: pd.DataFrame, projects: dict[str, Path], over
     machine = {"cpu": cpu_name(), "cores": os.cpu_count(), "precision": ", ".join(precision) or "?"}
     for r in done:
         r["cpu"] = machine["cpu"]
-    meta = {"goal": goal(done), "overrides": overrides, "split": split, "fixed_pairs": len(pairs),
-            "unseen_pairs": int(mask.sum()), "note": note}
+    default = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())["stage2"]["warm_start"]
+    meta = {"goal": goal(done), "overrides": about.get("overrides", []), "split": about.get("split", {}),
+            "fixed_pairs": len(pairs), "unseen_pairs": int(mask.sum()), "note": note, "table": table.name,
+            "about": table.about, "gate": table.gate, "kinds": about.get("kinds", ["warm", "cold"]),
+            "warm_start": ", ".join(f"`{k}: {v}`" for k, v in default.items()),
+            "png": f"reports/{out.with_suffix('.png').name}"}
     out.parent.mkdir(parents=True, exist_ok=True)
-    plot(done, out.with_suffix(".png"))
+    plot(done, out.with_suffix(".png"), table.name)
     text = markdown(done, machine, meta)
     atomic.write_text(out.with_suffix(".md"), text)
     atomic.write_json(out.with_suffix(".json"), {"machine": machine, **meta, "rows": done})
@@ -216,18 +240,21 @@ def main(argv: list[str] | None = None) -> int:
     """Rewrite the report from a finished run's ``rounds.json`` (``python -m benchmarks.learn_report DIR``)."""
     import argparse
 
-    from benchmarks.learn_data import fixed_test_pairs
+    from benchmarks.learn_data import TABLES
 
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("dir", type=Path)
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "reports/benchmarks-learn")
+    ap.add_argument("--out", type=Path, help="default reports/benchmarks-learn (-TABLE for another table)")
     ap.add_argument("--note", default="", help="what else ran on the machine during the rounds (kept in the report)")
     a = ap.parse_args(argv)
     state = json.loads((a.dir / "rounds.json").read_text())
     state["note"] = a.note or state.get("note", "")
-    projects = {"warm": a.dir / "warm", "cold": a.dir / "cold"}
-    print(write(state["rows"], fixed_test_pairs(a.dir), projects, state.get("overrides", []),
-                state.get("split", {}), a.out, state["note"]))
+    table = TABLES[state.get("table", "qa")]
+    kinds = state.get("kinds", ["warm", "cold"])
+    suffix = "" if table.name == "qa" else f"-{table.name}"
+    out = a.out or Path(__file__).resolve().parents[1] / f"reports/benchmarks-learn{suffix}"
+    print(write(state["rows"], table.test_pairs(a.dir), {k: a.dir / k for k in kinds}, table,
+                {**state, "kinds": kinds}, out, state["note"]))
     return 0
 
 

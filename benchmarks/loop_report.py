@@ -144,7 +144,7 @@ def compare(runs: dict[str, dict]) -> str:
         st, tests = s["stage2"], s["gate"]["tests"]
         origin = st.get("started_from") or {"from": "stage1"}
         start = f"champion v{origin['version']}" if origin["from"] == "champion" else "stage 1"
-        if "rows" in origin:  # a replay below 1: the rows it trained
+        if "rows" in origin:  # a warm retrain: the rows it trained
             r = origin["rows"]
             start += f": {r['new']:,} new + {r['replayed']:,} of {r['old']:,} old rows"
         gains = [f"{tests[t]['diff']:+.2f} [{tests[t]['low']:+.2f}, {tests[t]['high']:+.2f}]" if t in tests else "-"

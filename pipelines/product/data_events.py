@@ -60,7 +60,21 @@ def add_rows(project: Path, tables, name: str, rows_file: Path, duplicates: str 
                         skip_bad=skip_bad, encoding=encoding, wait_s=wait_s)
     if not added.added:
         return table, added, "nothing added, no event sent"
-    return table, added, emit_data_changed(project, table.name, added.added, began)
+    return table, added, f"{pin_for_retrain(project)}; {emit_data_changed(project, table.name, added.added, began)}"
+
+
+def pin_for_retrain(project: Path) -> str:
+    """Pin the registry's champion in the project's ``champion.json`` (:mod:`stsreg.product.champion_pin`): the rows
+    just added are what the next retrain learns, from today's champion; a sentence saying what is pinned. A registry
+    that cannot be read leaves the pin as it was and says so (the rows are added either way; the retrain flow pins
+    again before it runs)."""
+    from stsreg.product.champion_pin import PIN_FILE, pin_champion
+
+    try:
+        pin, changed = pin_champion(project / PIN_FILE)
+    except Exception as exc:  # noqa: BLE001 - the add has happened; the pin is retried by the retrain flow
+        return f"{PIN_FILE} not updated ({type(exc).__name__}: {str(exc)[:200]})"
+    return f"{PIN_FILE}: {pin.words()}{' (pinned)' if changed else ''}"
 
 
 RETRAIN_BY_HAND = "`dvc repro promote` retrains and gates"

@@ -2,14 +2,14 @@
 
 Two halves, both Prefect:
 
-- :func:`stage2_remote_flow` runs on a worker of ``schedule.gpu_pool`` (deployment ``stsreg-stage2-remote/gpu``, created
-by
-  ``stsreg deploy`` from the installed package: the worker image or venv). It clones ``repo_url`` at the parent's
-  commit into ``$STSREG_WORKDIR`` (default: the system temp folder), writes the parent's ``params.yaml`` and
-  ``dvc.lock``, pulls stage 2's inputs from the DVC remote, runs ``dvc repro --single-item stage2`` with that commit's
-  code first on ``PYTHONPATH`` (so the stage runs the parent's code, not the image's), pushes ``models/stage2`` and
-  logs to the shared MLflow server. It hands back the stage's ``dvc.lock`` entry and its small uncached outputs
-  (``metrics/stage2.json``, the curves) as a Prefect artifact of its flow run (key ``stage2-handoff``).
+- :func:`stage2_remote_flow` runs on a worker of ``schedule.gpu_pool`` (deployment ``stsreg-stage2-remote/gpu``,
+  created by ``stsreg deploy`` from the installed package: the worker image or venv). It clones ``repo_url`` at the
+  parent's commit into ``$STSREG_WORKDIR`` (default: the system temp folder), writes the parent's ``params.yaml``,
+  ``dvc.lock`` and ``champion.json``, pulls stage 2's inputs from the DVC remote, runs ``dvc repro --single-item
+  stage2`` with that commit's code first on ``PYTHONPATH`` (so the stage runs the parent's code, not the image's),
+  pushes ``models/stage2`` and logs to the shared MLflow server. It hands back the stage's ``dvc.lock`` entry and its
+  small uncached outputs (``metrics/stage2.json``, the curves) as a Prefect artifact of its flow run (key
+  ``stage2-handoff``).
 - :func:`dispatch_stage2` runs in the parent (the retrain flow, on the CPU host): it refuses early what cannot work
   (no DVC remote, a local MLflow store, code not committed, no deployment, a pool without a worker), pushes stage 2's
   inputs, runs the deployment and waits, then writes the handoff and pulls ``models/stage2`` — after which
@@ -66,7 +66,7 @@ def stage2_remote_flow(repo_url: str, commit: str, files: dict[str, str], dvc_re
     root.mkdir(parents=True, exist_ok=True)
     _run(["git", "clone", "--quiet", "--no-checkout", repo_url, str(clone)], root)
     _run(["git", "checkout", "--quiet", commit], clone)
-    for rel, text in files.items():  # the parent's params.yaml and dvc.lock (its fresh stage-1 and data entries)
+    for rel, text in files.items():  # the parent's params.yaml, dvc.lock (fresh stage 1, data), champion.json
         (clone / rel).write_text(text, encoding="utf-8")
     env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri, "STSREG_USE_SERVERS": "0",
            "PYTHONPATH": os.pathsep.join([str(clone / "src"), str(clone), os.environ.get("PYTHONPATH", "")])}
@@ -199,7 +199,9 @@ def dispatch_stage2(project: Path, pool: str, repo_url: str = "", timeout_s: flo
 
     info = preflight(project, pool, repo_url)
     _run(["dvc", "push", *INPUT_STAGES], project)
-    files = {rel: (project / rel).read_text() for rel in ("params.yaml", "dvc.lock")}
+    # the parent's params, lock and champion pin (what a warm stage 2 continues): written into the worker's clone
+    files = {rel: (project / rel).read_text() for rel in ("params.yaml", "dvc.lock", "champion.json")
+             if (project / rel).exists()}
     run = run_deployment(DEPLOYMENT, parameters={**{k: info[k]
                                                     for k in ("repo_url", "commit", "dvc_remote", "mlflow_uri")},
                                                  "files": files}, timeout=timeout_s)

@@ -37,6 +37,7 @@ from stsreg.infra import tracking
 from stsreg.infra.locking import held_env, pipeline_lock
 from stsreg.product.loop_clock import Clock
 from stsreg.product.registry import MODEL_NAME
+from stsreg.product.champion_pin import PIN_FILE, pin_champion
 from stsreg.product.runners.warm_start import nothing_learned
 
 #: The stages ``dvc repro promote`` runs, in order: the retrain runs them one by one, each a task and a phase of its
@@ -166,6 +167,8 @@ def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s
         with clock.phase("lock"):
             held.enter_context(pipeline_lock(project, lock_timeout_s))
         locked = time.time()
+        # what a warm stage 2 continues: the registry's champion, unless it is this checkout's own last stage 2
+        pin_champion(project / PIN_FILE, uri, own_model=project / "models/stage2")
         before = retrain_report.registry_state(uri)
         tables_before = retrain_report.pairs(sts_file)
         ran, remote, learned_nothing = _stages(project, target, heartbeat_s, clock, schedule.gpu_pool,

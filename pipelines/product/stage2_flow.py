@@ -20,6 +20,7 @@ from stsreg.product import model_card
 from stsreg.product.lineage import log_tables
 from stsreg.product.model_files import set_max_length, write_st_config
 from stsreg.product.runners.stage2_runner import run_stage2
+from stsreg.product.champion_pin import PIN_FILE
 from stsreg.product.runners.warm_start import starting_point
 
 
@@ -45,8 +46,9 @@ def tracked_stage2(params_path: str, sts_path: str, init_dir: str, out_dir: str,
     """Stage 2 with its MLflow run, metrics file and curves: the one body of the flow's task and of
     ``stsreg train --stage 2`` under torchrun. Every process trains; rank 0 alone (the one that evaluates and saves)
     opens the run and writes the outputs, so N processes leave what one process leaves."""
-    # models/stage1, or the champion when stage2.warm_start asks (its epochs and lr replace stage 2's)
-    init, params, origin, seen = starting_point(load_params(params_path), Path(init_dir))
+    # the champion champion.json pins (beside params.yaml; its epochs and lr replace stage 2's), or models/stage1
+    init, params, origin, seen = starting_point(load_params(params_path), Path(init_dir),
+                                                pin_path=Path(params_path).parent / PIN_FILE)
     if not runtime.is_main_process():
         return run_stage2(params, Path(sts_path), init, Path(out_dir), Path(ckpt_dir), seen=seen)
     tags = run_tags([sts_path]) | {f"warm_start.{k}": str(v) for k, v in origin.items() if k != "from"}

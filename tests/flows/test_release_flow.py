@@ -129,11 +129,14 @@ def test_versions_aliases_tags_and_gate_decisions(registry):
 
 
 def test_a_warm_retrain_starts_from_the_champion_and_names_it(registry, tmp_path):
-    """``stage2.warm_start``: stage 2 starts from ``@champion`` (its dev score is the curve's step 0), trains its own
-    epochs and lr, and names the version in the summary, the run's tags and the card; with another backbone, or no
-    champion, it starts from stage 1 and says why."""
+    """``stage2.warm_start``: stage 2 starts from the champion ``champion.json`` pins (its dev score is the curve's
+    step 0), trains its own epochs and lr, and names the version in the summary, the run's tags and the card; with
+    another backbone, or no champion pinned, it starts from stage 1 and says why; a pin the registry cannot honour
+    (a version it lacks, other weights) is refused, naming the file."""
     from pipelines.product.stage2_flow import tracked_stage2
     from stsreg.infra.config import load_params
+    from stsreg.infra.errors import InputError
+    from stsreg.product.champion_pin import Pin, current_champion, write_pin
     from stsreg.product.runners.warm_start import starting_point
     from stsreg.product.sts_eval import spearman_cosine
 
@@ -141,15 +144,19 @@ def test_a_warm_retrain_starts_from_the_champion_and_names_it(registry, tmp_path
     champion = c.get_model_version_by_alias(NAME, "champion")
     raw = yaml.safe_load((work / "params.yaml").read_text())
     raw["stage2"].update(batch_size=8, eval_every=1000, checkpoint_every_s=0,
-                         warm_start={"enabled": True, "epochs": 1, "lr": 3e-5, "replay": 1.0})  # every row
+                         warm_start={"enabled": True, "epochs": 1, "lr": 3e-5, "task_replay": 100.0})  # every row
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    pin = current_champion(uri)
+    assert pin.version == int(champion.version) and len(pin.weights) == 64
+    write_pin(pin, tmp_path / "champion.json")
     sts = _warm_table()
     sts.to_parquet(tmp_path / "sts.parquet")
     summary = tracked_stage2(str(tmp_path / "params.yaml"), str(tmp_path / "sts.parquet"), str(work / "untrained"),
                              str(tmp_path / "out"), str(tmp_path / "ck"))
-    origin = {"from": "champion", "version": int(champion.version), "run_id": champion.run_id}
-    assert summary["started_from"] == origin
-    assert json.loads((tmp_path / "out/training_summary.json").read_text())["started_from"] == origin
+    origin = {"from": "champion", "version": int(champion.version), "run_id": champion.run_id, "weights": pin.weights}
+    assert {k: v for k, v in summary["started_from"].items() if k != "rows"} == origin
+    assert summary["started_from"]["rows"]["new"] == 8 and summary["started_from"]["rows"]["replayed"] == 24
+    assert json.loads((tmp_path / "out/training_summary.json").read_text())["started_from"] == summary["started_from"]
     assert summary["config"]["stage2"]["epochs"] == 1 and summary["config"]["stage2"]["lr"] == 3e-5
     assert summary["total_steps"] == 4  # 32 pairs, batch 8, the warm start's 1 epoch (stage2.epochs is 3)
     dev = sts[(sts.dataset == "stsb") & (sts.split == "dev")]
@@ -164,33 +171,43 @@ def test_a_warm_retrain_starts_from_the_champion_and_names_it(registry, tmp_path
 
     other = load_params(tmp_path / "params.yaml")
     other = other.__class__(**{**other.__dict__, "model": other.model.__class__(backbone="some/other-model")})
-    cold = starting_point(other, work / "untrained")
+    cold = starting_point(other, work / "untrained", pin_path=tmp_path / "champion.json")
     assert cold.init == work / "untrained" and cold.params == other and "some/other-model" in cold.origin["why"]
-    cold = starting_point(load_params(tmp_path / "params.yaml"), work / "untrained",
-                          uri=f"sqlite:///{tmp_path}/empty.db")
-    assert cold.init == work / "untrained" and cold.origin == {"from": "stage1", "why": "no champion yet"}
+    write_pin(Pin(None), tmp_path / "none.json")
+    cold = starting_point(load_params(tmp_path / "params.yaml"), work / "untrained", pin_path=tmp_path / "none.json")
+    assert cold.init == work / "untrained" and cold.origin == {"from": "stage1",
+                                                               "why": "no champion: stage 2 starts from stage 1"}
+    with pytest.raises(InputError, match="champion.json pins champion v2 .* which the registry at .* does not hold"):
+        starting_point(load_params(tmp_path / "params.yaml"), work / "untrained", uri=f"sqlite:///{tmp_path}/empty.db",
+                       pin_path=tmp_path / "champion.json")
+    write_pin(Pin(pin.version, pin.run_id, "0" * 64, pin.backbone), tmp_path / "other.json")
+    with pytest.raises(InputError, match="but the registry's v2 has weights"):
+        starting_point(load_params(tmp_path / "params.yaml"), work / "untrained", pin_path=tmp_path / "other.json")
 
 
 def test_a_warm_retrain_replays_a_fraction_of_the_champions_rows_beside_every_new_one(registry, tmp_path):
-    """``stage2.warm_start.replay``: the 8 rows the champion never drew from all train, with half of its 24 own rows;
-    the summary, the card and the next model's ``train_rows.npy`` say so."""
+    """``stage2.warm_start.task_replay``: the 8 rows the champion never drew from all train, with 1.5 of its own
+    per new row (12 of 24); the summary, the card and the next model's ``train_rows.npy`` say so."""
     from pipelines.product.stage2_flow import tracked_stage2
+    from stsreg.product.champion_pin import pin_champion
 
-    work, _, _, c = registry
+    work, uri, _, c = registry
     champion = c.get_model_version_by_alias(NAME, "champion")
     raw = yaml.safe_load((work / "params.yaml").read_text())
     raw["stage2"].update(batch_size=8, eval_every=1000, checkpoint_every_s=0,
-                         warm_start={"enabled": True, "epochs": 1, "lr": 3e-5, "replay": 0.5, "replay_task": False})
+                         warm_start={"enabled": True, "epochs": 1, "lr": 3e-5, "task_replay": 1.5})
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    pin, _ = pin_champion(tmp_path / "champion.json", uri)
     _warm_table().to_parquet(tmp_path / "sts.parquet")
     summary = tracked_stage2(str(tmp_path / "params.yaml"), str(tmp_path / "sts.parquet"), str(work / "untrained"),
                              str(tmp_path / "out"), str(tmp_path / "ck"))
-    rows = {"new": 8, "replayed": 12, "old": 24, "replay": 0.5}
+    rows = {"new": 8, "replayed": 12, "old": 24, "task": {"table": "stsb", "replayed": 12, "old": 24, "per_new": 1.5},
+            "other": {"replayed": 0, "old": 0, "per_new": 4.0}}
     assert summary["started_from"] == {"from": "champion", "version": int(champion.version),
-                                       "run_id": champion.run_id, "rows": rows}
+                                       "run_id": champion.run_id, "weights": pin.weights, "rows": rows}
     assert summary["total_steps"] == 3  # 8 + 12 rows, batch 8 (all 32 would be 4)
-    assert (f"started from champion v{champion.version} (a warm retrain) on 8 new rows and 12 of 24 old ones "
-            "replayed (replay 0.5)") in (tmp_path / "out/README.md").read_text()
+    assert (f"started from champion v{champion.version} (a warm retrain) on 8 new rows, 12 of 24 old stsb rows and 0 "
+            "of 0 other old rows replayed") in (tmp_path / "out/README.md").read_text()
     assert np.array_equal(np.load(tmp_path / "out" / TRAIN_ROWS), row_hashes(_warm_train()))  # drawn from: all 32
 
 
@@ -201,6 +218,7 @@ def test_a_warm_retrain_that_learned_nothing_registers_nothing_and_says_so(regis
     with the dev scores."""
     from pipelines.product.release_flow import promote_flow, register_flow
     from pipelines.product.stage2_flow import tracked_stage2
+    from stsreg.product.champion_pin import pin_champion
     from stsreg.product.run_report import run_report
 
     work, uri, _, c = registry
@@ -209,8 +227,9 @@ def test_a_warm_retrain_that_learned_nothing_registers_nothing_and_says_so(regis
     raw = yaml.safe_load((work / "params.yaml").read_text())
     # an lr far below one ulp of the weights: every step leaves them as they were, so no step beats step 0
     raw["stage2"].update(batch_size=8, eval_every=2, checkpoint_every_s=3600,
-                         warm_start={"enabled": True, "epochs": 1, "lr": 1e-15, "replay": 0.5})
+                         warm_start={"enabled": True, "epochs": 1, "lr": 1e-15, "task_replay": 1.5})
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    pin_champion(tmp_path / "champion.json", uri)
     _warm_table().to_parquet(tmp_path / "sts.parquet")
     summary = tracked_stage2(str(tmp_path / "params.yaml"), str(tmp_path / "sts.parquet"), str(work / "untrained"),
                              str(tmp_path / "models/stage2"), str(tmp_path / "ck"))

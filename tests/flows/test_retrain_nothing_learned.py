@@ -32,7 +32,7 @@ def test_a_warm_retrain_that_learned_nothing_stops_after_stage_2(harness, tiny_b
 
     params = yaml.safe_load((project / "params.yaml").read_text())
     # an lr far below one ulp of the weights: the warm stage 2 cannot beat its start, the champion
-    params["stage2"]["warm_start"] = {"enabled": True, "epochs": 1, "lr": 1e-15, "replay": 1.0}
+    params["stage2"]["warm_start"] = {"enabled": True, "epochs": 1, "lr": 1e-15, "task_replay": 100.0}
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     subprocess.run(["git", "commit", "-qam", "warm retrains"], cwd=project, check=True, env={**os.environ,
                                                                                             **GIT_IDENTITY})

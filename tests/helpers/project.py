@@ -19,7 +19,7 @@ def tiny_project(root: Path, backbone: str, git: bool = False) -> Path:
     git repository with everything committed (what a clone of the real project is), else a DVC project without git."""
     project = root / "project"
     project.mkdir(parents=True)
-    for name in ("dvc.yaml", "src", "pipelines"):
+    for name in ("dvc.yaml", "champion.json", "src", "pipelines"):
         (shutil.copytree(REPO / name, project / name, ignore=shutil.ignore_patterns("__pycache__"))
          if (REPO / name).is_dir() else shutil.copy(REPO / name, project / name))
     (project / "data").mkdir()

@@ -173,6 +173,7 @@ def test_the_learning_curve_report_scores_fixed_pairs_follows_the_champion_and_j
     import numpy as np
     import pandas as pd
 
+    from benchmarks.learn_data import TABLES
     from benchmarks.learn_report import write
 
     rng = np.random.default_rng(0)
@@ -187,8 +188,8 @@ def test_the_learning_curve_report_scores_fixed_pairs_follows_the_champion_and_j
 
     rows = [row(1, "first", 0.5, True), row(2, "warm", 0.2, True, 60.0), row(2, "cold", 0.1, False, 240.0),
             row(3, "warm", 0.15, False, 50.0), row(3, "cold", 0.12, True, 250.0)]
-    text = write(rows, pairs, {"warm": tmp_path / "warm", "cold": tmp_path / "cold"}, ["stage2.epochs=1"],
-                 {"first": 0.4, "arrivals": 2}, tmp_path / "learn")
+    text = write(rows, pairs, {"warm": tmp_path / "warm", "cold": tmp_path / "cold"}, TABLES["qa"],
+                 {"overrides": ["stage2.epochs=1"], "split": {"first": 0.4, "arrivals": 2}}, tmp_path / "learn")
     out = json.loads((tmp_path / "learn.json").read_text())
     by = {(r["round"], r["retrain"]): r for r in out["rows"]}
     assert all("cosines" not in r for r in out["rows"]) and out["fixed_pairs"] == out["unseen_pairs"] == 200
@@ -202,5 +203,14 @@ def test_the_learning_curve_report_scores_fixed_pairs_follows_the_champion_and_j
     assert goal["complete"] and goal["stage2_ratio"] == 0.2 and goal["fast_enough"]
     assert goal["warm_minus_cold"] == round(by[(3, "warm")]["task_score"] - by[(3, "cold")]["task_score"], 2)
     assert goal["warm_promoted_rounds"] == [2] and goal["cold_promoted_rounds"] == [3]
-    assert (tmp_path / "learn.png").read_bytes()[:4] == b"\x89PNG" and "reports/benchmarks-learn.png" in text
+    assert (tmp_path / "learn.png").read_bytes()[:4] == b"\x89PNG" and "reports/learn.png" in text
     assert "`stage2.epochs=1`" in text and out["machine"]["precision"] == "fp32"
+    assert "`task_replay: 2.0`" in text  # the settings a plain `stsreg data add` retrains with
+
+    # the default configuration alone (make bench-learn --table sick --kinds warm): the curve's first and last
+    warm_only = [r for r in rows if r["retrain"] != "cold"]
+    text = write(warm_only, pairs, {"warm": tmp_path / "warm"}, TABLES["sick"],
+                 {"overrides": [], "split": {"first": 0.4, "arrivals": 2}, "kinds": ["warm"]}, tmp_path / "sick")
+    goal = json.loads((tmp_path / "sick.json").read_text())["goal"]
+    assert not goal["complete"] and goal["rises"] and goal["warm_promoted_rounds"] == [2]
+    assert "the default (warm) retrain on `sick`" in text and "(rose); promoted in rounds [2]" in text

@@ -9,6 +9,7 @@ import pytest
 
 from stsreg.infra.config import load_params
 from stsreg.infra.errors import ParamsError
+from stsreg.infra.settings_training import Stage2WarmStartParams
 from stsreg.product.model_files import TRAIN_ROWS
 from stsreg.product.runners.warm_start import champion_rows
 from stsreg.product.training.replay import replayed, row_hashes
@@ -21,22 +22,54 @@ def _rows(n: int, start: int = 0, dataset: str = "qa") -> pd.DataFrame:
                          "line": range(start, start + n)})
 
 
-def test_every_new_row_trains_with_the_replayed_fraction_of_the_old():
+def _warm(task_replay: float = 2.0, other_replay: float = 4.0):
+    return Stage2WarmStartParams(task_replay=task_replay, other_replay=other_replay)
+
+
+def test_every_new_row_trains_with_a_replay_sized_from_the_new_rows():
     old, new = _rows(200), _rows(30, start=200)
     today = pd.concat([old.iloc[:100], new, old.iloc[100:]], ignore_index=True)  # appended rows need not be last
-    train, rows = replayed(today, row_hashes(old), 0.25, 0, seed=42)
-    assert rows == {"new": 30, "replayed": 50, "old": 200, "replay": 0.25}
-    assert set(new.sentence1) <= set(train.sentence1) and len(train) == 80
-    again, _ = replayed(today, row_hashes(old), 0.25, 0, seed=42)
+    train, rows = replayed(today, row_hashes(old), _warm(task_replay=2.0), "qa", 0, seed=42)
+    assert rows == {"new": 30, "replayed": 60, "old": 200, "task": {"table": "qa", "replayed": 60, "old": 200,
+                                                                   "per_new": 2.0},
+                    "other": {"replayed": 0, "old": 0, "per_new": 4.0}}
+    assert set(new.sentence1) <= set(train.sentence1) and len(train) == 90
+    again, _ = replayed(today, row_hashes(old), _warm(task_replay=2.0), "qa", 0, seed=42)
     pd.testing.assert_frame_equal(train, again)  # the seed draws the same replay
-    only_new, rows = replayed(today, row_hashes(old), 0.0, 0, seed=42)
+    only_new, rows = replayed(today, row_hashes(old), _warm(0.0, 0.0), "qa", 0, seed=42)
     assert rows["replayed"] == 0 and set(only_new.sentence1) == set(new.sentence1)
 
 
-def test_the_cap_bounds_the_new_rows_and_the_old_rows_replay_is_a_fraction_of_the_capped_draw():
+def test_a_rounds_rows_follow_the_arrival_not_the_table():
+    """On a 10,000-row task table, 100 and then 200 arriving rows train 100 * (1 + 2 + 4) and 200 * 7 rows: the replay
+    is sized from the arrival, and at most every old row of a table is replayed."""
+    public, task = _rows(3000, start=50_000, dataset="stsb"), _rows(10_000)
+    seen = row_hashes(pd.concat([public, task]))
+    sizes = []
+    for n in (100, 200):
+        today = pd.concat([public, task, _rows(n, start=90_000)], ignore_index=True)
+        train, rows = replayed(today, seen, _warm(), "qa", 0, seed=0)
+        assert rows["task"]["replayed"] == 2 * n and rows["other"]["replayed"] == 4 * n
+        assert (train.dataset == "stsb").sum() == 4 * n and len(train) == 7 * n
+        sizes.append(len(train))
+    assert sizes == [700, 1400]
+    few = pd.concat([public.iloc[:10], task.iloc[:30], _rows(100, start=90_000)], ignore_index=True)
+    _, rows = replayed(few, seen, _warm(), "qa", 0, seed=0)
+    assert rows["task"]["replayed"] == 30 and rows["other"]["replayed"] == 10  # all there is
+
+
+def test_the_cap_bounds_the_new_rows_and_the_replay_follows_the_capped_draw():
     old, new = _rows(500), _rows(120, start=500)
-    train, rows = replayed(pd.concat([old, new], ignore_index=True), row_hashes(old), 0.5, 100, seed=1)
-    assert rows == {"new": 100, "replayed": 50, "old": 500, "replay": 0.5} and len(train) == 150
+    train, rows = replayed(pd.concat([old, new], ignore_index=True), row_hashes(old), _warm(task_replay=0.5), "qa",
+                           100, seed=1)
+    assert rows["new"] == 100 and rows["task"]["replayed"] == 50 and len(train) == 150
+
+
+def test_with_no_row_new_every_row_trains_again_and_the_counts_say_why():
+    old = _rows(50)
+    train, rows = replayed(old, row_hashes(old), _warm(), "qa", 0, seed=3)
+    assert rows == {"new": 0, "replayed": 50, "old": 50,
+                    "why": "no row is new to the champion: every row trained again"} and len(train) == 50
 
 
 def test_a_row_is_its_content_not_its_position():
@@ -51,13 +84,6 @@ def test_a_row_is_its_content_not_its_position():
     assert row_hashes(a).dtype == np.uint64 and list(row_hashes(a)) == sorted(row_hashes(a))
     # a champion's train_rows.npy is read by later retrains, on other machines and library versions: the values hold
     assert row_hashes(_rows(2)).tolist() == [9523180815909296499, 17831688962980457376]
-
-
-@pytest.mark.parametrize("replay", [1.0, 0.6])
-def test_nothing_new_replays_the_fraction_of_the_old(replay):
-    old = _rows(50)
-    train, rows = replayed(old, row_hashes(old), replay, 0, seed=3)
-    assert rows["new"] == 0 and len(train) == round(replay * 50)
 
 
 def test_a_champions_rows_that_cannot_be_used_are_named_and_nothing_is_trained_on_them(tmp_path):
@@ -78,27 +104,14 @@ def test_a_champions_rows_that_cannot_be_used_are_named_and_nothing_is_trained_o
     assert champion_rows(tmp_path) == (None, f"has a {TRAIN_ROWS} of float64 (4,), not (n,) uint64 row hashes")
 
 
-@pytest.mark.parametrize("value", ["1.5", "-0.1"])
-def test_a_replay_outside_0_1_is_refused_naming_the_key(tmp_path, value):
+def test_a_negative_replay_is_refused_naming_the_key(tmp_path):
     from tests.conftest import REPO
 
-    text = (REPO / "params.yaml").read_text().replace("    replay: 0.1 ", f"    replay: {value} ")
-    assert f"replay: {value}" in text
+    text = (REPO / "params.yaml").read_text().replace("    task_replay: 2.0 ", "    task_replay: -1 ")
+    assert "task_replay: -1" in text
     (tmp_path / "params.yaml").write_text(text)
-    with pytest.raises(ParamsError, match="stage2.warm_start.replay: expected a value"):
+    with pytest.raises(ParamsError, match="stage2.warm_start.task_replay: expected a value"):
         load_params(tmp_path / "params.yaml")
-
-
-def test_the_task_tables_old_rows_all_replay_and_the_fraction_is_drawn_from_the_others():
-    """``warm_start.replay_task``: the dev table's (your task's) old rows are few and what the gate judges, so every
-    one of them trains again; the replay fraction is drawn from the public tables' old rows."""
-    public, task, new = _rows(400, dataset="stsb"), _rows(60, start=1000), _rows(20, start=2000)
-    today = pd.concat([public, task, new], ignore_index=True)
-    seen = row_hashes(pd.concat([public, task]))
-    train, rows = replayed(today, seen, 0.25, 0, seed=5, task="qa")
-    assert rows == {"new": 20, "replayed": 160, "old": 460, "replay": 0.25, "task": {"table": "qa", "replayed": 60}}
-    assert set(task.sentence1) <= set(train.sentence1) and set(new.sentence1) <= set(train.sentence1)
-    assert (train.dataset == "stsb").sum() == 100 and len(train) == 180
 
 
 def test_a_warm_retrain_is_evaluated_evals_times_whatever_its_length():

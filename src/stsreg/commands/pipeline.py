@@ -188,15 +188,20 @@ def _sync_readme(markdown: Path, check: bool) -> int:
 
 
 def champion(sub, name: str) -> None:
-    ch = sub.add_parser(name, help="show the registered versions and the champion, or set the champion by hand",
-                        description="`stsreg champion show`: the champion, the challenger and the latest versions with "
-                                    "their avg7 and the gate's decision. `stsreg champion set VERSION --reason TEXT`: "
+    ch = sub.add_parser(name, help="show the registered versions and the champion, pin it for the next retrain, or set "
+                                   "it by hand",
+                        description="`stsreg champion show`: the champion, the challenger, the pinned champion and the "
+                                    "latest versions with their avg7 and the gate's decision. `stsreg champion pin`: "
+                                    "write the registry's champion into champion.json, the file stage 2 depends on "
+                                    "(a warm retrain continues the version pinned there; `stsreg data add` and "
+                                    "the retrain flow pin it for you: run it before a `dvc repro` by hand when "
+                                    "the champion moved elsewhere). `stsreg champion set VERSION --reason TEXT`: "
                                     "move alias `champion` to VERSION without the gate (a rollback after a bad "
-                                    "promotion), recorded as a tag on the version; a `stsreg serve` following the "
-                                    "alias swaps to it at its next poll.")
-    ch.add_argument("action", choices=["show", "set", "rollback"],
-                    help="show: the versions and aliases; set: move the champion to VERSION; rollback: back to the "
-                         "champion before the current one")
+                                    "promotion), recorded as a tag on the version, and pin it; a `stsreg serve` "
+                                    "following the alias swaps to it at its next poll.")
+    ch.add_argument("action", choices=["show", "pin", "set", "rollback"],
+                    help="show: the versions and aliases; pin: the champion into champion.json; set: move the champion "
+                         "to VERSION; rollback: back to the champion before the current one")
     ch.add_argument("version", nargs="?", type=int, help="set: the version to make the champion")
     ch.add_argument("--reason", default="", help="set: why (kept on the version's tag)")
     ch.add_argument("--last", type=int, default=10, help="show: how many of the latest versions")
@@ -207,6 +212,7 @@ def cmd_champion(args: argparse.Namespace) -> int:
     from stsreg.infra import tracking
     from stsreg.infra.errors import InputError
     from stsreg.product.champion_by_hand import previous_champion, set_champion
+    from stsreg.product.champion_pin import PIN_FILE, pin_champion, read_pin
     from stsreg.product.registry import MODEL_NAME, version_by_alias
 
     if args.action in ("set", "rollback"):
@@ -216,7 +222,12 @@ def cmd_champion(args: argparse.Namespace) -> int:
         version = args.version if args.action == "set" else previous_champion()
         out = set_champion(version, args.reason.strip())
         print(f"champion: version {out['champion']} (was {out['previous'] or 'none'}), set by hand: {args.reason}")
+    if args.action in ("pin", "set", "rollback"):
+        pin, changed = pin_champion()
+        print(f"{PIN_FILE}: {pin.words()} ({'pinned' if changed else 'unchanged'}): the next stage 2 "
+              f"{'continues it' if pin.version is not None else 'starts from stage 1'}")
         return 0
+    print(f"pinned in {PIN_FILE}: {read_pin().words()}")
     c = tracking.client()
     aliases = {a: version_by_alias(c, MODEL_NAME, a) for a in ("champion", "challenger")}
     print(", ".join(f"{a}: v{v.version}" if v else f"{a}: none" for a, v in aliases.items()))

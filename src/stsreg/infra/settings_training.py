@@ -72,21 +72,21 @@ class Stage1Params:
 
 @section
 class Stage2WarmStartParams:
-    """A retrain that starts from the registry's ``@champion`` instead of ``models/stage1``
-    (:mod:`stsreg.product.runners.warm_start`): for ``epochs`` at ``lr``, every new row, every old row of the task's
-    table (``replay_task``) and a ``replay`` fraction of the other old ones, judged on the dev split ``evals`` times.
-    With no champion yet, or one of another backbone, stage 2 starts from stage 1 as usual."""
+    """A retrain that continues the pinned champion (``champion.json``, :mod:`stsreg.product.champion_pin`) instead of
+    starting from ``models/stage1`` (:mod:`stsreg.product.runners.warm_start`): for ``epochs`` at ``lr``, every new
+    row and a replay of old rows sized from them (``task_replay`` of your task's table and ``other_replay`` of the
+    others, per new row), judged on the dev split ``evals`` times. With no champion pinned, or one of another
+    backbone, stage 2 starts from stage 1 and says why."""
 
-    enabled: bool = knob(False, "true: start from @champion (when there is one of model.backbone)")
+    enabled: bool = knob(True, "true: start from the pinned champion when there is one of model.backbone, else from "
+                               "stage 1 (the run says which and why); false: always from stage 1")
     epochs: int = knob(1, "epochs of a warm retrain (replaces stage2.epochs)", ge=1)
     lr: float = knob(2e-5, "peak lr of a warm retrain (replaces stage2.lr): the cold one; at half of it a warm run "
                            "of a few hundred steps left the champion where it was", gt=0)
-    replay: float = knob(0.1, "the fraction of the champion's own train rows trained again beside every new row "
-                         "(1: all, as a cold retrain draws them; 0: only the new rows); with replay_task, of the rows "
-                         "of the other tables", ge=0, le=1)
-    replay_task: bool = knob(True, "every old row of stage2.dev_table (your task's table, the one the checkpoint is "
-                                   "selected on) is replayed whatever replay says; replay then draws from the other "
-                                   "tables")
+    task_replay: float = knob(2.0, "old rows of your task's table (stage2.dev_table) replayed per new row, at most "
+                                   "all of them", ge=0)
+    other_replay: float = knob(4.0, "old rows of the other train tables (the public ones) replayed per new row, at "
+                                    "most all of them", ge=0)
     evals: int = knob(10, "dev evaluations spread evenly over a warm retrain (replaces stage2.eval_every), so its "
                           "selection has a curve to choose from however few steps it runs", ge=1)
 

@@ -3,6 +3,7 @@ maximum length every loader of the folder truncates at, and the rows a stage-2 m
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -10,6 +11,9 @@ ST_CONFIG = "config_sentence_transformers.json"  # sentence-transformers' file: 
 # a stage-2 folder's (n,) uint64 hashes of the train rows its training was drawn from
 # (stsreg.product.training.replay.row_hashes): a warm retrain from it tells its old rows from new ones by these
 TRAIN_ROWS = "train_rows.npy"
+#: The model version tag :func:`stsreg.product.registry.log_and_register` writes: :func:`weights_digest` of the
+#: registered folder (what a champion pin names, :mod:`stsreg.product.champion_pin`).
+WEIGHTS_TAG = "weights.sha256"
 
 
 def write_st_config(folder: Path) -> None:
@@ -31,3 +35,15 @@ def set_max_length(folder: Path, max_length: int) -> None:
         config = json.loads((folder / name).read_text())
         config[key] = max_length
         (folder / name).write_text(json.dumps(config, indent=2))
+
+
+def weights_digest(folder: Path) -> str:
+    """sha256 (64 hex) over a model folder's ``*.safetensors`` files (the encoder's and the head's weights), names and
+    bytes in name order: what a registered version and a downloaded copy of it share, whatever else the card adds."""
+    h = hashlib.sha256()
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        h.update(path.name.encode() + b"\0")
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()

@@ -8,6 +8,7 @@ cosine), which the gate needs to test the challenger against the champion on the
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import tempfile
@@ -23,6 +24,7 @@ from stsreg.infra.config import PromoteParams
 from stsreg.infra.errors import InputError
 from stsreg.product.data.catalogue import EVAL_TASKS
 from stsreg.product.gate_verdict import verdict
+from stsreg.product.model_files import WEIGHTS_TAG, weights_digest
 from stsreg.product.sts_eval import CoverageError, paired_on_predictions, uncovered
 
 log = logging.getLogger(__name__)
@@ -140,6 +142,9 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
     except MlflowException as exc:
         if exc.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
+    # what a champion pin names (stsreg.product.champion_pin): read from the tags, the weights need no download
+    tags = {**tags, WEIGHTS_TAG: weights_digest(model_dir),
+            "backbone": json.loads((Path(model_dir) / "stsreg_model.json").read_text())["backbone"]}
     mv = c.create_model_version(name, source=f"runs:/{run_id}/model", run_id=run_id, tags=tags,
                                 description=fitted(card.split("---", 2)[-1].strip()) if card else None)
     c.set_registered_model_alias(name, "challenger", mv.version)

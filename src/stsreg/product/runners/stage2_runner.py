@@ -52,8 +52,8 @@ def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, ou
     ``out_dir`` (the STS-B dev selection ``keep``, default ``stage2.keep``, and ``train_rows.npy``: the train rows
     drawn from), ``stage2.max_train_pairs`` applied. ``on_eval(step, dev_spearman)``: see
     :class:`stsreg.product.training.selection.DevSelector`. ``seen`` (a warm start's champion's train-row hashes,
-    :attr:`stsreg.product.runners.warm_start.Start.seen`): every row not among them and ``stage2.warm_start.replay``
-    of the others train, and ``started_from["rows"]`` counts them."""
+    :attr:`stsreg.product.runners.warm_start.Start.seen`): every row not among them and a replay of the others sized
+    from them (:func:`stsreg.product.training.replay.replayed`) train, and ``started_from["rows"]`` counts them."""
     device = runtime.resolve_device()
     runtime.init_distributed(device)
     model = init if isinstance(init, SiameseRegressor) else SiameseRegressor.load(init,
@@ -66,8 +66,7 @@ def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, ou
     if seen is None:
         train = sample_pairs(train, p.max_train_pairs, params.seed)
     else:
-        train, rows = replayed(train, seen, p.warm_start.replay, p.max_train_pairs, params.seed,
-                               p.dev_table if p.warm_start.replay_task else None)
+        train, rows = replayed(train, seen, p.warm_start, p.dev_table, p.max_train_pairs, params.seed)
         started_from = {**(started_from or {}), "rows": rows}
     if (started_from or {}).get("from") == "champion":
         p = dataclasses.replace(p, eval_every=warm_eval_every(len(train), p))

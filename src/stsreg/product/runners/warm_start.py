@@ -1,17 +1,16 @@
-"""Where stage 2 starts: ``models/stage1`` (a cold retrain), or the registry's ``@champion`` (a warm one).
+"""Where stage 2 starts: the champion pinned in ``champion.json`` (a warm retrain, the default), or ``models/stage1``.
 
-A warm retrain (``stage2.warm_start.enabled``) continues the served model on the grown tables: every row, old and new,
-for ``warm_start.epochs`` (default 1, against ``stage2.epochs`` 3) at ``warm_start.lr``, selected on the same dev
-split (step 0 is the champion itself, so ``keep: best`` never hands on a model worse on dev than the one served). It
-is the loop's lever on stage 2's time; the gate still judges the result against the champion on the test pairs.
+A warm retrain continues the served model on what arrived: every row new to it, and a replay of its old rows sized
+from the new ones (:func:`stsreg.product.training.replay.replayed`, told apart by the ``train_rows.npy`` each stage-2
+folder keeps), for ``warm_start.epochs`` (default 1, against ``stage2.epochs`` 3) at ``warm_start.lr``, selected on the
+same dev split (step 0 is the champion itself, so ``keep: best`` never hands on a model worse on dev than the one
+served). The gate still judges the result against the champion on the test pairs.
 
-``warm_start.replay`` below 1 is the second lever: every row new to the champion trains, and only that fraction of
-the rows it drew from is replayed (:mod:`stsreg.product.training.replay`), told apart by the ``train_rows.npy`` each
-stage-2 folder keeps.
-
-Stage 2 then depends on the champion, which DVC does not see: a promotion alone does not make stage 2 out of date.
-:func:`starting_point` says what it started from (``origin``); the flow writes it into ``training_summary.json`` and
-the run's tags (``warm_start.version``), so the version trained on is named with the model.
+What it continues is the version ``champion.json`` pins (:mod:`stsreg.product.champion_pin`), a dependency of stage 2
+in ``dvc.yaml``: ``dvc status`` sees it move, ``dvc.lock`` records it, and :func:`starting_point` fetches exactly that
+version (its weights checked against the pin's digest). With no champion pinned, one of another backbone, or
+``warm_start.enabled: false``, stage 2 starts from stage 1; ``origin`` says which and why, into
+``training_summary.json``, the run's tags (``warm_start.version``) and the model card.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from stsreg.infra.config import Params
+from stsreg.product.champion_pin import PIN_FILE, pinned_folder, read_pin
 from stsreg.product.model_files import TRAIN_ROWS
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 class Start(NamedTuple):
     """What :func:`stsreg.product.runners.stage2_runner.run_stage2` starts from: ``init`` (a folder or a model),
     ``params`` (the warm epochs and lr in place), ``origin`` (for the summary, tags and card) and ``seen`` (the
-    champion's :data:`TRAIN_ROWS` when ``warm_start.replay`` < 1 asks to tell its rows from the new ones, else
-    None)."""
+    champion's :data:`TRAIN_ROWS`, to tell its rows from the new ones; None for a cold start or a champion without
+    them)."""
 
     init: object
     params: Params
@@ -43,44 +43,40 @@ class Start(NamedTuple):
     seen: np.ndarray | None = None
 
 
-def starting_point(params: Params, stage1_dir: Path, uri: str | None = None) -> Start:
+def starting_point(params: Params, stage1_dir: Path, uri: str | None = None, pin_path: Path | str = PIN_FILE) -> Start:
     """What :func:`stsreg.product.runners.stage2_runner.run_stage2` starts from and with (:class:`Start`).
 
-    - cold (warm start off, no champion yet, or a champion of another backbone): ``stage1_dir`` and ``params`` as
-      given; ``origin`` ``{"from": "stage1"}`` plus ``why`` when a warm start was asked for;
-    - warm: the champion loaded (a :class:`~stsreg.product.model.SiameseRegressor` at ``model.max_length`` and
-      ``model.precision``), ``params`` with ``stage2.epochs`` / ``stage2.lr`` replaced by the warm ones, and
-      ``origin`` ``{"from": "champion", "version", "run_id"}``; with ``warm_start.replay`` < 1, ``seen`` holds the
-      champion's train rows, or ``origin["replay_why"]`` says why every row is replayed (a champion trained before
-      the rows were kept).
+    - cold (``warm_start.enabled`` false, the pin in ``pin_path`` names no champion, or one of another backbone):
+      ``stage1_dir`` and ``params`` as given; ``origin`` ``{"from": "stage1", "why"}``;
+    - warm: the pinned champion (:mod:`stsreg.product.champion_pin`: the version ``pin_path`` names, fetched from the
+      registry and checked against its digest, whatever the alias says today) loaded at ``model.max_length`` and
+      ``model.precision``, ``params`` with ``stage2.epochs`` / ``stage2.lr`` replaced by the warm ones, and ``origin``
+      ``{"from": "champion", "version", "run_id", "weights"}``; ``seen`` holds the champion's train rows, or
+      ``origin["replay_why"]`` says why every row is replayed (a champion trained before the rows were kept).
 
     ``uri``: the MLflow store (None: the project's, :func:`stsreg.infra.tracking.tracking_uri`)."""
-    warm = params.stage2.warm_start
-    if not warm.enabled:
-        return Start(stage1_dir, params, {"from": "stage1"})
-    from stsreg.infra import tracking
-    from stsreg.product import registry
-    from stsreg.product.model import SiameseRegressor
+    if not params.stage2.warm_start.enabled:
+        return _cold(stage1_dir, params, "stage2.warm_start.enabled is false")
+    pin = read_pin(pin_path)
+    if pin.version is None:
+        return _cold(stage1_dir, params, pin.why)
+    if pin.backbone != params.model.backbone:
+        return _cold(stage1_dir, params, f"the pinned champion v{pin.version} is of backbone {pin.backbone!r}, "
+                                         f"model.backbone is {params.model.backbone!r}")
+    from stsreg.product.model import SiameseRegressor  # torch: only when stage 2 starts warm
 
-    champion = registry.version_by_alias(tracking.client(uri), registry.MODEL_NAME, "champion")
-    if champion is None:
-        return _cold(stage1_dir, params, "no champion yet")
+    warm = params.stage2.warm_start
     with tempfile.TemporaryDirectory() as tmp:  # loaded into memory: every DDP process reads its own copy
-        folder = registry.model_folder(champion, uri, tmp)
-        backbone = json.loads((folder / "stsreg_model.json").read_text())["backbone"]
-        if backbone != params.model.backbone:
-            return _cold(stage1_dir, params, f"champion v{champion.version} is of backbone {backbone!r}, "
-                                             f"model.backbone is {params.model.backbone!r}")
+        folder = pinned_folder(pin, uri, tmp)
         model = SiameseRegressor.load(folder, precision=params.model.precision)
-        seen, why = champion_rows(folder) if warm.replay < 1 else (None, "")
+        seen, why = champion_rows(folder)
     # the registered folder truncates at the evaluation's length; training runs at the model's, as stage 1's does
     model.config.max_length = params.model.max_length
     stage2 = dataclasses.replace(params.stage2, epochs=warm.epochs, lr=warm.lr)
-    log.info("stage 2 starts from champion v%s (warm start: %d epoch(s) at lr %g)", champion.version, warm.epochs,
-             warm.lr)
-    origin = {"from": "champion", "version": int(champion.version), "run_id": champion.run_id}
-    if why:  # a replay asked for, but nothing to tell the champion's rows by: every row, as a cold retrain draws them
-        origin["replay_why"] = f"champion v{champion.version} {why}"
+    log.info("stage 2 starts from %s (warm start: %d epoch(s) at lr %g)", pin.words(), warm.epochs, warm.lr)
+    origin = {"from": "champion", "version": pin.version, "run_id": pin.run_id, "weights": pin.weights}
+    if why:  # nothing to tell the champion's rows by: every row, as a cold retrain draws them
+        origin["replay_why"] = f"champion v{pin.version} {why}"
         log.info("every row replayed: %s", origin["replay_why"])
     return Start(model, dataclasses.replace(params, stage2=stage2), origin, seen)
 
@@ -110,22 +106,23 @@ def origin_of(model_dir: Path) -> dict:
 
 def warm_text(origin: dict) -> str:
     """A warm start (an ``origin`` from the champion) in words, for the card, the retrain report and the loop report:
-    the version continued and, with a replay below 1, how its rows were chosen ("champion v1 (a warm retrain) on 181
-    new rows and 500 of 11,017 old ones replayed (replay 0.25)")."""
+    the version continued and its rows ("champion v1 (a warm retrain) on 181 new rows, 362 of 508 old qa rows and 724
+    of 10,249 other old rows replayed")."""
     text = f"champion v{origin['version']} (a warm retrain)"
-    if "rows" in origin:
-        r = origin["rows"]
-        task = (f", all {r['task']['replayed']:,} old {r['task']['table']} rows among them" if r.get("task")
-                else "")
-        return (f"{text} on {r['new']:,} new rows and {r['replayed']:,} of {r['old']:,} old ones replayed "
-                f"(replay {r['replay']:g}{task})")
+    r = origin.get("rows")
+    if r and "task" in r:
+        return (f"{text} on {r['new']:,} new rows, {r['task']['replayed']:,} of {r['task']['old']:,} old "
+                f"{r['task']['table']} rows and {r['other']['replayed']:,} of {r['other']['old']:,} other old rows "
+                "replayed")
+    if r and r.get("why"):
+        return f"{text}: {r['why']} ({r['replayed']:,} rows)"
     if origin.get("replay_why"):
         return f"{text} every old row replayed: {origin['replay_why']}"
     return text
 
 
 def _cold(stage1_dir: Path, params: Params, why: str) -> Start:
-    log.info("stage 2 starts from %s (warm start asked for, but %s)", stage1_dir, why)
+    log.info("stage 2 starts from %s (%s)", stage1_dir, why)
     return Start(stage1_dir, params, {"from": "stage1", "why": why})
 
 
