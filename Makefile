@@ -20,7 +20,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 export UV_SYSTEM_CERTS ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-loop bench-loop-team bench-loop-warm bench-learn bench-learn-sick bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test lint test-slow lock clean
+.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-loop bench-loop-team bench-loop-warm bench-learn bench-learn-sick bench-replay bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test lint test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -118,6 +118,9 @@ bench-learn: install ## the loop that learns: the worked example's qa table arri
 BENCH_LEARN_SICK_ARGS ?= -S stage1.encoder.objective=none -S stage1.max_pairs=4000 -S stage2.epochs=1 --first 0.2
 bench-learn-sick: install ## the loop that learns where data matters: SICK-R's relatedness pairs held out of the public training tables and arriving as a table of yours (20%, then 4 arrivals of its train pairs), the default configuration (a warm retrain) through the real loop, scored on SICK's official 4,927 test pairs -> reports/benchmarks-learn-sick.{md,json,png} (~1 h on 2 bf16 cores; resumes)
 	python -m benchmarks.learn --table sick --kinds warm $(BENCH_LEARN_SICK_ARGS)
+
+bench-replay: install ## a warm round's cost on a 100k-pair table of yours: rows and steps for 1k, 2k and 4k arriving pairs, drawn by the product's replay with params.yaml's stage2.warm_start, against replaying every old task row and a cold retrain -> reports/benchmarks-replay.{md,json} (~1 min)
+	python -m benchmarks.replay_scale
 
 bench-data: install ## preparing a user table of 100k and 1M generated pairs: rows/s and peak memory -> reports/benchmarks-data.{md,json} (~2 min)
 	python -m benchmarks.data_scale

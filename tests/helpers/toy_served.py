@@ -17,9 +17,14 @@ class Words:
 
     max_length = 8
 
-    def __init__(self, fail_tokenise=(), fail_encode=(), short=False, delay=0.0, tokenize_s_per_text=0.0):
+    def __init__(self, fail_tokenise=(), fail_encode=(), short=False, delay=0.0, tokenize_s_per_text=0.0,
+                 s_per_square_token=0.0, max_length=None):
         self.fail_tokenise, self.fail_encode, self.short, self.delay = fail_tokenise, fail_encode, short, delay
         self.tokenize_s_per_text = tokenize_s_per_text  # a tokenizer's cost: long texts take real time
+        # an encoder whose text of n tokens costs s_per_square_token * n * n seconds (attention): a long text's token
+        # is dearer than a short one's
+        self.s_per_square_token = s_per_square_token
+        self.max_length = max_length or self.max_length
         self.calls: list[int] = []  # tokens per encoder call
         self.tokenized: list[int] = []  # texts per tokenizer call
         self.gate = threading.Event()  # cleared: the encoder holds its batch until it is set
@@ -36,7 +41,7 @@ class Words:
         return table, cut
 
     def encode_tokens(self, table):
-        time.sleep(self.delay)
+        time.sleep(self.delay + self.s_per_square_token * sum(n * n for n in table[tokens.LENGTH]))
         self.gate.wait(10)
         if any(t in self.fail_encode for t in table["text"]):
             raise TypeError("TextEncodeInput must be Union[TextInputSequence, ...]")

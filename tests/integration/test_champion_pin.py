@@ -93,3 +93,9 @@ def test_the_champion_is_a_tracked_input_of_a_warm_stage_2(tiny_backbone, tmp_pa
     kept, changed = pin_champion(project / "champion.json", tracking.embedded_uri(project),
                                  own_model=project / "models/stage2")
     assert not changed and kept.version == 1
+
+    # by hand, as docs/own_data.md prints it: the registry's champion (v2) pinned, and dvc status names the file
+    pinned = _run(project, STSREG, "champion", "pin").stdout
+    assert pinned.startswith("champion.json: champion v2 (run ") and "(pinned): the next stage 2 continues it" in pinned
+    status = _run(project, "dvc", "status").stdout
+    assert "stage2:" in status and "modified:" in status and "champion.json" in status

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+
 from stsreg.infra.config import load_params
 from stsreg.infra.settings_operations import SERVING_BACKENDS, ServeParams
 
@@ -135,7 +137,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         with here:
             serve.serve(serve.build_app(**app_args, lazy=True, on_loaded=announce), args.host, args.port,
                         drain_s=app_args["drain_s"])
-        return 0
+        return _drained_exit()
     probe = serve.build_app(**app_args)  # resolves `auto` once, so every worker runs the same backend
     announce(probe.app)
     info = json.loads(probe.metadata)
@@ -144,6 +146,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         serve.serve(None, args.host, args.port, workers, {**app_args, "scale": info.get("score_scale"),
                                                             "backend": info.get("backend", app_args["backend"])},
                     app_args["drain_s"])
+    return _drained_exit()
+
+
+def _drained_exit() -> int:
+    """The server has drained and its file is gone: the process ends now. Tearing down the interpreter (the
+    encoder's runtime, torch and onnxruntime modules) took 2-4 s after the last request, so a stopped server ran on
+    with nothing to do; as the ``stsreg`` command the process leaves at once (its output flushed), elsewhere (a test
+    calling the CLI in-process) it returns."""
+    import logging
+    import os
+
+    if Path(sys.argv[0]).name == "stsreg":
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(0)
     return 0
 
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
+import hashlib
 import json
 import logging
 import threading
@@ -36,6 +38,28 @@ from stsreg.product.serving.prometheus import CONTENT_TYPE_LATEST, Metrics
 from stsreg.product.serving.protocol import RequestError
 
 log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Incoming:
+    """A model request as its endpoint reads it: the ``body`` (bytes), its ``content_type`` (lower case) and its
+    ``client`` (:func:`client_of`: whose queue it waits in)."""
+
+    body: bytes
+    content_type: str
+    client: str
+
+
+def client_of(scope) -> str:
+    """Who sends a request, for fairness between clients: its API key (``Authorization`` or ``X-API-Key``, kept as a
+    short hash, never the key itself), else its peer address (a client without a key on one machine is one client,
+    whether it opens one connection or two hundred)."""
+    headers = dict(scope.get("headers") or [])
+    key = headers.get(b"authorization") or headers.get(b"x-api-key")
+    if key:
+        return "key:" + hashlib.sha256(key).hexdigest()[:16]
+    peer = scope.get("client")
+    return f"addr:{peer[0]}" if peer else "addr:?"
 
 
 class ServingApp:
@@ -89,6 +113,9 @@ class ServingApp:
             from mlflow.pyfunc import scoring_server
 
             fallback = scoring_server.init(served.pyfunc)
+        if fallback is None and getattr(served, "max_length", None):
+            # what a request costs at each length, measured on this model before it serves (short and long texts)
+            self.batcher.cost.calibrate(served, served.max_length)
         self.served, self.fallback = served, fallback
         self.dimension = openapi.dimension_of(served) if fallback is None else None
         self.metrics.set_served(served.info)
@@ -167,12 +194,30 @@ class ServingApp:
                                                 "/invocations, /v1/embeddings, /similarity")
         return await self._call(handler, method, path, scope, receive, send)
 
+    def early_refusal(self, scope) -> Overloaded | None:
+        """Before a model request's body is read: :class:`Overloaded` when its client's queue alone is already past
+        the time bound (or the token queue is full), else None (:meth:`TokenBatcher.refuse_early`)."""
+        if self.served is None or self.fallback is not None or (scope["method"], scope["path"]) not in self.routes:
+            return None
+        try:
+            self.batcher.refuse_early(client_of(scope))
+        except Overloaded as exc:
+            return exc
+        return None
+
+    async def overloaded(self, send, exc: Overloaded) -> int:
+        """The 429 of a refused request, with Retry-After."""
+        return await self._error(send, 429, str(exc), ((b"retry-after", str(exc.retry_after).encode()),))
+
     async def _call(self, handler, method, path, scope, receive, send) -> int:
         """Run a model endpoint's handler on the request's body while watching for the client to leave; answer."""
         headers = dict(scope.get("headers") or [])
-        content_type = headers.get(b"content-type", b"").decode("latin-1").lower()
-        body = await read_body(receive)
-        work = asyncio.ensure_future(handler(body, content_type))
+        refused = self.early_refusal(scope)
+        if refused is not None:
+            return await self.overloaded(send, refused)
+        incoming = Incoming(await read_body(receive), headers.get(b"content-type", b"").decode("latin-1").lower(),
+                            client_of(scope))
+        work = asyncio.ensure_future(handler(incoming))
         gone = asyncio.ensure_future(until_disconnect(receive))
         try:
             await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -186,7 +231,7 @@ class ServingApp:
         except RequestError as exc:
             return await self._error(send, exc.status, exc.message)
         except Overloaded as exc:
-            return await self._error(send, 429, str(exc), ((b"retry-after", str(exc.retry_after).encode()),))
+            return await self.overloaded(send, exc)
         except TooLarge as exc:
             return await self._error(send, 413, str(exc))
         except ShuttingDown as exc:
@@ -206,30 +251,30 @@ class ServingApp:
         return status
 
     # -- endpoints: each returns (the answer, how many of its texts were cut at the maximum length) ------------
-    async def _pairs(self, parsed):
+    async def _pairs(self, parsed, client: str):
         n = len(parsed.first)
-        embedded = await self.batcher.embed(parsed.first + parsed.second)
+        embedded = await self.batcher.embed(parsed.first + parsed.second, client)
         cosine, score = embedded.model.pair_scores(embedded.vectors[:n], embedded.vectors[n:])
         return cosine, score, embedded
 
-    async def invocations(self, body: bytes, content_type: str):
-        parsed = protocol.parse_invocations(body, content_type, self.max_rows)
+    async def invocations(self, incoming: Incoming):
+        parsed = protocol.parse_invocations(incoming.body, incoming.content_type, self.max_rows)
         if parsed.kind == "sentences":
-            embedded = await self.batcher.embed(parsed.first)
+            embedded = await self.batcher.embed(parsed.first, incoming.client)
             return {"predictions": [{"embedding": v} for v in embedded.vectors.tolist()]}, len(embedded.truncated)
-        cosine, score, embedded = await self._pairs(parsed)
+        cosine, score, embedded = await self._pairs(parsed, incoming.client)
         return ({"predictions": [{"cosine": c, "score": s} for c, s in zip(cosine.tolist(), score.tolist())]},
                 len(embedded.truncated))
 
-    async def similarity(self, body: bytes, content_type: str):
-        parsed = protocol.parse_similarity(body, content_type, self.max_rows)
-        cosine, score, embedded = await self._pairs(parsed)
+    async def similarity(self, incoming: Incoming):
+        parsed = protocol.parse_similarity(incoming.body, incoming.content_type, self.max_rows)
+        cosine, score, embedded = await self._pairs(parsed, incoming.client)
         return ({"cosine": cosine.tolist(), "score": score.tolist(), "scale": list(embedded.model.scale)},
                 len(embedded.truncated))
 
-    async def embeddings(self, body: bytes, content_type: str):
-        texts, options = protocol.parse_embeddings(body, content_type, self.max_rows)
-        embedded = await self.batcher.embed(texts)
+    async def embeddings(self, incoming: Incoming):
+        texts, options = protocol.parse_embeddings(incoming.body, incoming.content_type, self.max_rows)
+        embedded = await self.batcher.embed(texts, incoming.client)
         vectors, served = embedded.vectors, embedded.model
         dim = int(vectors.shape[1])
         if options["dimensions"] is not None and options["dimensions"] != dim:

@@ -1,15 +1,25 @@
-"""Continuous batching on a token budget (TEI's ``max_batch_tokens``): the sentences of concurrent requests encoded
-together, the encoder never idle while anything waits and never waiting for more.
+"""Continuous batching on a token budget (TEI's ``max_batch_tokens``), admitted by what a request costs the encoder and
+served fairly between clients.
 
 A request is tokenized on a tokenizer thread (off the event loop, :data:`TOKENIZE_CHUNK` texts at a time, so requests
-interleave there too), admitted if the queue has room for its tokens and, with ``max_wait_s``, if the encoder will
-have reached it within ``max_wait_s`` at its measured rate (else :class:`Overloaded`: the server's 429, at once when
-the queue is already full, with Retry-After the seconds until it has drained enough; a request larger than the whole
-queue is :class:`TooLarge`, a 413) and queued as *pieces* of at most ``batch_tokens`` tokens each (a large request
-is split, its vectors reassembled in order). Whenever the encoder is free, the consumer takes queued pieces up to
-``batch_tokens`` tokens, round robin over the waiting requests (a 20,000-pair request shares the encoder with the
-one-pair requests that arrive behind it), and encodes their distinct sentences in one call on the encoder thread.
-Each caller gets its own rows back with the model that encoded them: a request is tokenized and encoded by the model
+interleave there too) and queued as *pieces* of at most ``batch_tokens`` tokens each (a large request is split, its
+vectors reassembled in order) in its **client's** queue (``client``: an API key or the peer's address, given by the
+app). Whenever the encoder is free, the consumer builds a batch up to ``batch_tokens`` tokens, one piece at a time from
+the client that has been served the least encoder time (start-time fair queuing: a client that comes back from idle
+starts at the current virtual time, not with credit; within a client, its requests in turn), and encodes its
+distinct sentences in one call on the encoder thread. So a flood from one client (one connection or two hundred)
+shares the encoder with a client sending one short pair: the short pair waits for about one batch, not for the
+flood.
+
+Admission is by cost (:class:`~stsreg.product.serving.encoder_cost.EncoderCost`: seconds per token by text length,
+measured at start and from every batch): with ``max_wait_s``, a request is admitted only if, served fairly, it will
+be answered within ``max_wait_s`` — its client's queue and itself, plus what every other client may be served
+meanwhile (each at most as much as it) — else :class:`Overloaded` (the server's 429) with Retry-After the seconds until
+its client's queue has drained enough. The check runs first on the client's queue alone before anything is read or
+tokenized (:meth:`TokenBatcher.refuse_early`: a flooding client is refused in microseconds), and a request being
+tokenized holds a reservation of its estimated cost, so a hundred requests in the tokenizer's line cannot all be
+admitted behind each other's backs. A request larger than the whole token queue is :class:`TooLarge` (a 413). Each
+caller gets its own rows back with the model that encoded them: a request is tokenized and encoded by the model
 served when it arrived, all its pieces alike (a model swapped in meanwhile serves the requests after it).
 
 Nothing a request does reaches another: a batch that fails is encoded again request by request so that only the
@@ -17,8 +27,8 @@ request that fails alone gets the error; a caller that goes away (cancelled) is 
 anywhere in the consumer fails the requests of that batch and the consumer goes on. Every step is timed into
 :class:`~stsreg.product.serving.prometheus.Metrics` (tokenise, queue wait, encode) and every refusal counted.
 
-    batcher = TokenBatcher(lambda: served, batch_tokens=4096, max_queued_tokens=262144)
-    embedded = await batcher.embed(["a man plays", "a man is playing"])   # .vectors (2, d) float32, .model, ...
+    batcher = TokenBatcher(lambda: served, batch_tokens=4096, max_queued_tokens=262144, max_wait_s=30)
+    embedded = await batcher.embed(["a man plays", "a man is playing"], client="addr:10.0.0.7")  # .vectors (2, d)
 """
 
 from __future__ import annotations
@@ -27,10 +37,11 @@ import asyncio
 import logging
 import math
 import time
-from collections import deque
+from collections import defaultdict, deque
 from concurrent.futures import ThreadPoolExecutor
 
 from stsreg.product import tokens
+from stsreg.product.serving.encoder_cost import EncoderCost
 from stsreg.product.serving.prometheus import Metrics
 from stsreg.product.serving.queued import (Embedded, Overloaded, Request, ShuttingDown, TooLarge, deliver, fail,
                                            pieces)
@@ -41,20 +52,34 @@ log = logging.getLogger(__name__)
 
 #: Texts per tokenizer call: small enough that a large request yields the tokenizer thread every few milliseconds.
 TOKENIZE_CHUNK = 256
+#: Characters per token of English text, to guess a request's lengths before it is tokenized (its reservation).
+CHARS_PER_TOKEN = 4
+
+
+def _guessed_lengths(sentences: list[str], max_length: int | None) -> list[int]:
+    """Each text's token count guessed from its characters (at most ``max_length``): what a request holds while it
+    is tokenized, replaced by its real count once it is."""
+    cap = max_length or 1 << 30
+    return [min(cap, 2 + len(s) // CHARS_PER_TOKEN) for s in sentences]
 
 
 class TokenBatcher:
     """``current()`` returns the served model at arrival: anything with ``tokenize(list[str]) -> (table, truncated
     indices)`` (:func:`stsreg.product.tokens.request_table`) and ``encode_tokens(table) -> (n, d) array``.
-    ``truncate``: whether a text over the maximum length is cut (and said) or refused (:class:`TooLarge`)."""
+    ``truncate``: whether a text over the maximum length is cut (and said) or refused (:class:`TooLarge`);
+    ``max_wait_s``: the bound in time an admitted request is answered within (None: the token bound only)."""
 
     def __init__(self, current, batch_tokens: int = 4096, max_queued_tokens: int = 262144, truncate: bool = True,
                  metrics: Metrics | None = None, max_wait_s: float | None = None):
         self.current, self.batch_tokens, self.max_queued_tokens = current, batch_tokens, max_queued_tokens
         self.truncate, self.metrics, self.max_wait_s = truncate, metrics or Metrics(), max_wait_s
-        self.waiting: deque[Request] = deque()
+        self.queues: dict[str, deque[Request]] = {}  # client -> its requests in order (clients with work only)
+        self.service: dict[str, float] = {}  # client -> encoder seconds it has been given (its virtual time)
+        self.backlog: dict[str, float] = defaultdict(float)  # client -> estimated seconds queued or reserved
+        self.virtual = 0.0  # the virtual time of the last piece taken: where a client coming back starts
         self.queued_tokens = 0
-        self.rate = 0.0  # tokens per second the encoder has done, a moving average (Retry-After's estimate)
+        self.cost = EncoderCost()
+        self.batch_s = 0.0  # the last batch's seconds: the one a new request may find in the encoder
         self.encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="encoder")
         self.tokenizer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer")
         self.wake: asyncio.Event | None = None
@@ -66,17 +91,26 @@ class TokenBatcher:
             self.consumer = asyncio.get_running_loop().create_task(self._consume())
 
     # -- admission -----------------------------------------------------------------------------------
-    async def embed(self, sentences: list[str]) -> Embedded:
-        """(n,) sentences -> their :class:`Embedded`; :class:`Overloaded` / :class:`TooLarge` when refused."""
+    async def embed(self, sentences: list[str], client: str = "") -> Embedded:
+        """(n,) sentences of ``client`` -> their :class:`Embedded`; :class:`Overloaded` / :class:`TooLarge` when
+        refused."""
         self._start()
-        self._refuse_early()
+        self.refuse_early(client)
         model = self.current()
+        # held while the request is tokenized: its estimated cost, so the requests behind it in the tokenizer's line
+        # see it (a flood of a hundred cannot all pass the check before any of them is queued)
+        reserved = self.cost.seconds(_guessed_lengths(sentences, getattr(model, "max_length", None)))
+        self._check(client, reserved)
+        self.backlog[client] += reserved
         started = time.perf_counter()
-        table, cut = await self._tokenize(model, sentences)
+        try:
+            table, cut = await self._tokenize(model, sentences)
+        finally:
+            self._unreserve(client, reserved)
         self.metrics.tokenise.observe(time.perf_counter() - started)
         self.metrics.truncated.inc(len(cut))
         request = Request(sentences, table, model, asyncio.get_running_loop().create_future(),
-                          pieces(table[tokens.LENGTH], self.batch_tokens), cut=cut)
+                          pieces(table[tokens.LENGTH], self.batch_tokens), cut=cut, client=client)
         self._admit(request)
         try:
             return await request.future
@@ -96,18 +130,44 @@ class TokenBatcher:
             cut += [start + i for i in chunk_cut]
         return (tables[0] if len(tables) == 1 else tokens.concat(tables)), cut
 
-    def _wait_s(self, tokens_ahead: int) -> float:
-        """Seconds the encoder needs for ``tokens_ahead`` tokens at its measured rate (0 before it has measured)."""
-        return tokens_ahead / self.rate if self.rate else 0.0
+    def wait_s(self, client: str, seconds: float) -> float:
+        """When a request of ``seconds`` of encoder from ``client`` would be answered, served fairly: the batch in the
+        encoder, its client's queue and itself, and what each other client may be served meanwhile (at most as much
+        as it: start-time fair queuing)."""
+        own = self.backlog.get(client, 0.0) + seconds
+        others = sum(min(left, own) for c, left in self.backlog.items() if c != client)
+        return self.batch_s + own + others
 
-    def _refuse_early(self) -> None:
-        """Before tokenizing: refuse at once (milliseconds, not after a tokenizer queue) when the queue is already
-        full, in tokens or in time (``max_wait_s``); Retry-After: when it will have drained enough."""
-        over = self._wait_s(self.queued_tokens) - self.max_wait_s if self.max_wait_s and self.rate else 0.0
-        if self.queued_tokens >= self.max_queued_tokens or over > 0:
-            self.metrics.refused.labels("queue_full").inc()
-            room = over or self._wait_s(self.queued_tokens - self.max_queued_tokens + self.batch_tokens)
-            raise Overloaded(self.queued_tokens, self.max_queued_tokens, max(1, math.ceil(room or 1)))
+    def refuse_early(self, client: str) -> None:
+        """Before anything of a request is read or tokenized: refuse at once when its client's own queue alone will
+        not be answered within ``max_wait_s``, or the token queue is full. Retry-After: the seconds until the client's
+        queue has drained enough (its share of the encoder at least), or the token queue has."""
+        late = self.wait_s(client, 0.0) - self.max_wait_s if self.max_wait_s and self.cost.measured else 0.0
+        if self.queued_tokens >= self.max_queued_tokens or (late > 0 and self.backlog.get(client, 0.0) > 0):
+            self._overloaded(max(late, self._drain_s(self.queued_tokens - self.max_queued_tokens + self.batch_tokens)))
+
+    def _check(self, client: str, seconds: float) -> None:
+        """Refuse a request of ``seconds`` of encoder that would not be answered within ``max_wait_s``. A request
+        that alone needs more than the bound can never meet it: it is taken when its client has nothing queued and
+        the others' queues are short (it waits for the bound's worth at most), never refused for ever."""
+        if not self.max_wait_s or not self.cost.measured:
+            return
+        late = self.wait_s(client, seconds) - self.max_wait_s
+        if late > 0 and seconds > self.max_wait_s:
+            late = self.wait_s(client, 0.0) + (self.max_wait_s if self.backlog.get(client, 0.0) > 0 else 0.0) \
+                - self.max_wait_s
+        if late > 0:
+            self._overloaded(late)
+
+    def _overloaded(self, room_s: float):
+        self.metrics.refused.labels("queue_full").inc()
+        raise Overloaded(self.queued_tokens, self.max_queued_tokens, max(1, math.ceil(room_s or 1)))
+
+    def _drain_s(self, tokens_ahead: int) -> float:
+        """Seconds the encoder needs for ``tokens_ahead`` tokens at its last batches' pace (0 before it has run)."""
+        if tokens_ahead <= 0 or not self.cost.measured:
+            return 0.0
+        return tokens_ahead * min(self.cost.per_token.values())
 
     def _admit(self, request: Request) -> None:
         lengths = request.table[tokens.LENGTH]
@@ -121,30 +181,40 @@ class TokenBatcher:
             self.metrics.refused.labels("request_tokens").inc()
             raise TooLarge(f"{size} tokens in one request; at most {self.max_queued_tokens} are taken "
                            "(serve.max_queued_tokens): split the batch")
-        # the queue's bound in time: an admitted request is answered within max_wait_s at the measured rate
-        late = self._wait_s(self.queued_tokens + size) - self.max_wait_s if self.max_wait_s else 0.0
-        if late > 0 and self._wait_s(size) > self.max_wait_s:  # too long even alone: it waits for an empty queue
-            late = self._wait_s(self.queued_tokens)
-        if self.queued_tokens + size > self.max_queued_tokens or late > 0:
-            self.metrics.refused.labels("queue_full").inc()
-            # Retry-After: the seconds until the queue has drained enough for this request (not the whole queue)
-            room = max(late, self._wait_s(self.queued_tokens + size - self.max_queued_tokens))
-            raise Overloaded(self.queued_tokens, self.max_queued_tokens, max(1, math.ceil(room or 1)))
-        self.waiting.append(request)
+        if self.queued_tokens + size > self.max_queued_tokens:
+            self._overloaded(self._drain_s(self.queued_tokens + size - self.max_queued_tokens))
+        request.est = self.cost.seconds(lengths)
+        self._check(request.client, request.est)
+        queue = self.queues.get(request.client)
+        if queue is None:  # back from idle: it starts at the current virtual time, with no credit banked
+            queue = self.queues[request.client] = deque()
+            self.service[request.client] = max(self.service.get(request.client, 0.0), self.virtual)
+        queue.append(request)
+        self.backlog[request.client] += request.est
         self._queued(size)
         self.wake.set()
+
+    def _unreserve(self, client: str, seconds: float) -> None:
+        self.backlog[client] -= seconds
+        if self.backlog[client] <= 1e-9 and client not in self.queues:
+            del self.backlog[client]
 
     def _queued(self, change: int) -> None:
         self.queued_tokens += change
         self.metrics.queued.set(self.queued_tokens)
 
     def _drop(self, request: Request) -> None:
-        if request in self.waiting:
-            self.waiting.remove(request)
+        queue = self.queues.get(request.client)
+        if queue is not None and request in queue:
+            queue.remove(request)
+            if not queue:
+                del self.queues[request.client]
         left = sum(request.cost(p) for p in request.pieces)
         if left:
             self._queued(-left)
             self.metrics.refused.labels("client_gone").inc()
+        self._unreserve(request.client, request.est)
+        request.est = 0.0
         request.pieces.clear()
 
     # -- the consumer --------------------------------------------------------------------------------
@@ -163,27 +233,50 @@ class TokenBatcher:
                     fail(request, exc)
 
     def _take(self) -> list[tuple[Request, tuple[int, int]]]:
-        """Queued pieces up to the token budget, one per request in turn, all of one model."""
-        batch, budget, model, behind = [], self.batch_tokens, None, []
-        while self.waiting:
-            request = self.waiting.popleft()
+        """Queued pieces up to the token budget, all of one model, each from the client served least so far."""
+        batch, budget, model, passed = [], self.batch_tokens, None, set()
+        while budget > 0:
+            waiting = [c for c in self.queues if c not in passed]
+            if not waiting:
+                break
+            client = min(waiting, key=self.service.__getitem__)
+            queue = self.queues[client]
+            request = queue[0]
             if request.future.done() or not request.pieces:
+                self._done_with(queue, client)
                 continue
             model = request.model if model is None else model
-            cost = request.cost(request.pieces[0])
-            if batch and cost > budget:  # the next batch starts with it
-                self.waiting.appendleft(request)
-                break
-            if request.model is not model:  # arrived before a swap: encoded by its own model, in a batch of its own
-                behind.append(request)
+            piece = request.pieces[0]
+            cost = request.cost(piece)
+            if request.model is not model or (batch and cost > budget):  # its own batch, or the next one
+                passed.add(client)
                 continue
-            batch.append((request, request.pieces.popleft()))
+            request.pieces.popleft()
+            seconds = min(request.est, self.cost.seconds(request.table[tokens.LENGTH][piece[0]:piece[1]]))
+            self.virtual = self.service[client]
+            self.service[client] += seconds
+            request.est -= seconds
+            self._unreserve(client, seconds)
+            batch.append((request, piece))
             budget -= cost
             self._queued(-cost)
-            if request.pieces:
-                behind.append(request)  # round robin: its next piece waits behind the requests now queued
-        self.waiting.extend(behind)
+            if not request.pieces:
+                self._done_with(queue, client)
+            else:  # round robin within the client too: its next piece waits behind its other requests
+                queue.rotate(-1)
         return batch
+
+    def _done_with(self, queue: deque, client: str) -> None:
+        """The head request of ``client``'s queue has nothing left to take: off the queue, and the client off the
+        round when its queue is empty (its virtual time kept only while ahead of the others)."""
+        done = queue.popleft()
+        if done.est > 0:  # what was estimated beyond the pieces' own costs
+            self._unreserve(client, done.est)
+            done.est = 0.0
+        if not queue:
+            del self.queues[client]
+            if self.service.get(client, 0.0) <= self.virtual:
+                self.service.pop(client, None)
 
     async def _run(self, batch: list[tuple[Request, tuple[int, int]]]) -> None:
         loop = asyncio.get_running_loop()
@@ -203,10 +296,10 @@ class TokenBatcher:
         seconds = time.perf_counter() - started
         if len(vectors) != len(unique):  # caught by _consume: this batch's callers get it, the consumer goes on
             raise ValueError(f"the encoder gave {len(vectors)} vectors for {len(unique)} sentences")
-        size = sum(table[tokens.LENGTH])
-        self.metrics.observe_batch(len(unique), size, seconds)
-        now = size / max(seconds, 1e-6)
-        self.rate = now if not self.rate else 0.8 * self.rate + 0.2 * now
+        encoded = [table[tokens.LENGTH][i] for i in unique]
+        self.metrics.observe_batch(len(unique), sum(encoded), seconds)
+        self.cost.observe(encoded, seconds)
+        self.batch_s = seconds
         row = {texts[i]: k for k, i in enumerate(unique)}
         offset = 0
         for request, (a, b) in batch:
@@ -233,9 +326,10 @@ class TokenBatcher:
 
     def close(self) -> None:
         """Stop: the waiting requests are answered with an error (the server is going away)."""
-        for request in self.waiting:
-            fail(request, ShuttingDown("the server is shutting down; send the request again"))
-        self.waiting.clear()
+        for queue in self.queues.values():
+            for request in queue:
+                fail(request, ShuttingDown("the server is shutting down; send the request again"))
+        self.queues.clear()
         if self.consumer is not None:
             self.consumer.cancel()
         self.encoder.shutdown(wait=False, cancel_futures=True)

@@ -51,6 +51,8 @@ class Request:
     parts: dict = field(default_factory=dict)  # start -> (rows, d) vectors encoded so far
     queued: float = field(default_factory=time.perf_counter)
     cut: list[int] = field(default_factory=list)
+    client: str = ""  # whose queue it waits in (an API key or a peer address)
+    est: float = 0.0  # encoder seconds still estimated for its pieces not yet taken
 
     def cost(self, piece: tuple[int, int]) -> int:
         return sum(self.table[tokens.LENGTH][piece[0]:piece[1]])

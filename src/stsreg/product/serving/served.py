@@ -79,6 +79,11 @@ class Served:
         cosine, score = embedding_scores(self.model, torch.from_numpy(u), torch.from_numpy(v))
         return cosine.astype(float), np.asarray(from_internal(score.astype(float), self.scale), dtype=float)
 
+    @property
+    def max_length(self) -> int:
+        """Tokens per text the model reads (a longer text is cut)."""
+        return self.model.config.max_length
+
     def tokenize(self, sentences: list[str]) -> tuple[dict, list[int]]:
         """(n,) sentences -> (their token table, the indices of those cut at the model's maximum length)
         (:func:`stsreg.product.tokens.request_table`): what the batcher counts and the encoder reads."""
