@@ -58,14 +58,18 @@ class Request:
         return sum(self.table[tokens.LENGTH][piece[0]:piece[1]])
 
 
-def pieces(lengths: list[int], budget: int) -> deque:
-    """Consecutive row ranges of at most ``budget`` tokens each (a row longer than the budget is a range alone)."""
-    out, start, size = deque(), 0, 0
+def pieces(lengths: list[int], budget: int, seconds=None, max_s: float = 0.0) -> deque:
+    """Consecutive row ranges of at most ``budget`` tokens each and, with ``seconds`` (row lengths -> encoder seconds,
+    :meth:`~stsreg.product.serving.encoder_cost.EncoderCost.seconds`), at most ``max_s`` of encoder each (a row over
+    either is a range alone): a piece of long texts is as short in time as one of short texts."""
+    out, start, size, took = deque(), 0, 0, 0.0
     for i, n in enumerate(lengths):
-        if size and size + n > budget:
+        cost = seconds([n]) if seconds else 0.0
+        if i > start and (size + n > budget or (max_s and took + cost > max_s)):
             out.append((start, i))
-            start, size = i, 0
+            start, size, took = i, 0, 0.0
         size += n
+        took += cost
     out.append((start, len(lengths)))
     return out
 
