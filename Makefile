@@ -20,7 +20,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 export UV_SYSTEM_CERTS ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-loop bench-loop-team bench-loop-warm bench-learn bench-learn-sick bench-replay bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test lint test-slow lock clean
+.PHONY: help install docs golden recommit run repro compare compare-backbones nli-table baselines search claims paper profile bench bench-inference bench-serve bench-flood bench-loop bench-loop-team bench-loop-warm bench-learn bench-learn-sick bench-replay bench-int8 bench-data bench-champion bench-stage2 servers servers-stop deploy screenshots serve report readme test lint test-slow lock clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -90,6 +90,10 @@ $(INFINITY_VENV)/.installed: Makefile
 bench-serve: install $(INFINITY_VENV)/.installed ## the champion served (stsreg serve per backend and auto, Infinity's torch and optimum engines on the same files, mlflow models serve, sentence-transformers + FastAPI) vs the raw encoder at 1/8/32 wrk connections -> reports/benchmarks-serve.{md,json} (~15 min; after `make run`; needs Debian's wrk)
 	@command -v wrk > /dev/null || { echo 'make bench-serve drives the servers with wrk: apt-get install wrk'; exit 2; }
 	python -m benchmarks.serve_load --seconds 8
+
+bench-flood: install ## the champion served under a flood: wrk's 200 connections of 64 long texts for 30 s from one client, beside a polite client of short pairs and a probe timing the 429s -> reports/benchmarks-serve-flood.{md,json} (~1 min; after `make run`; needs Debian's wrk)
+	@command -v wrk > /dev/null || { echo 'make bench-flood drives the server with wrk: apt-get install wrk'; exit 2; }
+	python -m benchmarks.serve_flood
 
 BENCH_LOOP_ARGS ?=
 bench-loop: install ## the loop's clock: `stsreg data add` -> retrain -> gate -> the served champion answering, per phase, under a light load, in a clone with the worked example's table -> reports/benchmarks-loop.{md,json} (after `make run`; BENCH_LOOP_ARGS='-S key=value' cuts the example)

@@ -166,8 +166,9 @@ def markdown(rows: list[dict], machine: dict, meta: dict) -> str:
                      f"{'yes' if r['promoted'] else 'no'} | {_seconds(r.get('clock_s'))} |")
     done = max(r["round"] for r in rows) - 1
     if done < meta["split"]["arrivals"]:
+        suffix = "" if table == "qa" else f"-{table}"
         lines += ["", f"Measured: {done} of the {meta['split']['arrivals']} arrivals (the run stopped after round "
-                  f"{done + 1}; `make bench-learn` continues it from `build/bench-learn/rounds.json`)."]
+                  f"{done + 1}; `make bench-learn{suffix}` continues it from `build/bench-learn{suffix}/rounds.json`)."]
     first = next((r.get("first_champion") or {} for r in rows if r["retrain"] == "first"), {})
     if first.get("reason"):
         lines += ["", f"Round 1's gate, v1 against the untouched backbone: {first['reason']}."

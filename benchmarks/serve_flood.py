@@ -15,12 +15,13 @@ that ended 499 (admitted, their client gone first), the 429s' p50 / p99, the pol
 and the texts the flood got answered 200 per second as a fraction of the long-text rate. Targets (issue): >= 0.7 of
 the long-text rate, no admitted request unanswered, 429 p99 <= 50 ms, the polite client's p99 <= 1 s.
 
-    python -m benchmarks.serve_flood --url http://127.0.0.1:5001 [--seconds 30] [--connections 200]
+    python -m benchmarks.serve_flood [--url http://127.0.0.1:5001] [--seconds 30] [--connections 200]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -28,6 +29,7 @@ import random
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -179,6 +181,27 @@ def flood(url: str, seconds: int, connections: int, texts: int, words: int) -> d
                        "failed": sum(1 for status, _ in polite.seen if status != 200)}}
 
 
+@contextlib.contextmanager
+def _champion_served():
+    """``stsreg serve`` of the project's ``@champion`` on a free port while the block runs; its URL."""
+    from benchmarks.serve_rows import free_port
+    from stsreg.infra.local_servers import wait_healthy
+
+    port = free_port()
+    log = REPO / "reports/tmp/serve-flood.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    server = subprocess.Popen([str(Path(sys.executable).with_name("stsreg")), "serve", "--model-uri",
+                               "models:/sts-regression@champion", "--port", str(port)], cwd=REPO,
+                              stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(f"{url}/ready", lambda: server.poll() is None, "stsreg serve", log, 600)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
 def report(row: dict, machine: dict) -> str:
     targets = {"served": row["served_fraction"] is not None and row["served_fraction"] >= 0.7,
                "unanswered": row["unanswered_admitted"] == 0,
@@ -213,7 +236,8 @@ def report(row: dict, machine: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--url", required=True, help="a running stsreg serve, e.g. http://127.0.0.1:5001")
+    ap.add_argument("--url", help="a running stsreg serve, e.g. http://127.0.0.1:5001 (default: `stsreg serve` of "
+                                  "the project's @champion on a free port, for the run)")
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--connections", type=int, default=200)
     ap.add_argument("--texts", type=int, default=64, help="texts per flood request")
@@ -222,7 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed: apt-get install wrk (Debian)")
-    row = flood(a.url.rstrip("/"), a.seconds, a.connections, a.texts, a.words)
+    if a.url:
+        row = flood(a.url.rstrip("/"), a.seconds, a.connections, a.texts, a.words)
+    else:
+        with _champion_served() as url:
+            row = flood(url, a.seconds, a.connections, a.texts, a.words)
     machine = {"cpu": cpu_name(), "cores": os.cpu_count()}
     text = report(row, machine)
     atomic.write_text(Path(a.out).with_suffix(".md"), text)

@@ -128,6 +128,12 @@ DECLARED: dict[str, str] = {
     "make bench-learn": _LONG.format("a first champion, then four arrivals each retrained warm and cold (hours on 2 "
                                      "fp32 cores)", "tests/unit/test_bench_report.py (the report from its rounds) and "
                                      "tests/flows/test_retrain_nothing_learned.py (the loop it drives)"),
+    "make bench-learn-sick": _LONG.format("a first champion, then four arrivals of SICK-R retrained warm (~1 h on 2 "
+                                          "bf16 cores)", "tests/unit/test_bench_report.py (the report from its "
+                                          "rounds) and tests/integration/test_champion_pin.py (the warm retrain)"),
+    "make bench-replay": _LONG.format("100k generated pairs", "tests/unit/test_bench_report.py (the same on 2,000)"),
+    "make bench-flood": _LONG.format("the champion under 30 s of wrk's flood",
+                                     "tests/unit/test_fair_admission.py (admission by cost, fairness, early 429s)"),
     "make bench-loop-warm": _LONG.format("make bench-loop twice: a cold and a warm retrain of the worked example",
                                          "tests/integration/test_bench_loop.py and tests/unit/test_bench_report.py "
                                          "(the side-by-side table)"),

@@ -214,3 +214,20 @@ def test_the_learning_curve_report_scores_fixed_pairs_follows_the_champion_and_j
     goal = json.loads((tmp_path / "sick.json").read_text())["goal"]
     assert not goal["complete"] and goal["rises"] and goal["warm_promoted_rounds"] == [2]
     assert "the default (warm) retrain on `sick`" in text and "(rose); promoted in rounds [2]" in text
+
+
+def test_a_warm_rounds_rows_follow_the_arrival_on_a_large_table(tmp_path):
+    """benchmarks.replay_scale (``make bench-replay``) on a 2,000-pair table: the round's rows grow with the arrival
+    at params.yaml's replay per new row, and replaying every old task row (the old recipe) costs more."""
+    import json
+
+    from benchmarks.replay_scale import main
+
+    assert main(["--pairs", "2000", "--arrivals", "100", "200", "--out", str(tmp_path / "replay")]) == 0
+    rows = json.loads((tmp_path / "replay.json").read_text())["rows"]
+    small, large = rows
+    assert large["new_train_rows"] > small["new_train_rows"] > 0
+    assert small["rows"] == small["new_train_rows"] + small["replayed_task"] + small["replayed_other"]
+    assert small["replayed_task"] == round(2.0 * small["new_train_rows"])  # task_replay 2 per new row
+    assert large["steps"] > small["steps"] and small["steps_every_task_row"] >= small["steps"]
+    assert "follows the arrival" in (tmp_path / "replay.md").read_text()
