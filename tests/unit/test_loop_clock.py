@@ -205,6 +205,13 @@ def test_the_retrain_report_says_where_stage_2_started(tmp_path):
     summary.write_text(json.dumps({"started_from": {"from": "champion", "version": 1, "rows": rows}}))
     assert ("stage 2 continued champion v1 (a warm retrain) on 254 new rows and 500 of 2,000 old ones replayed "
             "(replay 0.25). ") in describe(before, after, ["stage2"], None, stage2_origin(tmp_path, ["stage2"]))
+    rows = {"new": 30, "replayed": 67, "old": 161, "task": {"table": "reviews", "replayed": 60, "old": 154,
+                                                            "per_new": 2.0},
+            "other": {"replayed": 7, "old": 7, "per_new": 4.0}}
+    summary.write_text(json.dumps({"started_from": {"from": "champion", "version": 1, "rows": rows}}))
+    said = describe(before, after, ["stage2"], None, stage2_origin(tmp_path, ["stage2"]))
+    assert ("stage 2 continued champion v1 (a warm retrain) on 30 new rows, 60 of 154 old reviews rows and 7 of 7 "
+            "other old rows replayed. ") in said
     summary.write_text(json.dumps({"started_from": {"from": "champion", "version": 1, "replay_why": "no rows kept"}}))
     assert "(a warm retrain) every old row replayed: no rows kept. " in describe(
         before, after, ["stage2"], None, stage2_origin(tmp_path, ["stage2"]))

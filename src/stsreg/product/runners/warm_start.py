@@ -116,6 +116,9 @@ def warm_text(origin: dict) -> str:
                 "replayed")
     if r and r.get("why"):
         return f"{text}: {r['why']} ({r['replayed']:,} rows)"
+    if r and "replay" in r:  # a summary written before the replay was sized from the new rows
+        return f"{text} on {r['new']:,} new rows and {r['replayed']:,} of {r['old']:,} old ones replayed " \
+               f"(replay {r['replay']:g})"
     if origin.get("replay_why"):
         return f"{text} every old row replayed: {origin['replay_why']}"
     return text
