@@ -179,19 +179,15 @@ def test_over_http_a_client_past_the_bound_is_refused_before_its_body_is_read_an
         thread.join(10)
 
 
-def test_a_clients_next_request_is_predicted_from_its_size_and_refused_before_it_is_read():
-    """After A's first request, A's cost per character is known: a second request of the same size would take A's
-    queue past the bound and is refused from its Content-Length alone; a small one of A, or any request of a client
-    without a history, is let through to be read."""
+def test_a_clients_next_request_is_taken_to_cost_what_its_last_did_and_refused_before_it_is_read():
+    """After A's first request A's queue holds its cost: a next request costing the same would take A's queue past
+    the bound and is refused before it is read; a client without a queue (B) is let through to be read."""
     async def calls(batcher):
-        texts = _long(16)
-        first = asyncio.ensure_future(_timed(batcher, texts, "A"))
+        first = asyncio.ensure_future(_timed(batcher, _long(16), "A"))
         await asyncio.sleep(0.2)
-        size = sum(len(t) for t in texts)
         with pytest.raises(Overloaded) as refused:
-            batcher.refuse_early("A", size)
-        batcher.refuse_early("A", 40)
-        batcher.refuse_early("B", size)
+            batcher.refuse_early("A")
+        batcher.refuse_early("B")
         return refused.value.retry_after, await first
 
     retry_after, first = _run(calls)

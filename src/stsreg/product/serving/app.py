@@ -195,14 +195,13 @@ class ServingApp:
         return await self._call(handler, method, path, scope, receive, send)
 
     def early_refusal(self, scope) -> Overloaded | None:
-        """Before a model request's body is read: :class:`Overloaded` when its client's queue, with the request as its
-        Content-Length predicts, is past the time bound (or the token queue is full), else None
+        """Before a model request's body is read: :class:`Overloaded` when its client's queue, with the request costing
+        what the client's last one did, is past the time bound (or the token queue is full), else None
         (:meth:`TokenBatcher.refuse_early`)."""
         if self.served is None or self.fallback is not None or (scope["method"], scope["path"]) not in self.routes:
             return None
-        declared = dict(scope.get("headers") or []).get(b"content-length", b"").strip()
         try:
-            self.batcher.refuse_early(client_of(scope), int(declared) if declared.isdigit() else 0)
+            self.batcher.refuse_early(client_of(scope))
         except Overloaded as exc:
             return exc
         return None

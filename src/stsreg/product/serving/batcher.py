@@ -15,8 +15,9 @@ Admission is by cost (:class:`~stsreg.product.serving.encoder_cost.EncoderCost`:
 measured at start and from every batch): with ``max_wait_s``, a request is admitted only if, served fairly, it will
 be answered within ``max_wait_s`` — its client's queue and itself, plus what every other client may be served
 meanwhile (each at most as much as it) — else :class:`Overloaded` (the server's 429) with Retry-After the seconds until
-its client's queue has drained enough. The check runs first on the client's queue alone before anything is read or
-tokenized (:meth:`TokenBatcher.refuse_early`: a flooding client is refused in microseconds), and a request being
+its client's queue has drained enough. The check runs first before anything is read or tokenized, taking the request to
+cost what its client's last one did (:meth:`TokenBatcher.refuse_early`: a flood repeats itself, and is refused in
+microseconds), and a request being
 tokenized holds a reservation of its estimated cost, so a hundred requests in the tokenizer's line cannot all be
 admitted behind each other's backs. A request larger than the whole token queue is :class:`TooLarge` (a 413). Each
 caller gets its own rows back with the model that encoded them: a request is tokenized and encoded by the model
@@ -54,7 +55,9 @@ log = logging.getLogger(__name__)
 TOKENIZE_CHUNK = 256
 #: Characters per token of English text, to guess a request's lengths before it is tokenized (its reservation).
 CHARS_PER_TOKEN = 4
-#: Clients whose cost per character is remembered for refusing before a body is read.
+#: Encoder seconds below which a client has nothing queued (what the sums of estimates leave behind).
+QUEUED_S = 1e-3
+#: Clients whose last request's cost is remembered for refusing before a body is read.
 CLIENTS_REMEMBERED = 10000
 #: The encoder seconds one batch holds at most (beside ``batch_tokens``): what a short request of another client may
 #: find in the encoder when it arrives, so it waits for about this long, however long the texts of a flood are (a
@@ -83,7 +86,7 @@ class TokenBatcher:
         self.service: dict[str, float] = {}  # client -> encoder seconds it has been given (its virtual time)
         self.backlog: dict[str, float] = defaultdict(float)  # client -> estimated seconds queued or reserved
         self.virtual = 0.0  # the virtual time of the last piece taken: where a client coming back starts
-        self.per_char: dict[str, float] = {}  # client -> encoder seconds per character of its latest request
+        self.last_cost: dict[str, float] = {}  # client -> encoder seconds of its latest request
         self.queued_tokens = 0
         self.cost = EncoderCost()
         self.batch_s = 0.0  # the last batch's seconds: the one a new request may find in the encoder
@@ -146,15 +149,17 @@ class TokenBatcher:
         others = sum(min(left, own) for c, left in self.backlog.items() if c != client)
         return self.batch_s + own + others
 
-    def refuse_early(self, client: str, size: int = 0) -> None:
+    def refuse_early(self, client: str) -> None:
         """Before anything of a request is read or tokenized: refuse at once when its client's queue, with the request
-        as its ``size`` (bytes or characters) predicts at that client's last cost per character, will not be answered
-        within ``max_wait_s``, or the token queue is full. Retry-After: the seconds until the client's queue has
-        drained enough (its share of the encoder at least), or the token queue has. A flood's requests are then
-        refused without their bodies read or parsed."""
-        predicted = self.per_char.get(client, 0.0) * size
+        costing what that client's last one did (a flood repeats itself), will not be answered within ``max_wait_s``,
+        or the token queue is full. Retry-After: the seconds until the client's queue has drained enough (its share
+        of the encoder at least), or the token queue has. A flood's requests are then refused without their bodies
+        read or parsed."""
+        predicted = self.last_cost.get(client, 0.0)
         late = self.wait_s(client, predicted) - self.max_wait_s if self.max_wait_s and self.cost.measured else 0.0
-        if self.queued_tokens >= self.max_queued_tokens or (late > 0 and self.backlog.get(client, 0.0) > 0):
+        # only a client with work queued: one that waits for each answer is never refused unread (it gets the
+        # guard's own answers, a 400 for a malformed body, and the admission check once its texts are known)
+        if self.queued_tokens >= self.max_queued_tokens or (late > 0 and self.backlog.get(client, 0.0) > QUEUED_S):
             self._overloaded(max(late, self._drain_s(self.queued_tokens - self.max_queued_tokens + self.batch_tokens)))
 
     def _check(self, client: str, seconds: float) -> None:
@@ -195,7 +200,7 @@ class TokenBatcher:
         if self.queued_tokens + size > self.max_queued_tokens:
             self._overloaded(self._drain_s(self.queued_tokens + size - self.max_queued_tokens))
         request.est = self.cost.seconds(lengths)
-        self._remember(request.client, request.est / max(1, sum(len(t) for t in request.sentences)))
+        self._remember(request.client, request.est)
         self._check(request.client, request.est)
         queue = self.queues.get(request.client)
         if queue is None:  # back from idle: it starts at the current virtual time, with no credit banked
@@ -206,18 +211,18 @@ class TokenBatcher:
         self._queued(size)
         self.wake.set()
 
-    def _remember(self, client: str, per_char: float) -> None:
-        """A client's latest encoder seconds per character: what its next request's size predicts before it is read
+    def _remember(self, client: str, seconds: float) -> None:
+        """A client's latest request's encoder seconds: what its next request is taken to cost before it is read
         (the clients remembered are bounded: the oldest is forgotten first)."""
-        self.per_char.pop(client, None)
-        self.per_char[client] = per_char
-        if len(self.per_char) > CLIENTS_REMEMBERED:
-            self.per_char.pop(next(iter(self.per_char)))
+        self.last_cost.pop(client, None)
+        self.last_cost[client] = seconds
+        if len(self.last_cost) > CLIENTS_REMEMBERED:
+            self.last_cost.pop(next(iter(self.last_cost)))
 
     def _unreserve(self, client: str, seconds: float) -> None:
         self.backlog[client] -= seconds
-        if self.backlog[client] <= 1e-9 and client not in self.queues:
-            del self.backlog[client]
+        if self.backlog[client] <= QUEUED_S and client not in self.queues:
+            del self.backlog[client]  # nothing left but the sums' rounding
 
     def _queued(self, change: int) -> None:
         self.queued_tokens += change
@@ -297,6 +302,8 @@ class TokenBatcher:
             done.est = 0.0
         if not queue:
             del self.queues[client]
+            if self.backlog.get(client, 0.0) <= QUEUED_S:  # its pieces all taken: the sums' rounding is not work
+                self.backlog.pop(client, None)
             if self.service.get(client, 0.0) <= self.virtual:
                 self.service.pop(client, None)
 

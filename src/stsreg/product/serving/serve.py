@@ -83,10 +83,6 @@ class RequestGuard:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS") \
                 or (described is not None and scope["method"] not in described):
             return await self.app(scope, receive, send)  # no body to guard, or a 405 the app answers
-        early = getattr(self.app, "early_refusal", lambda scope: None)(scope)
-        if early is not None:  # its client's queue is past the bound already: refused before its body is read
-            self.app.metrics.count(scope["path"], 429)
-            return await self.app.overloaded(send, early)
         too_large = f"request body over {self.max_body_bytes} bytes; split the batch into smaller requests"
         headers = dict(scope.get("headers") or [])
         if not headers.get(b"content-type", b"").strip():
@@ -95,6 +91,10 @@ class RequestGuard:
         declared = headers.get(b"content-length", b"").strip()
         if declared.isdigit() and int(declared) > self.max_body_bytes:
             return await self._refuse(scope, send, 413, too_large)
+        early = getattr(self.app, "early_refusal", lambda scope: None)(scope)
+        if early is not None:  # its client's queue is past the bound with it: refused before its body is read
+            self.app.metrics.count(scope["path"], 429)
+            return await self.app.overloaded(send, early)
         chunks, size, more = [], 0, True
         deadline = asyncio.get_running_loop().time() + self.timeout_s
         while more:
