@@ -147,7 +147,7 @@ def flood(url: str, seconds: int, connections: int, texts: int, words: int) -> d
                     {"Authorization": "Bearer polite"}, 0.25)
     probe = Client(host, port, "/v1/embeddings", one, {}, 0.2)
     began = time.perf_counter()
-    wrk = subprocess.Popen([shutil.which("wrk") or "wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--timeout",
+    wrk = subprocess.Popen([shutil.which("wrk") or "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout",
                             "60s", "-s", str(work / "flood.lua"), url], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     time.sleep(1.0)  # the flood is on before the others start

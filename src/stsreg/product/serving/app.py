@@ -206,16 +206,20 @@ class ServingApp:
             return exc
         return None
 
-    async def overloaded(self, send, exc: Overloaded) -> int:
-        """The 429 of a refused request, with Retry-After."""
-        return await self._error(send, 429, str(exc), ((b"retry-after", str(exc.retry_after).encode()),))
+    async def overloaded(self, send, exc: Overloaded, unread: bool = False) -> int:
+        """The 429 of a refused request, with Retry-After. ``unread``: refused before its body was read, so the
+        connection is closed with the answer (``Connection: close``): the server never parses the body it refused (a
+        client that ignores Retry-After and sends 200 connections of 170 KB bodies back to back kept the event loop
+        parsing them, and the requests it had admitted never reached the encoder)."""
+        headers = ((b"retry-after", str(exc.retry_after).encode()),) + (((b"connection", b"close"),) if unread else ())
+        return await self._error(send, 429, str(exc), headers)
 
     async def _call(self, handler, method, path, scope, receive, send) -> int:
         """Run a model endpoint's handler on the request's body while watching for the client to leave; answer."""
         headers = dict(scope.get("headers") or [])
         refused = self.early_refusal(scope)
         if refused is not None:
-            return await self.overloaded(send, refused)
+            return await self.overloaded(send, refused, unread=True)
         incoming = Incoming(await read_body(receive), headers.get(b"content-type", b"").decode("latin-1").lower(),
                             client_of(scope))
         work = asyncio.ensure_future(handler(incoming))

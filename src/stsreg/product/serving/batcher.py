@@ -6,10 +6,10 @@ interleave there too) and queued as *pieces* of at most ``batch_tokens`` tokens 
 vectors reassembled in order) in its **client's** queue (``client``: an API key or the peer's address, given by the
 app). Whenever the encoder is free, the consumer builds a batch up to ``batch_tokens`` tokens, one piece at a time from
 the client that has been served the least encoder time (start-time fair queuing: a client that comes back from idle
-starts at the current virtual time, not with credit; within a client, its requests in turn), and encodes its
-distinct sentences in one call on the encoder thread. So a flood from one client (one connection or two hundred)
-shares the encoder with a client sending one short pair: the short pair waits for about one batch, not for the
-flood.
+starts at the current virtual time, not with credit; within a client, the request with the fewest pieces left), and
+encodes its distinct sentences in one call on the encoder thread. So a flood from one client (one connection or two
+hundred) shares the encoder with a client sending one short pair: the short pair waits for about one batch, not for
+the flood.
 
 Admission is by cost (:class:`~stsreg.product.serving.encoder_cost.EncoderCost`: seconds per token by text length,
 measured at start and from every batch): with ``max_wait_s``, a request is admitted only if, served fairly, it will
@@ -267,9 +267,12 @@ class TokenBatcher:
                 break
             client = min(waiting, key=self.service.__getitem__)
             queue = self.queues[client]
-            request = queue[0]
+            # within a client, the request with the fewest pieces left (the first of those): a small request is not
+            # held behind a large one of its client, and equal requests finish one after another rather than all
+            # together at the end (a flood's admitted requests then come back while it goes on)
+            request = min(queue, key=lambda r: len(r.pieces) if r.pieces and not r.future.done() else -1)
             if request.future.done() or not request.pieces:
-                self._done_with(queue, client)
+                self._done_with(queue, client, request)
                 continue
             model = request.model if model is None else model
             piece = request.pieces[0]
@@ -288,15 +291,13 @@ class TokenBatcher:
             budget -= cost
             self._queued(-cost)
             if not request.pieces:
-                self._done_with(queue, client)
-            else:  # round robin within the client too: its next piece waits behind its other requests
-                queue.rotate(-1)
+                self._done_with(queue, client, request)
         return batch
 
-    def _done_with(self, queue: deque, client: str) -> None:
-        """The head request of ``client``'s queue has nothing left to take: off the queue, and the client off the
-        round when its queue is empty (its virtual time kept only while ahead of the others)."""
-        done = queue.popleft()
+    def _done_with(self, queue: deque, client: str, done: Request) -> None:
+        """``done``, of ``client``'s queue, has nothing left to take: off the queue, and the client off the round when
+        its queue is empty (its virtual time kept only while ahead of the others)."""
+        queue.remove(done)
         if done.est > 0:  # what was estimated beyond the pieces' own costs
             self._unreserve(client, done.est)
             done.est = 0.0

@@ -94,7 +94,7 @@ class RequestGuard:
         early = getattr(self.app, "early_refusal", lambda scope: None)(scope)
         if early is not None:  # its client's queue is past the bound with it: refused before its body is read
             self.app.metrics.count(scope["path"], 429)
-            return await self.app.overloaded(send, early)
+            return await self.app.overloaded(send, early, unread=True)
         chunks, size, more = [], 0, True
         deadline = asyncio.get_running_loop().time() + self.timeout_s
         while more:
