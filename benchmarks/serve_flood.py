@@ -1,8 +1,8 @@
 """``make bench-flood``: ``stsreg serve`` under a flood of long texts from one client, beside a polite one.
 
-The flood: ``wrk`` (Debian's), 200 connections for ``--seconds`` (30), each posting to ``/v1/embeddings`` 64 distinct
-~400-word texts per request, with no API key (one client: the peer address). Beside it, two clients of Python's
-standard library:
+The flood: ``wrk`` (Debian's, one thread), 200 connections for ``--seconds`` (30), each posting to ``/v1/embeddings``
+64 distinct ~400-word texts per request, with no API key (one client: the peer address). Beside it, two clients of
+Python's standard library:
 
 - the **polite** client (its own API key) posts one short pair to ``/similarity`` at a time, all along: its statuses
   and latencies (p50 / p99) say whether a flood from one client stops the others;
