@@ -32,8 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-CLIENTS = (1, 8, 32)
-
+from benchmarks.serve_drive import CLIENTS, drive
 
 def pair_sets(sts_path: Path, tokenizer, max_length: int) -> tuple[dict[str, list[tuple[str, str]]], list[float]]:
     """({short: STS-B test pairs, long: pairs of >= 128-token passages}, the short pairs' gold scores)."""
@@ -43,67 +42,6 @@ def pair_sets(sts_path: Path, tokenizer, max_length: int) -> tuple[dict[str, lis
     long = sets["long"]
     return {"short": list(zip(test.sentence1, test.sentence2)),
             "long": [(long[i], long[i + 1]) for i in range(0, len(long) - 1, 2)]}, test.score.astype(float).tolist()
-
-
-#: wrk's script: the request bodies (one JSON per line of $STSREG_BODIES) in turn, and a JSON summary at the end.
-WRK_LUA = """
-local bodies = {}
-for line in io.lines(os.getenv("STSREG_BODIES")) do bodies[#bodies + 1] = line end
-local i = 0
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-request = function()
-  i = i % #bodies + 1
-  return wrk.format(nil, nil, nil, bodies[i])
-end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format('{"requests": %d, "duration_us": %d, "errors": %d, "p50_us": %d, "p95_us": %d, '
-    .. '"p99_us": %d}\\n', summary.requests, summary.duration, e.connect + e.read + e.write + e.status + e.timeout,
-    latency:percentile(50), latency:percentile(95), latency:percentile(99)))
-end
-"""
-
-
-def _load(url: str, bodies: list[dict], clients: int, seconds: float, work: Path) -> dict:
-    """``clients`` connections of wrk (Debian's, one thread: a C client that costs the server little CPU) sending
-    ``bodies`` in turn for ``seconds``; req/s of answered requests, latency percentiles, errors and the client's own
-    CPU (seconds of CPU per second of load: 1.0 = a whole core)."""
-    import resource
-    import shutil
-    if shutil.which("wrk") is None:
-        raise SystemExit("the served benchmark drives the servers with wrk: apt-get install wrk")
-    script, lines = work / "load.lua", work / "bodies.jsonl"
-    script.write_text(WRK_LUA)
-    lines.write_text("".join(json.dumps(b) + "\n" for b in bodies))
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(["wrk", "-t1", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--timeout", "60s", "-s",
-                           str(script), url], capture_output=True, text=True, env={**os.environ,
-                                                                                    "STSREG_BODIES": str(lines)})
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    summary = json.loads([x for x in done.stdout.splitlines() if x.startswith("{")][-1])
-    wall, ok = summary["duration_us"] / 1e6, summary["requests"] - summary["errors"]
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"requests": ok, "errors": summary["errors"], "req_s": ok / wall, "client_cpu": cpu / wall,
-            **{f"p{q}_ms": summary[f"p{q}_us"] / 1000 for q in (50, 95, 99)}}
-
-
-def drive(url: str, body, sets: dict, seconds: float, work: Path, metrics: str | None = None) -> dict:
-    """Every (set, clients) cell against ``url``; ``body(pair)`` builds a request body. ``metrics``: the server's
-    base URL when it answers stsreg's ``/metrics``: each cell then says where its requests' time went
-    (:mod:`benchmarks.serve_breakdown`)."""
-    from benchmarks.serve_breakdown import difference, snapshot
-
-    out = {}
-    for name, pairs in sets.items():
-        bodies = [body(p) for p in pairs]
-        _load(url, bodies[:50], 4, 1.0, work)  # warm-up
-        for clients in CLIENTS:
-            before = snapshot(metrics) if metrics else None
-            out[f"{name}/{clients}"] = _load(url, bodies, clients, seconds, work)
-            if metrics:
-                out[f"{name}/{clients}"]["server"] = difference(snapshot(metrics), before)
-    return out
 
 
 def raw_row(folder: Path, backend: str, sets: dict, threads: int, n: int = 200) -> dict:

@@ -26,6 +26,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
+from benchmarks.serve_drive import drive
+
 MODEL_URI = "models:/sts-regression@champion"
 INFINITY_VENV = Path("build/infinity-venv")
 #: Infinity's optimum rows: row name -> (the champion's export, the name Infinity loads it by).
@@ -49,9 +51,8 @@ def _get(url: str) -> dict:
 
 def server_row(name: str, cmd: list[str], ready: str, path: str, body, a, work: Path, cwd: Path | None = None) -> dict:
     """Start ``cmd`` (``{port}`` filled in), wait for ``ready``, drive ``path`` with every (set, clients) cell
-    (:func:`benchmarks.serve_load.drive`; ``body(pair, model)`` builds a request), stop it. The row: name, what it
+    (:func:`benchmarks.serve_drive.drive`; ``body(pair, model)`` builds a request), stop it. The row: name, what it
     computes (``/metadata`` where the server has one) and the cells."""
-    from benchmarks.serve_load import drive
     from stsreg.infra.local_servers import wait_healthy
     from stsreg.infra.tracking import tracking_uri
 
