@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -94,7 +95,7 @@ def _post(host: str, port: int, path: str, body: bytes, headers: dict | None = N
 
 def _statuses(url: str) -> dict[str, float]:
     """The server's ``stsreg_requests_total`` by status, all endpoints together."""
-    with __import__("urllib.request").request.urlopen(f"{url}/metrics", timeout=10) as r:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
         text = r.read().decode()
     out: dict[str, float] = {}
     for status, n in re.findall(r'stsreg_requests_total\{endpoint="[^"]+",status="(\d+)"\} (\S+)', text):

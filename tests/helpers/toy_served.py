@@ -6,6 +6,7 @@ import threading
 import time
 
 import numpy as np
+import requests
 
 from stsreg.product import tokens
 
@@ -59,3 +60,26 @@ class ToyServed(Words):
     def pair_scores(self, u, v):
         cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
         return cosine.astype(float), (cosine * 5).astype(float)
+
+
+def guarded_on_loopback(app, drain_s: float = 30.0):
+    """(url, the uvicorn server, its thread): ``app`` behind the request guard (1 MiB bodies, depth 32, 2 s to send a
+    body) on a free loopback port, answering ``/health``."""
+    import uvicorn
+
+    from stsreg.product.serving.serve import RequestGuard
+    from tests.conftest import free_port
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(RequestGuard(app, 1 << 20, 32, timeout_s=2.0), host="127.0.0.1",
+                                           port=port, log_level="warning", timeout_graceful_shutdown=drain_s))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            requests.get(url + "/health", timeout=1)
+            break
+        except requests.ConnectionError:
+            time.sleep(0.05)
+    return url, server, thread

@@ -133,27 +133,14 @@ def test_over_http_a_client_past_the_bound_is_refused_before_its_body_is_read_an
     import threading
 
     import requests
-    import uvicorn
 
     from stsreg.product.serving.app import ServingApp
-    from stsreg.product.serving.serve import RequestGuard
-    from tests.conftest import free_port
-    from tests.helpers.toy_served import ToyServed
+    from tests.helpers.toy_served import ToyServed, guarded_on_loopback
 
     model = ToyServed(s_per_square_token=0.002)  # an 8-token text: 0.128 s
     app = ServingApp(lambda: model, batch_tokens=8, max_queued_tokens=4096, max_wait_s=0.5).load_now()
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(RequestGuard(app, 1 << 20, 32, timeout_s=2.0), host="127.0.0.1",
-                                           port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            requests.get(url + "/health", timeout=1)
-            break
-        except requests.ConnectionError:
-            time.sleep(0.05)
+    url, server, thread = guarded_on_loopback(app)
+    port = int(url.rsplit(":", 1)[1])
     try:
         # 8 texts, 1 s alone: admitted on an empty queue, one text per batch; its queue then outlasts the bound
         big = [" ".join(f"w{i}x{k}" for i in range(8)) for k in range(8)]

@@ -11,30 +11,16 @@ import requests
 
 from tests.conftest import free_port
 from tests.helpers.contract import check_contract
-from tests.helpers.toy_served import ToyServed
+from tests.helpers.toy_served import ToyServed, guarded_on_loopback
 
 
 def _start(drain_s: float = 30.0):
     """(url, the toy model, the uvicorn server, its thread): a guarded app on a free port, with a small queue."""
-    import uvicorn
-
     from stsreg.product.serving.app import ServingApp
-    from stsreg.product.serving.serve import RequestGuard
 
     model = ToyServed()
     app = ServingApp(lambda: model, batch_tokens=8, max_queued_tokens=40).load_now()
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(RequestGuard(app, 1 << 20, 32, timeout_s=2.0), host="127.0.0.1",
-                                           port=port, log_level="warning", timeout_graceful_shutdown=drain_s))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            requests.get(url + "/health", timeout=1)
-            break
-        except requests.ConnectionError:
-            time.sleep(0.05)
+    url, server, thread = guarded_on_loopback(app, drain_s)
     return url, model, server, thread
 
 

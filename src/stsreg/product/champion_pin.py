@@ -109,9 +109,9 @@ def pin_champion(path: Path | str = PIN_FILE, uri: str | None = None,
     found = current_champion(uri)
     if own_model is not None and found.version is not None and (Path(own_model) / "stsreg_model.json").exists() \
             and weights_digest(Path(own_model)) == found.weights:
-        log.info("champion v%s is this checkout's own stage 2: the pin stays (%s)", found.version,
-                 read_pin(path).words())
-        return read_pin(path), False
+        kept = read_pin(path)
+        log.info("champion v%s is this checkout's own stage 2: the pin stays (%s)", found.version, kept.words())
+        return kept, False
     changed = write_pin(found, path)
     log.info("%s %s in %s", found.words(), "pinned" if changed else "pinned already", path)
     return found, changed

@@ -217,9 +217,6 @@ class ServingApp:
     async def _call(self, handler, method, path, scope, receive, send) -> int:
         """Run a model endpoint's handler on the request's body while watching for the client to leave; answer."""
         headers = dict(scope.get("headers") or [])
-        refused = self.early_refusal(scope)
-        if refused is not None:
-            return await self.overloaded(send, refused, unread=True)
         incoming = Incoming(await read_body(receive), headers.get(b"content-type", b"").decode("latin-1").lower(),
                             client_of(scope))
         work = asyncio.ensure_future(handler(incoming))

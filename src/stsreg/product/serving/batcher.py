@@ -120,8 +120,8 @@ class TokenBatcher:
         self.metrics.tokenise.observe(time.perf_counter() - started)
         self.metrics.truncated.inc(len(cut))
         request = Request(sentences, table, model, asyncio.get_running_loop().create_future(),
-                          pieces(table[tokens.LENGTH], self.batch_tokens, self.cost.seconds if self.cost.measured
-                                 else None, BATCH_SECONDS), cut=cut, client=client)
+                          pieces(table[tokens.LENGTH], self.batch_tokens, self.cost.text_seconds, BATCH_SECONDS),
+                          cut=cut, client=client)
         self._admit(request)
         try:
             return await request.future
@@ -164,14 +164,13 @@ class TokenBatcher:
 
     def _check(self, client: str, seconds: float) -> None:
         """Refuse a request of ``seconds`` of encoder that would not be answered within ``max_wait_s``. A request
-        that alone needs more than the bound can never meet it: it is taken when its client has nothing queued and
-        the others' queues are short (it waits for the bound's worth at most), never refused for ever."""
+        that alone needs more than the bound can never meet it: it is taken whenever its client has nothing queued
+        (and the batch in the encoder is within the bound), never refused for ever."""
         if not self.max_wait_s or not self.cost.measured:
             return
         late = self.wait_s(client, seconds) - self.max_wait_s
-        if late > 0 and seconds > self.max_wait_s:
-            late = self.wait_s(client, 0.0) + (self.max_wait_s if self.backlog.get(client, 0.0) > 0 else 0.0) \
-                - self.max_wait_s
+        if late > 0 and seconds > self.max_wait_s:  # Retry-After then: until its client's queue has drained
+            late = self.wait_s(client, 0.0) if self.backlog.get(client, 0.0) else self.batch_s - self.max_wait_s
         if late > 0:
             self._overloaded(late)
 
@@ -221,8 +220,12 @@ class TokenBatcher:
 
     def _unreserve(self, client: str, seconds: float) -> None:
         self.backlog[client] -= seconds
-        if self.backlog[client] <= QUEUED_S and client not in self.queues:
-            del self.backlog[client]  # nothing left but the sums' rounding
+        self._forget_if_idle(client)
+
+    def _forget_if_idle(self, client: str) -> None:
+        """A client with no queue and nothing but the sums' rounding left in its backlog has nothing queued."""
+        if client not in self.queues and self.backlog.get(client, 0.0) <= QUEUED_S:
+            self.backlog.pop(client, None)
 
     def _queued(self, change: int) -> None:
         self.queued_tokens += change
@@ -303,8 +306,7 @@ class TokenBatcher:
             done.est = 0.0
         if not queue:
             del self.queues[client]
-            if self.backlog.get(client, 0.0) <= QUEUED_S:  # its pieces all taken: the sums' rounding is not work
-                self.backlog.pop(client, None)
+            self._forget_if_idle(client)
             if self.service.get(client, 0.0) <= self.virtual:
                 self.service.pop(client, None)
 

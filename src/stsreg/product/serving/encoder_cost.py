@@ -30,6 +30,14 @@ def bucket(length: int) -> int:
     return min(bisect.bisect_left(BUCKETS, length), len(BUCKETS) - 1)
 
 
+def _tokens_by_bucket(lengths) -> dict[int, int]:
+    """Bucket -> the tokens of the texts of these ``lengths`` in it."""
+    by = defaultdict(int)
+    for n in lengths:
+        by[bucket(n)] += n
+    return by
+
+
 class EncoderCost:
     """Seconds per token by length bucket; :meth:`seconds` estimates a list of texts' lengths, 0.0 before anything
     was measured (then only the token bound admits)."""
@@ -53,19 +61,18 @@ class EncoderCost:
         below = max(self.per_token)
         return self.per_token[below] * BUCKETS[b] / BUCKETS[below]
 
+    def text_seconds(self, length: int) -> float:
+        """The encoder seconds of one text of ``length`` tokens."""
+        return length * self.rate(bucket(length))
+
     def seconds(self, lengths) -> float:
         """The encoder seconds of texts of these token ``lengths``."""
-        by = defaultdict(int)
-        for n in lengths:
-            by[bucket(n)] += n
-        return sum(tokens * self.rate(b) for b, tokens in by.items())
+        return sum(tokens * self.rate(b) for b, tokens in _tokens_by_bucket(lengths).items())
 
     def observe(self, lengths, seconds: float) -> None:
         """A batch of texts of these ``lengths`` took ``seconds``: the bucket holding most of its tokens moves towards
         what it cost (the other buckets' share taken out at their own rates)."""
-        by = defaultdict(int)
-        for n in lengths:
-            by[bucket(n)] += n
+        by = _tokens_by_bucket(lengths)
         if not by or seconds <= 0:
             return
         main = max(by, key=by.get)

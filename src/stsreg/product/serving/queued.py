@@ -58,14 +58,15 @@ class Request:
         return sum(self.table[tokens.LENGTH][piece[0]:piece[1]])
 
 
-def pieces(lengths: list[int], budget: int, seconds=None, max_s: float = 0.0) -> deque:
-    """Consecutive row ranges of at most ``budget`` tokens each and, with ``seconds`` (row lengths -> encoder seconds,
-    :meth:`~stsreg.product.serving.encoder_cost.EncoderCost.seconds`), at most ``max_s`` of encoder each (a row over
-    either is a range alone): a piece of long texts is as short in time as one of short texts."""
+def pieces(lengths: list[int], budget: int, text_seconds, max_s: float) -> deque:
+    """Consecutive row ranges of at most ``budget`` tokens each and at most ``max_s`` of encoder each (``text_seconds``:
+    a text's length -> its encoder seconds, :meth:`~stsreg.product.serving.encoder_cost.EncoderCost.text_seconds`, 0
+    before anything was measured); a row over either is a range alone: a piece of long texts is as short in time as
+    one of short texts."""
     out, start, size, took = deque(), 0, 0, 0.0
     for i, n in enumerate(lengths):
-        cost = seconds([n]) if seconds else 0.0
-        if i > start and (size + n > budget or (max_s and took + cost > max_s)):
+        cost = text_seconds(n)
+        if i > start and (size + n > budget or took + cost > max_s):
             out.append((start, i))
             start, size, took = i, 0, 0.0
         size += n
