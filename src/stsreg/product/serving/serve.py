@@ -73,6 +73,7 @@ class RequestGuard:
         if metrics is not None:
             metrics.count(scope["path"], status)
         await _reply(send, status, message)
+        return None
 
     @property
     def metadata(self) -> bytes:
@@ -94,7 +95,8 @@ class RequestGuard:
         early = getattr(self.app, "early_refusal", lambda scope: None)(scope)
         if early is not None:  # its client's queue is past the bound with it: refused before its body is read
             self.app.metrics.count(scope["path"], 429)
-            return await self.app.overloaded(send, early, unread=True)
+            await self.app.overloaded(send, early, unread=True)
+            return None  # an ASGI app returns None: uvicorn logs an error for anything else (one per refusal)
         chunks, size, more = [], 0, True
         deadline = asyncio.get_running_loop().time() + self.timeout_s
         while more:
