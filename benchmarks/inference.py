@@ -130,6 +130,7 @@ def served(model_uri: str, n: int) -> dict:
     from stsreg.infra import tracking
     from stsreg.product.serving.model_uri import resolve
     from stsreg.product.serving.serve import build_app
+    from stsreg.product.serving.server_config import Compute, ServerConfig
 
     uri = tracking.tracking_uri()
     source = resolve(model_uri, uri)
@@ -137,7 +138,8 @@ def served(model_uri: str, n: int) -> dict:
              for i in range(n)]
     out = {}
     for label, backend, precision in (("torch fp32", "torch", "fp32"), ("auto", "auto", "auto")):
-        app = build_app(source, uri, precision=precision, backend=backend)
+        app = build_app(ServerConfig(artifact_uri=source, tracking_uri=uri,
+                                     compute=Compute(precision=precision, backend=backend)))
         client = TestClient(app)
         for p in pairs[:5]:
             client.post("/invocations", json={"dataframe_records": [p]})

@@ -365,6 +365,7 @@ def test_served_precision_is_a_setting_printed_at_start_and_answered_at_metadata
 
     from stsreg.product.serving.model_uri import resolve
     from stsreg.product.serving.serve import build_app
+    from stsreg.product.serving.server_config import Compute, ServerConfig
 
     work, uri, _, _ = registry
     meta = requests.get(server + "/metadata", timeout=30).json()
@@ -381,7 +382,8 @@ def test_served_precision_is_a_setting_printed_at_start_and_answered_at_metadata
     assert meta["max_length"] == yaml.safe_load((work / "params.yaml").read_text())["evaluate"]["max_length"] == 16
     assert f"precision {expected} (setting auto)" in (work / "serve.log").read_text()
     for forced in ("bf16", "fp32"):
-        app = build_app(resolve(f"models:/{NAME}@champion", uri), uri, precision=forced, backend="torch")
+        app = build_app(ServerConfig(artifact_uri=resolve(f"models:/{NAME}@champion", uri), tracking_uri=uri,
+                                     compute=Compute(precision=forced, backend="torch")))
         assert json.loads(app.metadata)["precision"] == forced  # torch's setting (the ONNX backends run their own)
 
 
@@ -394,14 +396,17 @@ def test_served_score_is_given_on_the_declared_scale(server, registry):
 
     from stsreg.product.serving.model_uri import resolve
     from stsreg.product.serving.serve import build_app
+    from stsreg.product.serving.server_config import Compute, ServerConfig
 
     work, uri, _, _ = registry
     assert requests.get(server + "/metadata", timeout=30).json()["score_scale"] == [0.0, 5.0]
     pair = pd.DataFrame({"sentence1": ["a man plays guitar"], "sentence2": ["a woman plays music"]})
-    default = json.loads(build_app(resolve(f"models:/{NAME}@champion", uri), uri).metadata)
+    default = json.loads(build_app(ServerConfig(artifact_uri=resolve(f"models:/{NAME}@champion", uri),
+                                                tracking_uri=uri)).metadata)
     assert default["score_scale"] == [0.0, 5.0]
     on_0_5 = _post(server, {"dataframe_records": pair.to_dict("records")}).json()["predictions"][0]
-    app = build_app(resolve(f"models:/{NAME}@champion", uri), uri, scale=(1.0, 10.0))
+    app = build_app(ServerConfig(artifact_uri=resolve(f"models:/{NAME}@champion", uri), tracking_uri=uri,
+                                 compute=Compute(scale=(1.0, 10.0))))
     assert json.loads(app.metadata)["score_scale"] == [1.0, 10.0]
     local = mlflow.artifacts.download_artifacts(artifact_uri=resolve(f"models:/{NAME}@champion", uri), tracking_uri=uri)
     backend = requests.get(server + "/metadata", timeout=30).json()["backend"]  # the same computation as the server's
@@ -506,6 +511,7 @@ def test_each_backend_serves_the_readme_requests(registry):
     from stsreg.infra.errors import InputError
     from stsreg.product.serving.model_uri import resolve
     from stsreg.product.serving.serve import build_app
+    from stsreg.product.serving.server_config import Compute, ServerConfig
 
     work, uri, _, c = registry
     source = resolve(f"models:/{NAME}@champion", uri)
@@ -514,7 +520,8 @@ def test_each_backend_serves_the_readme_requests(registry):
     sentence = {"dataframe_records": [{"sentence": "A man is playing a guitar."}]}
     answers = {}
     for backend in ("torch", "onnx", "onnx-int8"):
-        app = build_app(source, uri, backend=backend, threads=1)
+        app = build_app(ServerConfig(artifact_uri=source, tracking_uri=uri,
+                                     compute=Compute(backend=backend, threads=1)))
         assert json.loads(app.metadata)["backend"] == backend
         client = TestClient(app)
         scored, embedded = client.post("/invocations", json=pair), client.post("/invocations", json=sentence)
@@ -523,7 +530,8 @@ def test_each_backend_serves_the_readme_requests(registry):
         answers[backend] = scored.json()["predictions"][0]
     assert answers["onnx"]["cosine"] == pytest.approx(answers["torch"]["cosine"], abs=1e-4)
     assert answers["onnx-int8"]["cosine"] == pytest.approx(answers["torch"]["cosine"], abs=0.05)
-    auto = json.loads(build_app(source, uri, backend="auto").metadata)
+    auto = json.loads(build_app(ServerConfig(artifact_uri=source, tracking_uri=uri,
+                                             compute=Compute(backend="auto"))).metadata)
     assert auto["backend"] in auto["backends_measured"] and set(auto["backends_measured"]) == {"torch", "onnx",
                                                                                                "onnx-int8"}
 
@@ -867,6 +875,7 @@ def test_the_served_model_follows_its_alias_under_load_and_a_pinned_version_neve
     import threading
 
     from stsreg.product.serving.served import Follower
+    from stsreg.product.serving.server_config import Compute
 
     work, uri, _, c = registry
     c.set_registered_model_alias(NAME, "live", "2")
@@ -912,12 +921,15 @@ def test_the_served_model_follows_its_alias_under_load_and_a_pinned_version_neve
     # a backend given by flag is loaded as given (no start-up measurement of the others), and MLflow's advice to
     # the pyfunc's author is not a line of the served log
     assert "backend auto:" not in text and "Add type hints" not in text, text[-3000:]
-    pinned = Follower(f"models:/{NAME}/2", uri, {}, 0.1, lambda: "2", lambda new: pytest.fail("a pinned version moved"))
+    pinned = Follower(f"models:/{NAME}/2", uri, Compute(), 0.1, lambda: "2",
+                      lambda new: pytest.fail("a pinned version moved"))
     assert not pinned.check() and not pinned.start().thread.is_alive()
     from stsreg.product.serving.model_uri import resolve
     from stsreg.product.serving.serve import build_app
+    from stsreg.product.serving.server_config import Compute, ServerConfig
 
-    app = build_app(resolve(f"models:/{NAME}/2", uri), uri, backend="torch", model_uri=f"models:/{NAME}/2")
+    app = build_app(ServerConfig(artifact_uri=resolve(f"models:/{NAME}/2", uri), tracking_uri=uri,
+                                 model_uri=f"models:/{NAME}/2", compute=Compute(backend="torch")))
     assert json.loads(app.metadata)["version"] == "2"  # a pinned version says which it is
 
 
@@ -928,9 +940,11 @@ def test_a_request_sent_while_the_model_loads_waits_for_it(registry):
 
     from stsreg.product.serving.model_uri import resolve
     from stsreg.product.serving.serve import build_app
+    from stsreg.product.serving.server_config import Compute, ServerConfig
 
     _, uri, _, _ = registry
-    app = build_app(resolve(f"models:/{NAME}/2", uri), uri, backend="torch", precision="fp32", lazy=True)
+    app = build_app(ServerConfig(artifact_uri=resolve(f"models:/{NAME}/2", uri), tracking_uri=uri,
+                                 compute=Compute(backend="torch", precision="fp32")), lazy=True)
     client = TestClient(app)
     ready_at_start = client.get("/ready").status_code
     answer = client.post("/invocations", json={"dataframe_records": [{"sentence1": "a man plays guitar",

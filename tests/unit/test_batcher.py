@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from stsreg.product.serving.batcher import Overloaded, TokenBatcher, TooLarge
+from stsreg.product.serving.server_config import Admission
 from tests.helpers.toy_served import Words
 
 
@@ -18,7 +19,7 @@ def _expected(sentences):
 
 def _run(model, calls, **settings):
     async def main():
-        batcher = TokenBatcher(lambda: model, **settings)
+        batcher = TokenBatcher(lambda: model, Admission(**settings))
         try:
             return await calls(batcher)
         finally:
@@ -150,8 +151,8 @@ def test_an_abandoned_large_request_stops_holding_the_tokenizer_and_never_delays
 
 def test_overload_refuses_at_once_with_a_retry_after_from_the_drain_rate_and_answers_what_it_admits_in_time():
     """200 clients x 64 long texts served nothing: accepted requests never answered within 60 s, a 429 took 22 s to
-    arrive and said Retry-After: 734. The queue is bounded in time (max_wait_s at the measured rate): what it admits
-    is answered within it, the rest is refused in milliseconds with a retry in seconds."""
+    arrive and said Retry-After: 734. The queue is bounded in time (answer_within_s at the measured rate): what it
+    admits is answered within it, the rest is refused in milliseconds with a retry in seconds."""
     model = Words(delay=0.05)  # 8 tokens per 0.05 s call: 160 tokens/s
 
     async def calls(batcher):
@@ -168,23 +169,23 @@ def test_overload_refuses_at_once_with_a_retry_after_from_the_drain_rate_and_ans
 
         return await asyncio.gather(*(one(i) for i in range(60)))  # 12 s of work at once
 
-    answers = _run(model, calls, batch_tokens=8, max_queued_tokens=100000, max_wait_s=1.0)
+    answers = _run(model, calls, batch_tokens=8, max_queued_tokens=100000, answer_within_s=1.0)
     served = [s for kind, s, _ in answers if kind == "ok"]
     refused = [(s, retry) for kind, s, retry in answers if kind == "429"]
     assert 2 <= len(served) <= 15 and len(refused) >= 45, (len(served), len(refused))
-    assert max(served) < 1.0 + 0.5  # admitted: answered within max_wait_s (and one batch)
+    assert max(served) < 1.0 + 0.5  # admitted: answered within answer_within_s (and one batch)
     assert max(s for s, _ in refused) < 0.3  # refused at once
-    assert all(1 <= retry <= 3 for _, retry in refused), refused  # the queue drains in about max_wait_s
+    assert all(1 <= retry <= 3 for _, retry in refused), refused  # the queue drains in about answer_within_s
 
 
 def test_a_request_longer_than_the_time_bound_alone_is_served_when_the_queue_is_empty():
-    """A request that alone needs more than max_wait_s of encoder can never meet the bound: it is taken when nothing
-    else waits (and shares the encoder round robin with what comes after), never refused for ever."""
+    """A request that alone needs more than answer_within_s of encoder can never meet the bound: it is taken when
+    nothing else waits (and shares the encoder round robin with what comes after), never refused for ever."""
     model = Words(delay=0.05)
 
     async def calls(batcher):
         await batcher.embed(["a b c d e f g h"])
         return await batcher.embed([f"w{i} b c d e f g h" for i in range(40)])  # 320 tokens: ~2 s at 160/s
 
-    answer = _run(model, calls, batch_tokens=8, max_wait_s=1.0)
+    answer = _run(model, calls, batch_tokens=8, answer_within_s=1.0)
     assert answer.vectors.shape == (40, 2)

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from stsreg.product.serving.batcher import Overloaded, TokenBatcher
+from stsreg.product.serving.server_config import Admission
 from tests.helpers.toy_served import Words
 
 def _long(n: int) -> list[str]:
@@ -35,8 +36,8 @@ def _run(calls, **settings):
     model = Words(s_per_square_token=2e-5, max_length=64)
 
     async def main():
-        batcher = TokenBatcher(lambda: model, batch_tokens=256, max_queued_tokens=1 << 20, max_wait_s=MAX_WAIT_S,
-                               **settings)
+        batcher = TokenBatcher(lambda: model, Admission(batch_tokens=256, max_queued_tokens=1 << 20,
+                                                        answer_within_s=MAX_WAIT_S, **settings))
         batcher.cost.calibrate(model, model.max_length)  # what the app does when a model is loaded
         try:
             return await calls(batcher)
@@ -140,7 +141,7 @@ def test_over_http_a_client_past_the_bound_is_refused_before_its_body_is_read_an
     from tests.helpers.toy_served import ToyServed, guarded_on_loopback
 
     model = ToyServed(s_per_square_token=0.002)  # an 8-token text: 0.128 s
-    app = ServingApp(lambda: model, batch_tokens=8, max_queued_tokens=4096, max_wait_s=0.5).load_now()
+    app = ServingApp(lambda: model, Admission(batch_tokens=8, max_queued_tokens=4096, answer_within_s=0.5)).load_now()
     url, server, thread = guarded_on_loopback(app)
     port = int(url.rsplit(":", 1)[1])
     errors = []

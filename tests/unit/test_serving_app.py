@@ -17,9 +17,10 @@ from tests.helpers.toy_served import ToyServed, guarded_on_loopback
 def _start(drain_s: float = 30.0):
     """(url, the toy model, the uvicorn server, its thread): a guarded app on a free port, with a small queue."""
     from stsreg.product.serving.app import ServingApp
+    from stsreg.product.serving.server_config import Admission
 
     model = ToyServed()
-    app = ServingApp(lambda: model, batch_tokens=8, max_queued_tokens=40).load_now()
+    app = ServingApp(lambda: model, Admission(batch_tokens=8, max_queued_tokens=40)).load_now()
     url, server, thread = guarded_on_loopback(app, drain_s)
     return url, model, server, thread
 

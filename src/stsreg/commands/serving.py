@@ -125,28 +125,39 @@ def cmd_serve(args: argparse.Namespace) -> int:
     source = resolve(args.model_uri, uri)  # a missing store, server or alias stops here, in one line
     settings = _serve_settings(args)
     workers = settings["workers"][0]
-    app_args = {"artifact_uri": source, "tracking_uri": uri, "max_body_bytes": int(args.max_body_mb * 1024 * 1024),
-                "max_depth": args.max_depth, "precision": settings["precision"][0], "scale": settings["scale"][0],
-                "backend": settings["backend"][0], "threads": settings["threads"][0],
-                **{k: settings[k][0] for k in BATCHING},
-                "model_uri": args.model_uri, "follow_s": settings["follow_s"][0]}
+    config = _server_config(args, source, uri, {k: v for k, (v, _) in settings.items()})
     announce = lambda app: print(_start_line(args, source, uri, json.loads(app.metadata), settings), flush=True)
     # the project's retrain flow reads where this server is, to time the moment it answers a new champion
-    here = announced(Path("."), args.host, args.port, args.model_uri, settings["follow_s"][0])
+    here = announced(Path("."), args.host, args.port, args.model_uri, config.follow_s)
     if workers == 1:  # loads on a thread: /health answers at once, /ready once the model is in
         with here:
-            serve.serve(serve.build_app(**app_args, lazy=True, on_loaded=announce), args.host, args.port,
-                        drain_s=app_args["drain_s"])
+            serve.serve(serve.build_app(config, lazy=True, on_loaded=announce), config, args.host, args.port)
         return _drained_exit()
-    probe = serve.build_app(**app_args)  # resolves `auto` once, so every worker runs the same backend
+    probe = serve.build_app(config)  # resolves `auto` once, so every worker runs the same backend
     announce(probe.app)
     info = json.loads(probe.metadata)
     del probe
+    resolved = config.compute.model_copy(update={"scale": info.get("score_scale"),
+                                                 "backend": info.get("backend", config.compute.backend)})
     with here:
-        serve.serve(None, args.host, args.port, workers, {**app_args, "scale": info.get("score_scale"),
-                                                            "backend": info.get("backend", app_args["backend"])},
-                    app_args["drain_s"])
+        serve.serve(None, config.model_copy(update={"compute": resolved}), args.host, args.port, workers)
     return _drained_exit()
+
+
+def _server_config(args: argparse.Namespace, source: str, uri: str, chosen: dict):
+    """The :class:`~stsreg.product.serving.server_config.ServerConfig` of ``stsreg serve``: the flags, and the
+    ``chosen`` settings of :func:`_serve_settings` (their values). ``request_timeout_s`` bounds both the arrival of a
+    body and the time an admitted request is answered within."""
+    from stsreg.product.serving.server_config import Admission, Compute, ServerConfig
+
+    return ServerConfig(
+        artifact_uri=source, tracking_uri=uri, model_uri=args.model_uri, follow_s=chosen["follow_s"],
+        compute=Compute(precision=chosen["precision"], scale=chosen["scale"], backend=chosen["backend"],
+                        threads=chosen["threads"]),
+        admission=Admission(batch_tokens=chosen["batch_tokens"], max_queued_tokens=chosen["max_queued_tokens"],
+                            truncate=chosen["truncate"], answer_within_s=chosen["request_timeout_s"]),
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024), max_depth=args.max_depth,
+        body_timeout_s=chosen["request_timeout_s"], drain_s=chosen["drain_s"])
 
 
 def _drained_exit() -> int:

@@ -2,8 +2,10 @@
 
 - :mod:`.protocol`: what a request may be (MLflow's ``/invocations`` forms, OpenAI's ``/v1/embeddings``, pairs for
   ``/similarity``) and the one JSON error shape every 4xx takes, naming the field and row that is wrong;
-- :mod:`.batcher`: concurrent requests gathered into one encoder call (a sentence budget, a few milliseconds of wait),
-  each caller given its own rows back in order;
+- :mod:`.server_config`: what a serving process is built from (the version, how it computes, how requests are
+  admitted, the body limits), one typed object that worker processes receive whole;
+- :mod:`.batcher`: concurrent requests gathered into encoder calls on a token budget, admitted by what they cost and
+  served fairly between clients (:mod:`.encoder_cost` measures the cost), each caller given its own rows back in order;
 - :mod:`.served`: the loaded version (its model on its backend, scale, identity) and the registry poll that swaps in a
   new champion when its alias moves;
 - :mod:`.prometheus`: Prometheus counters and histograms (requests, latency, batch size, queue wait, what is served);

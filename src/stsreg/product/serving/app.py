@@ -36,6 +36,7 @@ from stsreg.product.serving.asgi_io import read_body, send_body, until_disconnec
 from stsreg.product.serving.batcher import Overloaded, ShuttingDown, TokenBatcher, TooLarge
 from stsreg.product.serving.prometheus import CONTENT_TYPE_LATEST, Metrics
 from stsreg.product.serving.protocol import RequestError
+from stsreg.product.serving.server_config import Admission
 
 log = logging.getLogger(__name__)
 
@@ -65,18 +66,16 @@ def client_of(scope) -> str:
 class ServingApp:
     """``load()`` returns a :class:`~stsreg.product.serving.served.Served`; it runs on a thread at the first request
     (or :meth:`load_now`), so the process answers ``/health`` while the model loads; a request to a model endpoint
-    meanwhile waits up to ``load_wait_s`` for it (then 503). ``batch_tokens`` / ``max_queued_tokens`` / ``truncate``:
-    the batcher's (:class:`~stsreg.product.serving.batcher.TokenBatcher`), ``max_wait_s`` its bound in time (a request
-    admitted is answered within it at the measured rate); ``max_rows``: rows per request."""
+    meanwhile waits up to ``load_wait_s`` for it (then 503). ``admission``: the batcher's
+    (:class:`~stsreg.product.serving.batcher.TokenBatcher`); ``max_rows``: rows per request."""
 
-    def __init__(self, load, max_rows: int = 20000, batch_tokens: int = 4096, max_queued_tokens: int = 262144,
-                 truncate: bool = True, on_loaded=None, load_wait_s: float = 120.0, max_wait_s: float | None = None):
+    def __init__(self, load, admission: Admission = Admission(), max_rows: int = 20000, on_loaded=None,
+                 load_wait_s: float = 120.0):
         self.load, self.max_rows, self.on_loaded = load, max_rows, on_loaded or (lambda app: None)
         self.load_wait_s = load_wait_s
         self.served, self.fallback, self.load_error, self.dimension = None, None, None, None
         self.metrics = Metrics()
-        self.batcher = TokenBatcher(lambda: self.served, batch_tokens, max_queued_tokens, truncate, self.metrics,
-                                    max_wait_s)
+        self.batcher = TokenBatcher(lambda: self.served, admission, self.metrics)
         self._loading = threading.Lock()
         self._settled = threading.Event()  # set once the model is served or failed to load
         self.routes = {("POST", "/invocations"): self.invocations, ("POST", "/v1/embeddings"): self.embeddings,

@@ -12,8 +12,8 @@ hundred) shares the encoder with a client sending one short pair: the short pair
 the flood.
 
 Admission is by cost (:class:`~stsreg.product.serving.encoder_cost.EncoderCost`: seconds per token by text length,
-measured at start and from every batch): with ``max_wait_s``, a request is admitted only if, served fairly, it will
-be answered within ``max_wait_s`` — its client's queue and itself, plus what every other client may be served
+measured at start and from every batch): with ``answer_within_s``, a request is admitted only if, served fairly, it will
+be answered within ``answer_within_s`` — its client's queue and itself, plus what every other client may be served
 meanwhile (each at most as much as it) — else :class:`Overloaded` (the server's 429) with Retry-After the seconds until
 its client's queue has drained enough. The check runs first before anything is read or tokenized, taking the request to
 cost what its client's last one did (:meth:`TokenBatcher.refuse_early`: a flood repeats itself, and is refused in
@@ -28,7 +28,7 @@ request that fails alone gets the error; a caller that goes away (cancelled) is 
 anywhere in the consumer fails the requests of that batch and the consumer goes on. Every step is timed into
 :class:`~stsreg.product.serving.prometheus.Metrics` (tokenise, queue wait, encode) and every refusal counted.
 
-    batcher = TokenBatcher(lambda: served, batch_tokens=4096, max_queued_tokens=262144, max_wait_s=30)
+    batcher = TokenBatcher(lambda: served, Admission(batch_tokens=4096, max_queued_tokens=262144, answer_within_s=30))
     embedded = await batcher.embed(["a man plays", "a man is playing"], client="addr:10.0.0.7")  # .vectors (2, d)
 """
 
@@ -46,6 +46,7 @@ from stsreg.product.serving.encoder_cost import EncoderCost
 from stsreg.product.serving.prometheus import Metrics
 from stsreg.product.serving.queued import (Embedded, Overloaded, Request, ShuttingDown, TooLarge, deliver, fail,
                                            pieces)
+from stsreg.product.serving.server_config import Admission
 
 __all__ = ["Embedded", "Overloaded", "ShuttingDown", "TokenBatcher", "TooLarge"]
 
@@ -75,13 +76,14 @@ def _guessed_lengths(sentences: list[str], max_length: int | None) -> list[int]:
 class TokenBatcher:
     """``current()`` returns the served model at arrival: anything with ``tokenize(list[str]) -> (table, truncated
     indices)`` (:func:`stsreg.product.tokens.request_table`) and ``encode_tokens(table) -> (n, d) array``.
-    ``truncate``: whether a text over the maximum length is cut (and said) or refused (:class:`TooLarge`);
-    ``max_wait_s``: the bound in time an admitted request is answered within (None: the token bound only)."""
+    ``admission``: the token budget of a batch and of the queue, whether a text over the maximum length is cut (and
+    said) or refused (:class:`TooLarge`), and the bound in time an admitted request is answered within
+    (:class:`~stsreg.product.serving.server_config.Admission`)."""
 
-    def __init__(self, current, batch_tokens: int = 4096, max_queued_tokens: int = 262144, truncate: bool = True,
-                 metrics: Metrics | None = None, max_wait_s: float | None = None):
-        self.current, self.batch_tokens, self.max_queued_tokens = current, batch_tokens, max_queued_tokens
-        self.truncate, self.metrics, self.max_wait_s = truncate, metrics or Metrics(), max_wait_s
+    def __init__(self, current, admission: Admission = Admission(), metrics: Metrics | None = None):
+        self.current, self.metrics = current, metrics or Metrics()
+        self.batch_tokens, self.max_queued_tokens = admission.batch_tokens, admission.max_queued_tokens
+        self.truncate, self.answer_within_s = admission.truncate, admission.answer_within_s
         self.queues: dict[str, deque[Request]] = {}  # client -> its requests in order (clients with work only)
         self.service: dict[str, float] = {}  # client -> encoder seconds it has been given (its virtual time)
         self.backlog: dict[str, float] = defaultdict(float)  # client -> estimated seconds queued or reserved
@@ -151,26 +153,27 @@ class TokenBatcher:
 
     def refuse_early(self, client: str) -> None:
         """Before anything of a request is read or tokenized: refuse at once when its client's queue, with the request
-        costing what that client's last one did (a flood repeats itself), will not be answered within ``max_wait_s``,
-        or the token queue is full. Retry-After: the seconds until the client's queue has drained enough (its share
-        of the encoder at least), or the token queue has. A flood's requests are then refused without their bodies
-        read or parsed."""
+        costing what that client's last one did (a flood repeats itself), will not be answered within
+        ``answer_within_s``, or the token queue is full. Retry-After: the seconds until the client's queue has drained
+        enough (its share of the encoder at least), or the token queue has. A flood's requests are then refused
+        without their bodies read or parsed."""
         predicted = self.last_cost.get(client, 0.0)
-        late = self.wait_s(client, predicted) - self.max_wait_s if self.max_wait_s and self.cost.measured else 0.0
+        bounded = self.answer_within_s and self.cost.measured
+        late = self.wait_s(client, predicted) - self.answer_within_s if bounded else 0.0
         # only a client with work queued: one that waits for each answer is never refused unread (it gets the
         # guard's own answers, a 400 for a malformed body, and the admission check once its texts are known)
         if self.queued_tokens >= self.max_queued_tokens or (late > 0 and self.backlog.get(client, 0.0) > QUEUED_S):
             self._overloaded(max(late, self._drain_s(self.queued_tokens - self.max_queued_tokens + self.batch_tokens)))
 
     def _check(self, client: str, seconds: float) -> None:
-        """Refuse a request of ``seconds`` of encoder that would not be answered within ``max_wait_s``. A request
+        """Refuse a request of ``seconds`` of encoder that would not be answered within ``answer_within_s``. A request
         that alone needs more than the bound can never meet it: it is taken whenever its client has nothing queued
         (and the batch in the encoder is within the bound), never refused for ever."""
-        if not self.max_wait_s or not self.cost.measured:
+        if not self.answer_within_s or not self.cost.measured:
             return
-        late = self.wait_s(client, seconds) - self.max_wait_s
-        if late > 0 and seconds > self.max_wait_s:  # Retry-After then: until its client's queue has drained
-            late = self.wait_s(client, 0.0) if self.backlog.get(client, 0.0) else self.batch_s - self.max_wait_s
+        late = self.wait_s(client, seconds) - self.answer_within_s
+        if late > 0 and seconds > self.answer_within_s:  # Retry-After then: until its client's queue has drained
+            late = self.wait_s(client, 0.0) if self.backlog.get(client, 0.0) else self.batch_s - self.answer_within_s
         if late > 0:
             self._overloaded(late)
 

@@ -28,16 +28,14 @@ The model is looked up in the project's store (:func:`stsreg.infra.tracking.trac
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 
 import numpy as np
 
 from stsreg.product.serving import openapi
+from stsreg.product.serving.server_config import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH, ServerConfig
 
-DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
-DEFAULT_MAX_DEPTH = 32
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)  # JSON string literals (their brackets do not nest anything)
 _STEP = np.zeros(256, dtype=np.int8)
 _STEP[[ord("["), ord("{")]], _STEP[[ord("]"), ord("}")]] = 1, -1
@@ -131,70 +129,61 @@ class RequestGuard:
         return await self.app(scope, replay, send)
 
 
-def build_app(artifact_uri: str, tracking_uri: str, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-              max_depth: int = DEFAULT_MAX_DEPTH, precision: str = "auto", scale: tuple[float, float] | None = None,
-              backend: str | None = None, threads: int = 0, batch_tokens: int = 4096,
-              max_queued_tokens: int = 262144, truncate: bool = True, request_timeout_s: float = 30.0,
-              drain_s: float = 30.0, model_uri: str | None = None, follow_s: float = 0.0, lazy: bool = False,
-              on_loaded=None):
-    """The guarded serving app (:class:`stsreg.product.serving.app.ServingApp`) for ``artifact_uri`` (what
-    :func:`resolve` returns; fetched from ``tracking_uri``): its model run in ``precision`` (auto | fp32 | bf16) on
-    ``backend`` (torch | onnx | onnx-int8 | auto; None: the version's registered setting) with ``threads`` intra-op
-    threads, its ``score`` given on ``scale`` ([lo, hi]; None: the scale the version was registered with); requests
-    batched up to ``batch_tokens`` tokens, at most ``max_queued_tokens`` queued (then 429), texts over the maximum
-    length cut (``truncate``) or refused; bodies read within ``request_timeout_s``, and a request admitted only if the
-    encoder will have answered it within ``request_timeout_s`` at its measured rate (else 429 at once, Retry-After
-    the seconds until there is room) (``drain_s``: :func:`serve`'s).
-    ``model_uri`` an alias and ``follow_s`` > 0: the alias is polled that often and a moved alias's version swapped
-    in. ``lazy``: load on a thread (``/ready`` is 503 until then; ``on_loaded(app)`` runs once loaded) instead of
-    before returning. ``.metadata`` says what it serves."""
+def build_app(config: ServerConfig, lazy: bool = False, on_loaded=None) -> RequestGuard:
+    """The guarded serving app (:class:`stsreg.product.serving.app.ServingApp` behind :class:`RequestGuard`) that
+    ``config`` describes: its version loaded computing as ``config.compute``, requests admitted as
+    ``config.admission`` (a request admitted only if the encoder will have answered it within ``answer_within_s`` at
+    its measured rate, else 429 at once with Retry-After the seconds until there is room), bodies guarded by its
+    limits; an alias (``config.model_uri``) followed every ``config.follow_s`` s (> 0), a moved alias's version
+    swapped in. ``lazy``: load on a thread (``/ready`` is 503 until then; ``on_loaded(app)`` runs once loaded)
+    instead of before returning. ``.metadata`` says what it serves."""
     from stsreg.product.serving.app import ServingApp
     from stsreg.product.serving.model_uri import served_version
     from stsreg.product.serving.served import Follower, Served
 
-    settings = {"precision": precision, "scale": scale, "backend": backend, "threads": threads}
-
     def load():
-        served = Served(artifact_uri, tracking_uri, settings, served_version(model_uri, tracking_uri) if model_uri
-                        else None)
-        if follow_s > 0 and model_uri:
-            Follower(model_uri, tracking_uri, settings, follow_s, lambda: app.served.version, app.swap).start()
+        version = served_version(config.model_uri, config.tracking_uri) if config.model_uri else None
+        served = Served(config.artifact_uri, config.tracking_uri, config.compute, version)
+        if config.follow_s > 0 and config.model_uri:
+            Follower(config.model_uri, config.tracking_uri, config.compute, config.follow_s,
+                     lambda: app.served.version, app.swap).start()
         return served
 
-    app = ServingApp(load, batch_tokens=batch_tokens, max_queued_tokens=max_queued_tokens, truncate=truncate,
-                     on_loaded=on_loaded, max_wait_s=request_timeout_s)
+    app = ServingApp(load, config.admission, on_loaded=on_loaded)
     if lazy:
         app.load_in_background()
     else:
         app.load_now()
-    return RequestGuard(app, max_body_bytes, max_depth, request_timeout_s)
+    return RequestGuard(app, config.max_body_bytes, config.max_depth, config.body_timeout_s)
 
 
-#: The environment variable through which :func:`serve` hands :func:`build_app`'s arguments to its worker processes.
-APP_ARGS = "STSREG_SERVE_APP"
+#: The environment variable through which :func:`serve` hands its :class:`ServerConfig` (JSON) to its worker processes.
+APP_CONFIG = "STSREG_SERVE_CONFIG"
 
 
-def app_from_env():
-    """:func:`build_app` with the arguments in :data:`APP_ARGS` (JSON): the factory each worker process calls. It loads
-    before returning: a worker accepts connections on the shared port only once its model answers."""
-    return build_app(**json.loads(os.environ[APP_ARGS]))
+def app_from_env() -> RequestGuard:
+    """:func:`build_app` of the :class:`ServerConfig` in :data:`APP_CONFIG`: the factory each worker process calls. It
+    loads before returning: a worker accepts connections on the shared port only once its model answers."""
+    return build_app(ServerConfig.model_validate_json(os.environ[APP_CONFIG]))
 
 
-def serve(app, host: str = "127.0.0.1", port: int = 5001, workers: int = 1, app_args: dict | None = None,
-          drain_s: float = 30.0) -> None:
-    """Serve ``app`` (what :func:`build_app` returns) until interrupted (uvicorn). ``workers`` > 1: that many
-    processes, each building its own app from ``app_args`` (:func:`build_app`'s arguments; the backend resolved,
-    not ``auto``, so that every worker runs the same one) and sharing the port. On SIGTERM the server stops taking
-    connections and gives the requests in flight ``drain_s`` seconds (a batch is bounded in tokens, so the encoder
-    frees up within one batch's time); idle keep-alive connections close after 5 s."""
+def serve(app, config: ServerConfig | None = None, host: str = "127.0.0.1", port: int = 5001,
+          workers: int = 1) -> None:
+    """Serve ``app`` (what :func:`build_app` returns for ``config``) until interrupted (uvicorn, on its C parser and
+    event loop where installed). ``workers`` > 1: that many processes, each building its own app from ``config``
+    (its backend resolved, not ``auto``, so that every worker runs the same one) and sharing the port. On SIGTERM the
+    server stops taking connections and gives the requests in flight ``config.drain_s`` seconds (None: 30 s; a batch
+    is bounded in encoder time, so the encoder frees up within one batch's); idle keep-alive connections close after
+    5 s."""
     import uvicorn
 
+    drain_s = config.drain_s if config is not None else 30.0
     common = {"host": host, "port": port, "log_level": "warning", "timeout_graceful_shutdown": drain_s,
               "timeout_keep_alive": 5}
     if workers == 1:
         _drained(lambda: uvicorn.run(app, **common))
         return
-    os.environ[APP_ARGS] = json.dumps(app_args)
+    os.environ[APP_CONFIG] = config.model_dump_json()
     _drained(lambda: uvicorn.run(f"{__name__}:app_from_env", factory=True, workers=workers, **common))
 
 

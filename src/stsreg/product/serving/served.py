@@ -6,7 +6,7 @@ pandas: :meth:`Served.encode` (sentences -> float32 embeddings) and :meth:`Serve
 and the score on the served scale), the same computation as the pyfunc's ``predict``.
 
 :class:`Follower` polls the registry every ``every_s`` seconds for the version behind an alias
-(``models:/name@champion``); when the alias moves it loads the new version with the same settings, checks it answers
+(``models:/name@champion``); when the alias moves it loads the new version computing the same way, checks it answers
 (one encode), and only then swaps it in. Requests in flight finish on the model that encoded them. A pinned URI
 (``models:/name/3``, ``runs:/...``) never moves.
 """
@@ -20,15 +20,16 @@ import numpy as np
 import torch
 
 from stsreg.product.serving.model_uri import ALIAS_URI, alias_version
+from stsreg.product.serving.server_config import Compute
 
 log = logging.getLogger(__name__)
 
 
 class Served:
-    """One loaded version. ``settings``: precision, scale (None: as registered), backend (None: as registered),
-    threads. ``inner`` is None for a pyfunc that is not a stsreg model (served through MLflow's own app)."""
+    """One loaded version, computing as ``compute`` (its scale and backend None: as registered). ``inner`` is None
+    for a pyfunc that is not a stsreg model (served through MLflow's own app)."""
 
-    def __init__(self, artifact_uri: str, tracking_uri: str, settings: dict, version: str | None = None):
+    def __init__(self, artifact_uri: str, tracking_uri: str, compute: Compute, version: str | None = None):
         import mlflow.artifacts
         import mlflow.pyfunc
 
@@ -41,10 +42,10 @@ class Served:
         # the settings given go in at load, so the model starts on them (an explicit backend is not measured against
         # the others first); keys a version did not log are ignored by MLflow and set below. torch's precision is
         # the one a server may run (auto: fp32 on a bf16 CPU, where bf16 vectors move with their batch)
-        setting = settings.get("precision") or "auto"
+        setting = compute.precision
         precision = served(setting, resolve_device())
-        given = {"precision": precision, "backend": settings.get("backend"),
-                 "scale": list(settings["scale"]) if settings.get("scale") is not None else None}
+        given = {"precision": precision, "backend": compute.backend,
+                 "scale": list(compute.scale) if compute.scale is not None else None}
         with quiet(warnings=("Add type hints to the `predict` method",), logs={"mlflow.pyfunc": ("Argument(s) ",)}):
             self.pyfunc = mlflow.pyfunc.load_model(local, model_config={k: v for k, v in given.items()
                                                                         if v is not None})
@@ -54,11 +55,11 @@ class Served:
         self.inner = inner if hasattr(inner, "set_precision") else None
         if self.inner is None:
             return
-        if settings.get("backend") is not None or settings.get("threads"):
-            inner.set_backend(settings.get("backend") or "auto", settings.get("threads") or 0)
+        if compute.backend is not None or compute.threads:
+            inner.set_backend(compute.backend or "auto", compute.threads)
         inner.set_precision(precision)  # torch's setting: after the backend is known
-        if settings.get("scale") is not None:
-            inner.set_scale(*settings["scale"])
+        if compute.scale is not None:
+            inner.set_scale(*compute.scale)
         self.model, self.batch_size = inner.model, inner.batch_size
         self.info.update(inner.serving_info(), precision_setting=setting)
 
@@ -100,8 +101,8 @@ class Follower:
     """Polls ``model_uri``'s alias every ``every_s`` s; ``swap(new Served)`` is called once a moved alias's version is
     loaded and has answered. ``current_version()`` is the version now served."""
 
-    def __init__(self, model_uri: str, tracking_uri: str, settings: dict, every_s: float, current_version, swap):
-        self.model_uri, self.tracking_uri, self.settings, self.every_s = model_uri, tracking_uri, settings, every_s
+    def __init__(self, model_uri: str, tracking_uri: str, compute: Compute, every_s: float, current_version, swap):
+        self.model_uri, self.tracking_uri, self.compute, self.every_s = model_uri, tracking_uri, compute, every_s
         self.current_version, self.swap = current_version, swap
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"follow {model_uri}", daemon=True)
@@ -117,7 +118,7 @@ class Follower:
         if version is None or str(version.version) == str(self.current_version()):
             return False
         log.info("%s moved to version %s: loading it", self.model_uri, version.version)
-        new = Served(f"runs:/{version.run_id}/model", self.tracking_uri, self.settings, str(version.version))
+        new = Served(f"runs:/{version.run_id}/model", self.tracking_uri, self.compute, str(version.version))
         if new.inner is not None:
             new.encode(["a readiness probe"])  # it answers before it serves
         self.swap(new)
