@@ -37,27 +37,15 @@ def retrain_trigger(project: Path):
                                   parameters={"project_dir": str(project.resolve()), "trigger": "{{ event.payload }}"})
 
 
-def add_rows(project: Path, tables, name: str, rows_file: Path, duplicates: str = "skip",
-             max_rejected_fraction: float = 1.0, skip_bad: bool = False, encoding: str | None = None,
-             wait_s: float = 3600.0):
-    """Append ``rows_file`` to the declared table ``name`` (of ``tables``, ``prepare.sts_tables``) after its existing
-    bytes (:func:`stsreg.product.data.append.append_rows`), the grown table checked as ``prepare`` will read it, its
-    reject cap ``max_rejected_fraction`` (``prepare.max_rejected_fraction``) included (refused: the file restored,
-    nothing appended) and every new row judged on its own (one prepare would reject refuses the add; ``skip_bad``: the
-    others are added; ``encoding``: the rows file's, default UTF-8, else the table's; ``wait_s``: how long to wait
-    for a running stage or ``dvc repro``, 0 not at all), then emit :data:`DATA_EVENT`
-    when rows were added. Returns (the table, :class:`~stsreg.product.data.append.Added`, what became of the event: a
-    sentence)."""
-    from stsreg.infra.errors import InputError
-    from stsreg.product.data.append import append_rows, prepare_check
+def add_and_emit(project: Path, tables, request):
+    """:func:`stsreg.product.data.append.add_rows` of ``request`` (an
+    :class:`~stsreg.product.data.append.AddRequest`), then, when rows were added, the champion pinned for the retrain
+    (:func:`pin_for_retrain`) and :data:`DATA_EVENT` emitted. Returns (the table, what was added, what became of the
+    pin and the event: a sentence)."""
+    from stsreg.product.data.append import add_rows
 
     began = time.time()  # the loop's clock starts when the rows are handed over
-    declared = {t.name: t for t in tables if not t.reader}  # the public tables are read from the mirror, not grown
-    if name not in declared:
-        raise InputError(f"--table {name!r} is not a table of yours in prepare.sts_tables (yours: {sorted(declared)})")
-    table = declared[name]
-    added = append_rows(project, table, rows_file, duplicates, check=prepare_check(max_rejected_fraction),
-                        skip_bad=skip_bad, encoding=encoding, wait_s=wait_s)
+    table, added = add_rows(project, tables, request)
     if not added.added:
         return table, added, "nothing added, no event sent"
     return table, added, f"{pin_for_retrain(project)}; {emit_data_changed(project, table.name, added.added, began)}"

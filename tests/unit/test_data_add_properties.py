@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from stsreg.infra.config import StsTableColumns, StsTableSource
 from stsreg.infra.errors import InputError
-from stsreg.product.data.append import append_rows
+from stsreg.product.data.append import AddRequest, append_rows
 from stsreg.product.data.table_files import read_frame
 
 #: The table forms a user's tools write: (extension, pandas writer keywords or a Parquet column type).
@@ -69,7 +69,7 @@ def test_an_add_keeps_every_row_and_reads_back_equal_or_changes_nothing(form, ol
         pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"]).to_csv(project / "new.csv", index=False)
         before_bytes, before = path.read_bytes(), read_frame(path)
         try:
-            added = append_rows(project, table, project / "new.csv")
+            added = append_rows(project, table, AddRequest(table.name, project / "new.csv"))
         except InputError:
             assert path.read_bytes() == before_bytes  # refused: nothing written
             return

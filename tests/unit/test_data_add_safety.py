@@ -10,11 +10,10 @@ import time
 import pandas as pd
 import pytest
 
-from pipelines.product.data_events import add_rows
 from stsreg.infra.config import StsTableColumns, StsTableSource
 from stsreg.infra.errors import InputError
 from stsreg.infra.locking import data_write_lock
-from stsreg.product.data.append import append_rows, prepare_check
+from stsreg.product.data.append import AddRequest, add_rows, append_rows, prepare_check
 from stsreg.product.data.table_files import read_frame
 from stsreg.product.data.user_tables import read_table
 from tests.conftest import tiny_sts
@@ -52,7 +51,7 @@ def test_parquet_tables_of_every_column_type_grow_without_a_null(tmp_path, dtype
     old.astype(dtypes).to_parquet(path, index=False)
     as_read = [str(t) for t in pd.read_parquet(path).dtypes]  # the file's own schema (a float category is a double)
     new = _pairs(59, 7, " (new)")
-    added = append_rows(tmp_path, table, _new_rows(tmp_path, new), check=prepare_check())
+    added = append_rows(tmp_path, table, AddRequest(table.name, _new_rows(tmp_path, new)), check=prepare_check())
     assert added.added == 59
     grown = pd.read_parquet(path)
     assert len(grown) == 259 and not grown.isna().any().any()
@@ -73,7 +72,7 @@ def test_a_word_in_a_numeric_parquet_column_is_refused_and_the_file_stays(tmp_pa
     rows = _pairs(5, 3, " x").astype(str)
     rows.loc[2, "score"] = "n/a"
     with pytest.raises(InputError, match=r"line 4: 'n/a' in column 'score' is not a number"):
-        append_rows(tmp_path, table, _new_rows(tmp_path, rows), check=prepare_check())
+        append_rows(tmp_path, table, AddRequest(table.name, _new_rows(tmp_path, rows)), check=prepare_check())
     assert path.read_bytes() == before
 
 
@@ -85,7 +84,7 @@ def test_a_character_the_tables_encoding_lacks_is_refused_in_one_line(tmp_path):
     rows = _pairs(3, 4, " y").astype(str)
     rows.loc[1, "sentence2"] = "a guitar ♫ plays"
     with pytest.raises(InputError) as err:
-        append_rows(tmp_path, table, _new_rows(tmp_path, rows), check=prepare_check())
+        append_rows(tmp_path, table, AddRequest(table.name, _new_rows(tmp_path, rows)), check=prepare_check())
     assert "line 3: '♫' cannot be written in the table's encoding cp1252" in str(err.value)
     assert len(str(err.value).splitlines()) == 1 and path.read_bytes() == before
 
@@ -97,7 +96,8 @@ def test_utf16_tables_grow_without_blank_lines(tmp_path, ext, sep):
     _pairs(200, 0).to_csv(path, sep=sep, index=False, encoding="utf-16")  # a BOM, then UTF-16 LE: Excel's export
     before = read_frame(path)
     new = _pairs(20, 9, " (u16)")
-    assert append_rows(tmp_path, table, _new_rows(tmp_path, new), check=prepare_check()).added == 20
+    request = AddRequest(table.name, _new_rows(tmp_path, new))
+    assert append_rows(tmp_path, table, request, check=prepare_check()).added == 20
     after = read_frame(path)
     assert len(after.frame) == len(before.frame) + 20 and after.rejects == before.rejects == []
     assert list(after.frame.sentence1.tail(20)) == list(new.sentence1)
@@ -128,7 +128,7 @@ def test_an_add_prepare_would_refuse_is_restored_byte_for_byte(tmp_path):
     rows = _pairs(25, 5, " z").astype(str)  # good rows: the grown table is what prepare would refuse
     with pytest.raises(InputError, match=r"would reject 20 of 1025 rows .* prepare would refuse it \(line \d+: score "
                                          r"is not a number\)"):
-        add_rows(tmp_path, [table], "mine", _new_rows(tmp_path, rows), max_rejected_fraction=0.01)
+        add_rows(tmp_path, [table], AddRequest("mine", _new_rows(tmp_path, rows), max_rejected_fraction=0.01))
     assert path.read_bytes() == before
 
 
@@ -168,7 +168,8 @@ def test_an_add_waits_for_a_running_dvc_repro_and_gives_up_writing_nothing(tmp_p
     assert path.read_text() != "never"
     holder = _hold_dvc_lock(tmp_path, 4)
     start = time.monotonic()
-    added = append_rows(tmp_path, table, _new_rows(tmp_path, _pairs(10, 2, " w")), check=prepare_check())
+    request = AddRequest(table.name, _new_rows(tmp_path, _pairs(10, 2, " w")))
+    added = append_rows(tmp_path, table, request, check=prepare_check())
     assert added.added == 10 and time.monotonic() - start >= 3  # it waited for the repro to end, then added
     holder.wait()
 
@@ -214,7 +215,8 @@ def test_an_add_waits_for_a_running_stage(tmp_path):
                              text=True)
     assert stage.stdout.readline().strip() == "held"
     start = time.monotonic()
-    added = append_rows(tmp_path, table, _new_rows(tmp_path, _pairs(10, 2, " v")), check=prepare_check())
+    request = AddRequest(table.name, _new_rows(tmp_path, _pairs(10, 2, " v")))
+    added = append_rows(tmp_path, table, request, check=prepare_check())
     assert added.added == 10 and time.monotonic() - start >= 3 and stage.wait(30) == 0
 
 
@@ -234,10 +236,10 @@ def test_each_added_row_is_judged_on_its_own_whatever_the_tables_reject_cap(tmp_
                                          r"the declared scale \[0, 5\]; line 3: .*line 7: empty sentence after "
                                          r"stripping whitespace\); nothing was added to data/tables/mine.csv "
                                          r"\(--skip-bad"):
-        add_rows(tmp_path, [table], "mine", new, max_rejected_fraction=0.01)
+        add_rows(tmp_path, [table], AddRequest("mine", new, max_rejected_fraction=0.01))
     assert path.read_bytes() == before
 
-    _, added, _ = add_rows(tmp_path, [table], "mine", new, max_rejected_fraction=0.01, skip_bad=True)
+    _, added = add_rows(tmp_path, [table], AddRequest("mine", new, max_rejected_fraction=0.01, skip_bad=True))
     assert added.added == 19 and [line for line, _ in added.skipped] == list(range(2, 8))
     grown = read_frame(path).frame
     assert len(grown) == 4019 and list(grown.sentence1.tail(19)) == list(rows.sentence1.tail(19))
@@ -258,7 +260,7 @@ def test_an_added_file_on_another_scale_is_refused_with_the_scale_it_looks_like(
     for skip_bad in (False, True):
         with pytest.raises(InputError, match=r"18 of its 20 rows score outside mine's scale \[1, 10\]; its scores run "
                                              r"5..100, which looks like a 0-100 scale: .*scale: \[0, 100\]"):
-            add_rows(tmp_path, [table], "mine", _new_rows(tmp_path, rows), skip_bad=skip_bad)
+            add_rows(tmp_path, [table], AddRequest("mine", _new_rows(tmp_path, rows), skip_bad=skip_bad))
         assert path.read_bytes() == before
 
 
@@ -273,7 +275,7 @@ def test_a_null_in_an_added_parquet_row_refuses_the_add_naming_its_line(tmp_path
     new.to_parquet(tmp_path / "new.parquet", index=False)
     with pytest.raises(InputError, match=r"1 of the rows to add would be rejected by prepare \(line 3: a sentence is "
                                          r"missing \(null\)\)"):
-        add_rows(tmp_path, [table], "mine", tmp_path / "new.parquet")
+        add_rows(tmp_path, [table], AddRequest("mine", tmp_path / "new.parquet"))
     assert path.read_bytes() == before
 
 

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from pipelines.product.data_events import DATA_EVENT, project_resource, retrain_trigger, table_changes
-from stsreg.product.data.append import append_rows
+from stsreg.product.data.append import AddRequest, append_rows
 from stsreg.infra.config import StsTableColumns, StsTableSource
 from stsreg.infra.errors import InputError
 from tests.conftest import tiny_sts
@@ -30,7 +30,7 @@ def test_rows_are_appended_in_the_tables_own_format(tmp_path, ext):
     t = tiny_sts(40, seed=9)
     pd.DataFrame({"a": t.sentence1, "b": t.sentence2, "s": t.score}).to_csv(new, index=False)
     before, _, _ = read_table(table, tmp_path)
-    assert append_rows(tmp_path, table, new).added == 40
+    assert append_rows(tmp_path, table, AddRequest(table.name, new)).added == 40
     after, _, _ = read_table(table, tmp_path)
     assert len(after) == len(before) + 40
     changes = table_changes(before, after)
@@ -43,7 +43,7 @@ def test_rows_with_other_columns_are_refused_and_nothing_is_written(tmp_path):
     wrong = tmp_path / "new.csv"
     pd.DataFrame({"x": ["a"], "y": ["b"], "z": [1.0]}).to_csv(wrong, index=False)
     with pytest.raises(InputError, match=r"columns \['x', 'y', 'z'\] differ"):
-        append_rows(tmp_path, table, wrong)
+        append_rows(tmp_path, table, AddRequest(table.name, wrong))
     assert (tmp_path / table.file).read_bytes() == original
 
 

@@ -17,7 +17,7 @@ ADD_ONE = textwrap.dedent('''
     # pipe-separated values: one declaration, the delimited reader and writer with another delimiter
     tf.FILE_FORMATS += (tf.FileFormat("psv", (".psv",), tf.read_delimited("|"), format_writers.append_delimited),)
     from stsreg.infra.config import StsTableColumns, StsTableSource
-    from stsreg.product.data.append import append_rows, prepare_check
+    from stsreg.product.data.append import AddRequest, append_rows, prepare_check
     from stsreg.product.data.check import check
     from stsreg.product.data.user_tables import read_table
 
@@ -29,7 +29,7 @@ ADD_ONE = textwrap.dedent('''
     kept, rejects, counts = read_table(table, project)
     pd.DataFrame({"sentence1": ["new one", "new two"], "sentence2": ["b", "c"], "score": ["1", "2"]}).to_csv(
         project / "new.csv", index=False)
-    added = append_rows(project, table, project / "new.csv", check=prepare_check())
+    added = append_rows(project, table, AddRequest(table.name, project / "new.csv"), check=prepare_check())
     grown, _, _ = read_table(table, project)
     preview = check(str(project / "data/tables/pairs.psv"), "sentence1", "sentence2", "score")
     print(json.dumps({"kept": len(kept), "rejected": len(rejects), "added": added.added, "grown": len(grown),

@@ -9,7 +9,7 @@ import pytest
 
 from stsreg.infra.config import StsTableColumns, StsTableSource
 from stsreg.infra.errors import InputError
-from stsreg.product.data.append import append_rows, prepare_check
+from stsreg.product.data.append import AddRequest, append_rows, prepare_check
 from stsreg.product.data.table_files import read_frame
 from stsreg.product.data.user_tables import read_table
 from tests.conftest import tiny_sts
@@ -139,7 +139,7 @@ def test_data_add_appends_after_the_existing_bytes_and_every_row_keeps_its_split
     new = tmp_path / "new.csv"
     fresh = [(a + " new", b, s) for a, b, s in _rows(30, seed=5)[4:]] + [rows[10]]  # the last one is already there
     pd.DataFrame(fresh, columns=["sentence1", "sentence2", "score"]).to_csv(new, index=False)
-    added = append_rows(tmp_path, table, new, check=prepare_check())
+    added = append_rows(tmp_path, table, AddRequest(table.name, new), check=prepare_check())
     assert added.added == len(fresh) - 1 and added.duplicates == (len(fresh) + 1,)
     grown = path.read_bytes()
     if ext != ".parquet":  # an append: the earlier bytes are untouched (BOM, CRLF, quoting, the missing final newline)
@@ -149,10 +149,10 @@ def test_data_add_appends_after_the_existing_bytes_and_every_row_keeps_its_split
     assert after[key].head(len(before)).equals(before[key])
     assert len(after) == len(before) + added.added
     # appending the same file again adds nothing and says which lines it skipped
-    again = append_rows(tmp_path, table, new, check=prepare_check())
+    again = append_rows(tmp_path, table, AddRequest(table.name, new), check=prepare_check())
     assert again.added == 0 and len(again.duplicates) == len(fresh)
     with pytest.raises(InputError, match="repeat a pair already in"):
-        append_rows(tmp_path, table, new, duplicates="refuse")
+        append_rows(tmp_path, table, AddRequest(table.name, new, duplicates="refuse"))
 
 
 def test_a_refused_add_leaves_the_file_byte_for_byte(tmp_path):
@@ -163,14 +163,14 @@ def test_a_refused_add_leaves_the_file_byte_for_byte(tmp_path):
     pd.DataFrame({"sentence1": [f"s{i}" for i in range(400)], "sentence2": ["t"] * 400,
                   "score": ["9"] * 400}).to_csv(bad, index=False)
     with pytest.raises(InputError, match="outside the declared scale"):
-        append_rows(tmp_path, table, bad, check=prepare_check())
+        append_rows(tmp_path, table, AddRequest(table.name, bad), check=prepare_check())
     assert path.read_bytes() == original
     raw = _declare(tmp_path, ".tsv", lambda p: _writers()[".raw.tsv"](p, _rows(200)))
     before = (tmp_path / raw.file).read_bytes()
     tabbed = tmp_path / "tabbed.csv"
     pd.DataFrame({"sentence1": ["a\tb"], "sentence2": ["c"], "score": ["1"]}).to_csv(tabbed, index=False)
     with pytest.raises(InputError, match="unquoted form cannot hold"):
-        append_rows(tmp_path, raw, tabbed, check=prepare_check())
+        append_rows(tmp_path, raw, AddRequest(raw.name, tabbed), check=prepare_check())
     assert (tmp_path / raw.file).read_bytes() == before
 
 
@@ -183,7 +183,8 @@ def test_two_concurrent_adds_serialise(tmp_path):
                      columns=["sentence1", "sentence2", "score"]).to_csv(f, index=False)
         files.append(f)
     before, _, _ = read_table(table, tmp_path)
-    threads = [threading.Thread(target=append_rows, args=(tmp_path, table, f), kwargs={"check": prepare_check()})
+    threads = [threading.Thread(target=append_rows, args=(tmp_path, table, AddRequest(table.name, f)),
+                                kwargs={"check": prepare_check()})
                for f in files]
     for t in threads:
         t.start()

@@ -67,13 +67,14 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def _data_add(args: argparse.Namespace) -> int:
     """``stsreg data add ROWS --table NAME``: append (after the same checks prepare makes), then emit the event."""
-    from pipelines.product.data_events import add_rows
+    from pipelines.product.data_events import add_and_emit
+    from stsreg.product.data.append import AddRequest
 
     prepare = load_params(args.params).prepare
+    request = AddRequest(args.table, Path(args.file), args.duplicates, prepare.max_rejected_fraction,
+                         skip_bad=args.skip_bad, encoding=args.encoding, wait_s=0.0 if args.no_wait else args.wait_s)
     try:
-        table, added, event = add_rows(Path("."), prepare.sts_tables, args.table, Path(args.file), args.duplicates,
-                                       prepare.max_rejected_fraction, skip_bad=args.skip_bad, encoding=args.encoding,
-                                       wait_s=0.0 if args.no_wait else args.wait_s)
+        table, added, event = add_and_emit(Path("."), prepare.sts_tables, request)
     except TimeoutError as exc:
         raise InputError(f"{args.file}: not added to --table {args.table}: {exc}") from None
     dups = (f"; {len(added.duplicates)} row(s) already in the table or repeated, skipped (lines "

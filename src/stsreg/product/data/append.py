@@ -39,6 +39,40 @@ DUPLICATE_MODES = ("skip", "refuse")
 
 
 @dataclass(frozen=True)
+class AddRequest:
+    """One ``stsreg data add``: the rows of ``rows_file`` (any supported format, the table's column names) for the
+    declared table named ``table``. ``duplicates``: skip | refuse rows repeating a pair already there or in the file;
+    ``max_rejected_fraction``: prepare's reject cap for the grown table (``prepare.max_rejected_fraction``);
+    ``skip_bad``: rows prepare would reject are left out (else any refuses the add); ``encoding``: the rows file's
+    (None: UTF-8, else the table's declared one); ``wait_s``: how long to wait for a running stage or ``dvc repro``
+    (0: not at all)."""
+
+    table: str
+    rows_file: Path
+    duplicates: str = "skip"
+    max_rejected_fraction: float = 1.0
+    skip_bad: bool = False
+    encoding: str | None = None
+    wait_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class _Appending:
+    """What appending to a table's file and judging the result needs, fixed for one add: the file's ``fmt`` and
+    ``target`` path, what restores it (``original``), its ``current`` content, the ``request``, the declared ``table``,
+    the ``project`` and prepare's ``check``."""
+
+    fmt: object
+    target: Path
+    original: bytes | int
+    current: TableFile
+    request: AddRequest
+    table: object
+    project: Path
+    check: object
+
+
+@dataclass(frozen=True)
 class Added:
     """What an add did: rows appended, rows left out as duplicates (their lines in the new file), the dialect, and
     with ``skip_bad`` the rows left out because prepare would reject them (``(line in the new file, reason)``)."""
@@ -164,24 +198,36 @@ def prepare_check(max_rejected_fraction: float = 1.0):
     return check
 
 
-def append_rows(project: Path, table, rows_file: Path, duplicates: str = "skip", check=None,
-                skip_bad: bool = False, encoding: str | None = None, wait_s: float = 3600.0) -> Added:
-    """Append ``rows_file``'s rows (any supported format, the table's column names) to declared ``table``'s file.
+def add_rows(project: Path, tables, request: AddRequest):
+    """Append ``request``'s rows to the declared table it names (of ``tables``, ``prepare.sts_tables``; the public
+    tables are read from the mirror, not grown), judged as ``prepare`` will read the grown table, its reject cap
+    included (:func:`append_rows` with :func:`prepare_check`). Returns (the table, :class:`Added`)."""
+    declared = {t.name: t for t in tables if not t.reader}
+    if request.table not in declared:
+        raise InputError(f"--table {request.table!r} is not a table of yours in prepare.sts_tables (yours: "
+                         f"{sorted(declared)})")
+    table = declared[request.table]
+    return table, append_rows(project, table, request, check=prepare_check(request.max_rejected_fraction))
+
+
+def append_rows(project: Path, table, request: AddRequest, check=None) -> Added:
+    """Append ``request``'s rows to the declared ``table``'s file (the table ``request.table`` names).
     ``check(table, project, lines)`` (prepare's reading of the grown table; ``lines``: ``{line in the table: line in
-    rows_file}`` of the new rows) runs after the read-back and returns ``{line in rows_file: reason}`` of each new row
-    prepare would reject: each row is judged on its own, whatever the table's reject cap, so any such row refuses the
-    add, naming every line, unless ``skip_bad`` (then only the others are added, and the result lists them). A check
-    raising restores the file. ``rows_file`` is read in ``encoding`` (None: UTF-8, else the table's declared
-    ``encoding``: :func:`_read_rows`; the result says which). Waits up to ``wait_s`` seconds (0: not at all) for a
-    running stage or ``dvc repro`` (:func:`~stsreg.infra.locking.data_write_lock`), then ``TimeoutError``. Raises
-    :class:`InputError` with nothing written."""
+    the rows file}`` of the new rows) runs after the read-back and returns ``{line in the rows file: reason}`` of each
+    new row prepare would reject: each row is judged on its own, whatever the table's reject cap, so any such row
+    refuses the add, naming every line, unless ``request.skip_bad`` (then only the others are added, and the result
+    lists them). A check raising restores the file. The rows file is read in ``request.encoding`` (:func:`_read_rows`;
+    the result says which). Waits up to ``request.wait_s`` seconds for a running stage or ``dvc repro``
+    (:func:`~stsreg.infra.locking.data_write_lock`), then ``TimeoutError``. Raises :class:`InputError` with nothing
+    written."""
+    rows_file, duplicates = request.rows_file, request.duplicates
     if duplicates not in DUPLICATE_MODES:
         raise InputError(f"duplicates must be one of {DUPLICATE_MODES}, got {duplicates!r}")
     target = project / table.file
     fmt = format_of(target)
-    with data_write_lock(project, wait_s):
+    with data_write_lock(project, request.wait_s):
         current = read_frame(target, table.quoting, table.encoding)
-        rows, lines, encoding = _new_rows(rows_file, current, table, encoding)
+        rows, lines, encoding = _new_rows(rows_file, current, table, request.encoding)
         s1, s2 = table.columns.sentence1, table.columns.sentence2
         if s1 in rows.columns and s2 in rows.columns:
             keys = _pair_keys(rows, s1, s2)
@@ -198,12 +244,14 @@ def append_rows(project: Path, table, rows_file: Path, duplicates: str = "skip",
             return Added(0, dup_lines, described, encoding=encoding)
         # what restores the file: one that grows at its end only is cut back to its size, one rewritten is copied
         original = target.stat().st_size if fmt.in_place else target.read_bytes()
+        appending = _Appending(fmt, target, original, current, request, table, project, check)
+
         def first(bad: dict[int, str]) -> None:
             _other_scale(bad, rows, rows_file, table)
-            if bad and not skip_bad:
+            if bad and not request.skip_bad:
                 _refuse_bad(bad, rows_file, table)
 
-        bad = _append_judged(fmt, target, original, current, rows, lines, rows_file, table, project, check, first)
+        bad = _append_judged(appending, rows, lines, first)
         if not bad:
             return Added(len(rows), dup_lines, described, encoding=encoding)
         _restore(target, original)  # then the good rows alone, checked again
@@ -217,22 +265,23 @@ def append_rows(project: Path, table, rows_file: Path, duplicates: str = "skip",
                 raise InputError(f"{rows_file}: rows judged good were rejected once the others were left out; "
                                  "nothing was added")
 
-        _append_judged(fmt, target, original, current, rows, lines, rows_file, table, project, check, again)
+        _append_judged(appending, rows, lines, again)
         return Added(len(rows), dup_lines, described, tuple(bad.items()), encoding)
 
 
-def _append_judged(fmt, target: Path, original: bytes | int, current: TableFile, rows: pd.DataFrame,
-                   lines: pd.Series, rows_file: Path, table, project: Path, check, judge) -> dict[int, str]:
-    """Append ``rows``, read the file back, and return what ``check`` says of the new rows (``{line in rows_file:
-    reason}``) after ``judge`` of it, which may refuse; any exception restores the file to ``original``."""
+def _append_judged(appending: _Appending, rows: pd.DataFrame, lines: pd.Series, judge) -> dict[int, str]:
+    """Append ``rows`` (their ``lines`` in the rows file), read the file back, and return what the check says of the
+    new rows (``{line in the rows file: reason}``) after ``judge`` of it, which may refuse; any exception restores the
+    file to what it was."""
+    a = appending
     try:
-        fmt.append(target, current, rows, lines, rows_file)
-        grown = _verify(target, table, current, rows, lines, rows_file)
-        bad = check(table, project, grown) if check is not None else {}
+        a.fmt.append(a.target, a.current, rows, lines, a.request.rows_file)
+        grown = _verify(a.target, a.table, a.current, rows, lines, a.request.rows_file)
+        bad = a.check(a.table, a.project, grown) if a.check is not None else {}
         judge(bad)
         return bad
     except BaseException:
-        _restore(target, original)
+        _restore(a.target, a.original)
         raise
 
 
