@@ -75,9 +75,9 @@ def test_a_server_runs_torch_in_fp32_on_a_bf16_cpu_unless_bf16_is_asked_for(monk
 
     monkeypatch.setattr(precision, "native_bf16", lambda device: True)  # the rule, on any CPU; the kernels: below
     cpu = torch.device("cpu")
-    assert precision.served("auto", cpu) == "fp32"
-    assert precision.served("bf16", cpu) == "bf16" and precision.served("fp32", cpu) == "fp32"
-    assert precision.served("auto", torch.device("cuda", 0)) == "auto"
+    assert precision.serving_precision("auto", cpu) == "fp32"
+    assert precision.serving_precision("bf16", cpu) == "bf16" and precision.serving_precision("fp32", cpu) == "fp32"
+    assert precision.serving_precision("auto", torch.device("cuda", 0)) == "auto"
 
 
 def _native_bf16_cpu() -> bool:
@@ -95,9 +95,9 @@ def test_the_served_default_holds_on_a_bf16_cpu(folder):
     import torch
 
     from stsreg.product.model import SiameseRegressor
-    from stsreg.product.precision import served
+    from stsreg.product.precision import serving_precision
 
-    model = SiameseRegressor.load(folder, precision=served("auto", torch.device("cpu"))).eval()
+    model = SiameseRegressor.load(folder, precision=serving_precision("auto", torch.device("cpu"))).eval()
     alone, batched = _alone_and_in_company(model)
     assert (np.abs(alone - batched).max(axis=1) / np.linalg.norm(alone, axis=1)).max() <= 1e-5
 

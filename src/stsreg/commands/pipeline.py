@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from stsreg.commands import add_params
 from stsreg.infra.config import load_params
+from stsreg.infra.errors import InputError
 from stsreg.infra.public_tables import DEV_TABLE
 
 
@@ -210,7 +211,6 @@ def champion(sub, name: str) -> None:
 
 def cmd_champion(args: argparse.Namespace) -> int:
     from stsreg.infra import tracking
-    from stsreg.infra.errors import InputError
     from stsreg.product.champion_by_hand import previous_champion, set_champion
     from stsreg.product.champion_pin import PIN_FILE, pin_champion, read_pin
     from stsreg.product.registry import MODEL_NAME, version_by_alias

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from stsreg.infra.config import load_params
+from stsreg.infra.errors import InputError
 from stsreg.infra.settings_operations import SERVING_BACKENDS, ServeParams
 
 
@@ -239,7 +240,6 @@ def backbone(sub, name: str) -> None:
 
 def cmd_backbone(args: argparse.Namespace) -> int:
     """``stsreg backbone list | install NAME | path NAME`` (:mod:`stsreg.product.backbones`)."""
-    from stsreg.infra.errors import InputError
     from stsreg.product import backbones
 
     if args.action == "list":

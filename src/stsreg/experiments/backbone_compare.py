@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from stsreg.infra.config import Params, with_overrides
+from stsreg.infra.errors import InputError
 
 ROOT = Path("reports/compare_backbones")
 #: The DVC stage (a ``foreach`` over the backbones in dvc.yaml) and the modules it runs. Declared here, not in
@@ -72,7 +73,6 @@ def from_cli(params: Params, backbone: str | None, set_items: list[str], resolve
     """What ``--backbone NAME --set KEY=VALUE ...`` make of ``params``: :func:`resolved` (or ``resolve``, e.g.
     :func:`stsreg.experiments.backbone_search.resolved`) on ``backbone`` (default: ``model.backbone``). A bad
     ``--set`` is an :class:`InputError`; a packaged backbone not installed stops here, before anything runs."""
-    from stsreg.infra.errors import InputError
     from stsreg.product.backbones import resolve_backbone
 
     try:

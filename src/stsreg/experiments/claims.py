@@ -25,6 +25,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from stsreg.infra.errors import InputError
+
 #: Targets for the best regression row on the default backbone (mean of the seeds), from the project's quality goal.
 TARGET_AVG7, TARGET_UNSEEN = 83.6, 82.0
 VIEWS = (("avg7", "all pairs"), ("avg7_unseen", "unseen pairs"))
@@ -74,7 +76,6 @@ def load(folder: Path, backbone: str | None = None) -> Comparison:
     """A comparison folder; ``backbone`` defaults to ``model.backbone`` of the folder's ``params.yaml``.
 
     Raises :class:`~stsreg.infra.errors.InputError` naming the file when the folder holds no finished comparison."""
-    from stsreg.infra.errors import InputError
 
     for name in ("results.csv",) + (("params.yaml",) if backbone is None else ()):
         if not (folder / name).is_file():

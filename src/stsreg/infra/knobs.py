@@ -20,6 +20,8 @@ import yaml
 from pydantic import BeforeValidator, ConfigDict, Field, Strict, ValidationError
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from stsreg.infra.errors import InputError
+
 _TYPE_WORDS = {bool: "a boolean (true/false)", int: "an integer", float: "a float", str: "a string"}
 # YAML 1.1 reads `1e-5` (no dot) as a string: a float field accepts such a numeric string, nothing else.
 _FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
@@ -184,7 +186,6 @@ def build(cls: type, source: str, **values: Any) -> Any:
     """``cls(**values)`` for a section built from something other than params.yaml (command-line flags): its
     constraints are checked as params.yaml's are, and a problem is an :class:`~stsreg.infra.errors.InputError`
     naming ``source`` (``stsreg data check: d: expected a value > 0, got -1.0``), not a traceback."""
-    from stsreg.infra.errors import InputError
 
     try:
         return cls(**values)

@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 from stsreg.infra import tracking
+from stsreg.infra.errors import InputError
 from stsreg.product.registry import MODEL_NAME, PREDICTIONS, version_by_alias
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,6 @@ def set_champion(version: int, reason: str, name: str = MODEL_NAME, uri: str | N
 
     from mlflow.exceptions import MlflowException
 
-    from stsreg.infra.errors import InputError
 
     c = tracking.client(uri)
     try:
@@ -43,7 +43,6 @@ def set_champion(version: int, reason: str, name: str = MODEL_NAME, uri: str | N
 
 def previous_champion(name: str = MODEL_NAME, uri: str | None = None) -> int:
     """The champion before the current one: the latest earlier version the gate promoted or a person set."""
-    from stsreg.infra.errors import InputError
 
     c = tracking.client(uri)
     current = version_by_alias(c, name, "champion")

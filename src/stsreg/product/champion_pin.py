@@ -23,6 +23,7 @@ import logging
 from pathlib import Path
 
 from stsreg.infra import atomic
+from stsreg.infra.errors import InputError
 from stsreg.product.model_files import WEIGHTS_TAG, weights_digest
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,6 @@ def read_pin(path: Path | str = PIN_FILE) -> Pin:
     path = Path(path)
     if not path.exists():
         return Pin(None, why=f"{NO_CHAMPION} (no {path.name})")
-    from stsreg.infra.errors import InputError
 
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
@@ -124,7 +124,6 @@ def pinned_folder(pin: Pin, uri: str | None, dst: str | Path) -> Path:
     from mlflow.exceptions import MlflowException
 
     from stsreg.infra import tracking
-    from stsreg.infra.errors import InputError
     from stsreg.product import registry
 
     c = tracking.client(uri)

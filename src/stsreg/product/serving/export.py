@@ -24,6 +24,7 @@ import torch
 
 from stsreg.infra.backend_specs import BACKENDS as SPECS
 from stsreg.infra.backend_specs import NAMES as BACKENDS
+from stsreg.infra.errors import InputError
 from stsreg.product.serving.backends import REGISTRY, file_of
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,6 @@ def use_backend(model, backend: str, model_dir: str | os.PathLike, threads: int 
     """Run ``model``'s encoder on ``backend`` (a :data:`~stsreg.product.serving.backends.NAMES` entry) from now on;
     its file is read from ``model_dir`` (the folder ``model`` was loaded from). Returns ``model``, moved where the
     backend runs it (torch: this process's device; the ONNX backends: the CPU, in fp32)."""
-    from stsreg.infra.errors import InputError
 
     if backend not in REGISTRY:
         raise InputError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

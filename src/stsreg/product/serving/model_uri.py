@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from stsreg.infra.errors import InputError
+
 
 def answers(uri: str, timeout: float = 5.0) -> bool:
     """Whether the MLflow tracking server at ``uri`` (http[s]) answers its health check within ``timeout`` s."""
@@ -56,7 +58,6 @@ def resolve(model_uri: str, tracking_uri: str) -> str:
     not answer or no version has the alias: serving never starts on a guess."""
     import mlflow.exceptions
 
-    from stsreg.infra.errors import InputError
 
     if tracking_uri.startswith(("http://", "https://")) and not answers(tracking_uri):
         raise InputError(f"the MLflow tracking server {tracking_uri} does not answer: start it (`make servers`) or "

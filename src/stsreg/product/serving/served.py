@@ -36,14 +36,14 @@ class Served:
         from stsreg.infra.quiet import quiet
 
         from stsreg.infra.runtime import resolve_device
-        from stsreg.product.precision import served
+        from stsreg.product.precision import serving_precision
 
         local = mlflow.artifacts.download_artifacts(artifact_uri=artifact_uri, tracking_uri=tracking_uri)
         # the settings given go in at load, so the model starts on them (an explicit backend is not measured against
         # the others first); keys a version did not log are ignored by MLflow and set below. torch's precision is
         # the one a server may run (auto: fp32 on a bf16 CPU, where bf16 vectors move with their batch)
         setting = compute.precision
-        precision = served(setting, resolve_device())
+        precision = serving_precision(setting, resolve_device())
         given = {"precision": precision, "backend": compute.backend,
                  "scale": list(compute.scale) if compute.scale is not None else None}
         with quiet(warnings=("Add type hints to the `predict` method",), logs={"mlflow.pyfunc": ("Argument(s) ",)}):

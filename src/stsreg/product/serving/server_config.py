@@ -28,10 +28,10 @@ class _Frozen(BaseModel):
 
 
 class Compute(_Frozen):
-    """How the served model computes. ``precision``: auto | fp32 | bf16 (:func:`stsreg.product.precision.served`);
-    ``scale``: [lo, hi] of the served ``score`` (None: the scale the version was registered with); ``backend``:
-    torch | onnx | onnx-int8 | auto (None: the version's registered setting); ``threads``: intra-op threads (0: the
-    runtime's default, the cores)."""
+    """How the served model computes. ``precision``: auto | fp32 | bf16
+    (:func:`stsreg.product.precision.serving_precision`); ``scale``: [lo, hi] of the served ``score`` (None: the scale
+    the version was registered with); ``backend``: torch | onnx | onnx-int8 | auto (None: the version's registered
+    setting); ``threads``: intra-op threads (0: the runtime's default, the cores)."""
 
     precision: str = "auto"
     scale: tuple[float, float] | None = None
