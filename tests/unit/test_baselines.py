@@ -182,12 +182,12 @@ def test_fit_resumes_after_a_crash_to_the_same_weights(tmp_path):
 
 
 def test_length_grouped_epochs_cover_every_pair_once_and_resume_to_the_same_weights(tmp_path):
-    from stsreg.experiments.baselines.fit import resumable_steps
+    from stsreg.experiments.baselines.fit import Batches, Saved, resumable_steps
 
     seen: list[list[int]] = []
     lengths = [i % 7 for i in range(45)]
-    resumable_steps(45, 8, 2, 0, lambda idx: seen.append(idx) or 0.0, {}, {}, tmp_path / "g.pt", 100, "grouped",
-                    lengths=lengths)
+    resumable_steps(Batches(45, 8, 2, 0, lengths), lambda idx: seen.append(idx) or 0.0,
+                    Saved(tmp_path / "g.pt", 100, {}, {}), "grouped")
     assert len(seen) == 2 * math.ceil(45 / 8)  # as many steps as random batches
     for epoch in (seen[:6], seen[6:]):
         assert sorted(i for b in epoch for i in b) == list(range(45))

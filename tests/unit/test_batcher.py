@@ -8,7 +8,8 @@ import asyncio
 import numpy as np
 import pytest
 
-from stsreg.product.serving.batcher import Overloaded, TokenBatcher, TooLarge
+from stsreg.product.serving.batcher import TokenBatcher
+from stsreg.product.serving.refusals import Overloaded, TooLarge
 from stsreg.product.serving.server_config import Admission
 from tests.helpers.toy_served import Words
 

@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from stsreg.product.serving.batcher import Overloaded, TokenBatcher
+from stsreg.product.serving.batcher import TokenBatcher
+from stsreg.product.serving.refusals import Overloaded
 from stsreg.product.serving.server_config import Admission
 from tests.helpers.toy_served import Words
 

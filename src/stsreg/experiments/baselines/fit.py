@@ -59,51 +59,76 @@ def dev_metrics(model: PairScorer, dev: pd.DataFrame, batch_size: int) -> tuple[
     return spearman(gold, pred), float(np.mean((pred - gold / 5.0) ** 2))
 
 
-def resumable_steps(n: int, batch_size: int, epochs: int, seed: int, step_fn: Callable[[list[int]], float],
-                    state: dict, extra: dict, ckpt_path: Path, checkpoint_every: int, desc: str,
-                    after_step: Callable[[int], None] = lambda step: None,
-                    log_metric=lambda key, value, step: None, loss_name: str = "train_loss",
-                    lengths: list[int] | None = None) -> int:
-    """Run ``epochs`` over ``n`` examples in batches of ``batch_size``: ``step_fn(indices) -> loss`` takes one
-    optimizer step; ``after_step(step)`` runs after each (e.g. a dev evaluation). Returns the number of steps.
-
-    Resumable: every ``checkpoint_every`` steps and at the end, the state dicts of ``state`` (name -> module,
-    optimizer or scheduler), the mutable ``extra`` dict (histories; ``extra["losses"]`` collects the step losses),
-    the torch RNG state and the step go to ``ckpt_path`` (atomically); a call with that checkpoint present restores
-    them all and continues, so a killed run ends with the same weights. The batch order of each epoch comes from a
-    generator seeded with ``seed + epoch``, so it does not depend on where a run was resumed. With ``lengths``
-    ((n,) padded length of each example) the batches are length-grouped
+@dataclass(frozen=True)
+class Batches:
+    """Which examples each step takes: ``epochs`` passes over ``n`` examples in batches of ``batch_size``, each
+    epoch's order drawn from a generator seeded with ``seed + epoch`` (so it does not depend on where a run was
+    resumed); with ``lengths`` ((n,) padded length of each example) length-grouped
     (:func:`stsreg.product.training.batches.length_grouped`: the same number of batches, of similar-length examples)."""
-    steps_per_epoch = math.ceil(n / batch_size)
-    total, step = steps_per_epoch * epochs, 0
+
+    n: int
+    batch_size: int
+    epochs: int
+    seed: int
+    lengths: list[int] | None = None
+
+    @property
+    def per_epoch(self) -> int:
+        return math.ceil(self.n / self.batch_size)
+
+    def of_epoch(self, epoch: int) -> list[list[int]]:
+        order = torch.randperm(self.n, generator=torch.Generator().manual_seed(self.seed + epoch)).tolist()
+        if self.lengths is None:
+            return [order[i:i + self.batch_size] for i in range(0, self.n, self.batch_size)]
+        return length_grouped(order, self.lengths, self.batch_size, self.seed + epoch)
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What a run's checkpoint holds and where: every ``every`` steps and at the end, the state dicts of ``state``
+    (name -> module, optimizer or scheduler), the mutable ``extra`` dict (histories; ``extra["losses"]`` collects the
+    step losses), the torch RNG state and the step go to ``path`` (atomically)."""
+
+    path: Path
+    every: int
+    state: dict
+    extra: dict
+
+
+def resumable_steps(batches: Batches, step_fn: Callable[[list[int]], float], saved: Saved, desc: str,
+                    after_step: Callable[[int], None] = lambda step: None,
+                    log_metric=lambda key, value, step: None, loss_name: str = "train_loss") -> int:
+    """Run ``batches``: ``step_fn(indices) -> loss`` takes one optimizer step; ``after_step(step)`` runs after each
+    (e.g. a dev evaluation). Returns the number of steps.
+
+    Resumable: a call with ``saved``'s checkpoint present restores everything it holds and continues, so a killed
+    run ends with the same weights."""
+    steps_per_epoch, extra = batches.per_epoch, saved.extra
+    total, step = steps_per_epoch * batches.epochs, 0
     extra.setdefault("losses", [])
-    if ckpt_path.exists():
-        ck = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        for name, obj in state.items():
+    if saved.path.exists():
+        ck = torch.load(saved.path, map_location="cpu", weights_only=False)
+        for name, obj in saved.state.items():
             obj.load_state_dict(ck[name])
         extra.update(ck["extra"])
         torch.set_rng_state(ck["rng"])
         step = ck["step"]
         log.info("%s: resuming from step %d of %d", desc, step, total)
-    ckpt_path.parent.mkdir(parents=True, exist_ok=True)
+    saved.path.parent.mkdir(parents=True, exist_ok=True)
     bar = tqdm(total=total, initial=step, desc=desc, unit="step", disable=None)
-    for epoch in range(step // steps_per_epoch, epochs):
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
-        if lengths is None:
-            batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
-        else:
-            batches = length_grouped(order, lengths, batch_size, seed + epoch)
+    for epoch in range(step // steps_per_epoch, batches.epochs):
+        order = batches.of_epoch(epoch)
         for b in range(step - epoch * steps_per_epoch, steps_per_epoch):
-            extra["losses"].append(step_fn(batches[b]))
+            extra["losses"].append(step_fn(order[b]))
             step += 1
             log_metric(loss_name, extra["losses"][-1], step)
             bar.update(1)
             after_step(step)
-            if step % checkpoint_every == 0 or step == total:
-                tmp = ckpt_path.with_suffix(".tmp")
-                torch.save({**{name: obj.state_dict() for name, obj in state.items()}, "extra": extra,
+            if step % saved.every == 0 or step == total:
+                tmp = saved.path.with_suffix(".tmp")
+                torch.save({**{name: obj.state_dict() for name, obj in saved.state.items()}, "extra": extra,
                             "rng": torch.get_rng_state(), "step": step}, tmp)
-                os.replace(tmp, ckpt_path)
+                os.replace(tmp, saved.path)
     bar.close()
     return step
 
@@ -153,8 +178,9 @@ def fit(model: PairScorer, train: pd.DataFrame, dev: pd.DataFrame, cfg: FitConfi
     if not ckpt_path.exists():
         evaluate(0)  # the start (reported; a trained system keeps the best evaluation after it)
     model.train()
-    step = resumable_steps(len(train), cfg.batch_size, cfg.epochs, seed, step_fn, state, extra, ckpt_path,
-                           cfg.checkpoint_every, type(model).__name__, after_step, log_metric, lengths=lengths)
+    step = resumable_steps(Batches(len(train), cfg.batch_size, cfg.epochs, seed, lengths), step_fn,
+                           Saved(ckpt_path, cfg.checkpoint_every, state, extra), type(model).__name__, after_step,
+                           log_metric)
     history, losses = extra["history"], extra["losses"]
     start, kept = history[0], extra["best"] or history[0]
     if extra["best_state"] is not None:

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from stsreg.experiments.baselines.fit import resumable_steps
+from stsreg.experiments.baselines.fit import Batches, Saved, resumable_steps
 from stsreg.experiments.baselines.scoring import BiEncoder
 from stsreg.experiments.baselines.wordvec import WordVectors, tokenize
 
@@ -127,9 +127,10 @@ def pretrain_on_nli(encoder: RecurrentEncoder, nli: pd.DataFrame, epochs: int, b
         return loss.item()
 
     encoder.train()
-    steps = resumable_steps(len(nli), batch_size, epochs, seed, step_fn, {"encoder": encoder, "classifier": clf,
-                            "optimizer": opt}, extra, ckpt_path, checkpoint_every, "infersent nli",
-                            log_metric=log_metric, loss_name="nli_loss")
+    steps = resumable_steps(Batches(len(nli), batch_size, epochs, seed), step_fn,
+                            Saved(ckpt_path, checkpoint_every, {"encoder": encoder, "classifier": clf,
+                                                                "optimizer": opt}, extra),
+                            "infersent nli", log_metric=log_metric, loss_name="nli_loss")
     correct, losses = extra["correct"], extra["losses"]
     tail = max(1, len(correct) // 10)
     return {"nli_pairs": len(nli), "nli_steps": steps, "nli_train_accuracy_last_10pct": sum(correct[-tail:]) / tail,

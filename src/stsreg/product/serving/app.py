@@ -33,9 +33,10 @@ import time
 
 from stsreg.product.serving import openapi, protocol
 from stsreg.product.serving.asgi_io import read_body, send_body, until_disconnect
-from stsreg.product.serving.batcher import Overloaded, ShuttingDown, TokenBatcher, TooLarge
+from stsreg.product.serving.batcher import TokenBatcher
 from stsreg.product.serving.prometheus import CONTENT_TYPE_LATEST, Metrics
 from stsreg.product.serving.protocol import RequestError
+from stsreg.product.serving.refusals import Overloaded, ShuttingDown, TooLarge
 from stsreg.product.serving.server_config import Admission
 
 log = logging.getLogger(__name__)

@@ -44,8 +44,8 @@ from concurrent.futures import ThreadPoolExecutor
 from stsreg.product import tokens
 from stsreg.product.serving.encoder_cost import EncoderCost
 from stsreg.product.serving.prometheus import Metrics
-from stsreg.product.serving.queued import (Embedded, Overloaded, Request, ShuttingDown, TooLarge, deliver, fail,
-                                           pieces)
+from stsreg.product.serving.queued import Embedded, Request, deliver, fail, pieces
+from stsreg.product.serving.refusals import Overloaded, ShuttingDown, TooLarge
 from stsreg.product.serving.server_config import Admission
 
 __all__ = ["Embedded", "Overloaded", "ShuttingDown", "TokenBatcher", "TooLarge"]
@@ -240,13 +240,13 @@ class TokenBatcher:
             queue.remove(request)
             if not queue:
                 del self.queues[request.client]
-        left = sum(request.cost(p) for p in request.pieces)
+        left = sum(request.cost(p) for p in request.untaken)
         if left:
             self._queued(-left)
             self.metrics.refused.labels("client_gone").inc()
         self._unreserve(request.client, request.est)
         request.est = 0.0
-        request.pieces.clear()
+        request.untaken.clear()
 
     # -- the consumer --------------------------------------------------------------------------------
     async def _consume(self) -> None:
@@ -276,18 +276,18 @@ class TokenBatcher:
             # within a client, the request with the fewest pieces left (the first of those): a small request is not
             # held behind a large one of its client, and equal requests finish one after another rather than all
             # together at the end (a flood's admitted requests then come back while it goes on)
-            request = min(queue, key=lambda r: len(r.pieces) if r.pieces and not r.future.done() else -1)
-            if request.future.done() or not request.pieces:
+            request = min(queue, key=lambda r: len(r.untaken) if r.untaken and not r.future.done() else -1)
+            if request.future.done() or not request.untaken:
                 self._done_with(queue, client, request)
                 continue
             model = request.model if model is None else model
-            piece = request.pieces[0]
+            piece = request.untaken[0]
             cost = request.cost(piece)
             seconds = min(request.est, self.cost.seconds(request.table[tokens.LENGTH][piece[0]:piece[1]]))
             if request.model is not model or (batch and (cost > budget or took + seconds > BATCH_SECONDS)):
                 passed.add(client)  # its own batch, or the next one
                 continue
-            request.pieces.popleft()
+            request.untaken.popleft()
             took += seconds
             self.virtual = self.service[client]
             self.service[client] += seconds
@@ -296,7 +296,7 @@ class TokenBatcher:
             batch.append((request, piece))
             budget -= cost
             self._queued(-cost)
-            if not request.pieces:
+            if not request.untaken:
                 self._done_with(queue, client, request)
         return batch
 

@@ -1,6 +1,6 @@
 """What waits in :class:`~stsreg.product.serving.batcher.TokenBatcher`'s queue: a request (its tokens, its model,
-its pieces of at most ``batch_tokens`` tokens and the vectors computed so far), how it is answered or failed, and the
-refusals the queue gives (429, 413, 503)."""
+the pieces not yet taken, of at most ``batch_tokens`` tokens each, and the vectors encoded so far), and how it is
+answered (:class:`Embedded`) or failed. The refusals the queue gives are :mod:`stsreg.product.serving.refusals`."""
 
 from __future__ import annotations
 
@@ -12,22 +12,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from stsreg.product import tokens
-
-
-class Overloaded(Exception):
-    """The queue holds as many tokens as it may: try again in ``retry_after`` seconds."""
-
-    def __init__(self, queued: int, limit: int, retry_after: int):
-        super().__init__(f"the server is busy: {queued} tokens queued of {limit}; retry in {retry_after} s")
-        self.retry_after = retry_after
-
-
-class ShuttingDown(Exception):
-    """The server is stopping: a request still queued is answered with this (503)."""
-
-
-class TooLarge(Exception):
-    """A request of more tokens than the queue may ever hold, or (``truncate`` off) a text over the maximum length."""
 
 
 @dataclass
@@ -47,8 +31,8 @@ class Request:
     table: dict
     model: object
     future: asyncio.Future
-    pieces: deque  # (start, stop) row ranges not yet taken, in order
-    parts: dict = field(default_factory=dict)  # start -> (rows, d) vectors encoded so far
+    untaken: deque  # (start, stop) row ranges not yet taken by a batch, in order (:func:`pieces`)
+    encoded: dict = field(default_factory=dict)  # start of a range -> its (rows, d) vectors, once encoded
     queued: float = field(default_factory=time.perf_counter)
     cut: list[int] = field(default_factory=list)
     client: str = ""  # whose queue it waits in (an API key or a peer address)
@@ -77,16 +61,16 @@ def pieces(lengths: list[int], budget: int, text_seconds, max_s: float) -> deque
 
 def deliver(request: Request, start: int, vectors) -> None:
     """One piece's vectors; the request is answered once every piece is in, in its order."""
-    request.parts[start] = np.asarray(vectors, dtype=np.float32)
-    if request.future.done() or request.pieces or sum(len(v) for v in request.parts.values()) < len(request.sentences):
+    request.encoded[start] = np.asarray(vectors, dtype=np.float32)
+    if request.future.done() or request.untaken or sum(map(len, request.encoded.values())) < len(request.sentences):
         return
-    stacked = np.concatenate([request.parts[k] for k in sorted(request.parts)])
+    stacked = np.concatenate([request.encoded[k] for k in sorted(request.encoded)])
     if stacked.shape[0] != len(request.sentences):
         raise ValueError(f"the encoder gave {stacked.shape[0]} vectors for {len(request.sentences)} sentences")
     request.future.set_result(Embedded(stacked, request.model, sum(request.table[tokens.LENGTH]), request.cut))
 
 
 def fail(request: Request, exc: BaseException) -> None:
-    request.pieces.clear()
+    request.untaken.clear()
     if not request.future.done():
         request.future.set_exception(exc)

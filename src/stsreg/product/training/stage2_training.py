@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -69,17 +69,42 @@ def _prepare_model(model: SiameseRegressor, objective: Objective, device: torch.
     return model, amp_dtype
 
 
-def _step(runner, model, objective, opt, sched, batch_a: dict, batch_b: dict, y: torch.Tensor, amp_dtype, device,
-          max_grad_norm: float) -> torch.Tensor:
+@dataclass(frozen=True)
+class TrainingRun:
+    """What one stage-2 run trains with, fixed before its first step: the ``model`` (its weights) and the ``runner``
+    called on a batch (the model, DDP-wrapped when distributed), the ``objective``, the optimizer ``opt`` and its
+    schedule ``sched``, the autocast ``amp_dtype`` (None: fp32) on ``device``, the process count ``world_size``, the
+    ``seed`` and the optimisation settings ``p``."""
+
+    model: SiameseRegressor
+    runner: torch.nn.Module
+    objective: Objective
+    opt: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LRScheduler
+    amp_dtype: torch.dtype | None
+    device: torch.device
+    world_size: int
+    seed: int
+    p: Stage2Params
+
+    def key(self) -> dict:
+        """What a checkpoint of this run is resumed by (with the data): config, seed, processes, precision, the
+        starting weights and the loop's code."""
+        return {"config": asdict(self.p), "seed": self.seed, "processes": self.world_size,
+                "precision": precision.describe(self.amp_dtype), "weights": weights_fingerprint(self.model),
+                "code": code_hash(LOOP_CODE)}
+
+
+def _step(run: TrainingRun, batch_a: dict, batch_b: dict, y: torch.Tensor) -> torch.Tensor:
     """One optimizer step on a padded batch (``y``: (batch,) labels); returns the loss (a 0-d tensor)."""
-    with precision.autocast(amp_dtype, device):  # the encoder in bf16 where resolved; the loss in fp32
-        u, v, score = runner(batch_a, batch_b)
-    loss = objective(u.float(), v.float(), score.float(), y)
-    opt.zero_grad(set_to_none=True)
+    with precision.autocast(run.amp_dtype, run.device):  # the encoder in bf16 where resolved; the loss in fp32
+        u, v, score = run.runner(batch_a, batch_b)
+    loss = run.objective(u.float(), v.float(), score.float(), y)
+    run.opt.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-    opt.step()
-    sched.step()
+    torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.p.max_grad_norm)
+    run.opt.step()
+    run.sched.step()
     return loss
 
 
@@ -138,8 +163,10 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
     total_steps = steps_per_epoch * p.epochs
     runner, amp_dtype = _prepare_model(model, objective, device, world_size)
     opt, sched = build_optimizer(model, p.lr, p.weight_decay, p.layer_decay, total_steps, p.warmup_ratio)
-    data = [pairs_digest, y.tolist(), len(dev)]
-    ckpt = _checkpointer(ckpt_dir, p, seed, world_size, amp_dtype, data, (model, opt, sched))
+    run = TrainingRun(model, runner, objective, opt, sched, amp_dtype, device, world_size, seed, p)
+    # a checkpoint is resumed only by the same run on the same data
+    ckpt = Checkpointer(ckpt_dir, {**run.key(), "data": [pairs_digest, y.tolist(), len(dev)]},
+                        {"seed": seed, "stage2": asdict(p)}, model, opt, sched)
     state = ckpt.resume(rank) or {"step": 0, **new_state()}
     select = DevSelector(model, dev, p.eval_batch_size, keep or p.keep, state,
                          {"best": ckpt_dir / "best", "trained": ckpt_dir / "best_trained"}, log_metric, on_eval)
@@ -156,8 +183,7 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
             idx = batches[b]
             step += 1
             epoch_end = b == len(batches) - 1
-            loss = _step(runner, model, objective, opt, sched, model.collate(ids_a, idx), model.collate(ids_b, idx),
-                         y[idx].to(device), amp_dtype, device, p.max_grad_norm)
+            loss = _step(run, model.collate(ids_a, idx), model.collate(ids_b, idx), y[idx].to(device))
             state["step"] = step
             bar.update(1)
             losses.add(loss, step)
@@ -171,32 +197,22 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
             runtime.barrier()
     bar.close()
     losses.close(step)
-    summary = _summary(step, total_steps, select, state, world_size, amp_dtype, seed, p, started_from)
+    summary = _summary(run, step, total_steps, select, state, started_from)
     if rank == 0:
         _write_output(select.kept_dir, summary, out_dir, drawn_from)
     runtime.barrier()
     return summary
 
 
-def _summary(step: int, total_steps: int, select: DevSelector, state: dict, world_size: int, amp_dtype, seed: int,
-             p: Stage2Params, started_from: dict | None) -> dict:
+def _summary(run: TrainingRun, step: int, total_steps: int, select: DevSelector, state: dict,
+             started_from: dict | None) -> dict:
     """The run's ``training_summary.json``: steps, both dev selections, the loss curve, processes, precision, the
     resolved config and, when given, what the starting weights were."""
     # only rank 0 evaluates: the other DDP ranks have no dev curve; the loss curve is rank 0's share of the batches
     summary = {"steps": step, "total_steps": total_steps, **select.summary(), "loss_curve": state["loss_curve"],
-               "world_size": world_size, "precision": precision.describe(amp_dtype),
-               "config": {"seed": seed, "stage2": asdict(p)}}
+               "world_size": run.world_size, "precision": precision.describe(run.amp_dtype),
+               "config": {"seed": run.seed, "stage2": asdict(run.p)}}
     return summary | ({"started_from": started_from} if started_from is not None else {})
-
-
-def _checkpointer(ckpt_dir: Path, p: Stage2Params, seed: int, world_size: int, amp_dtype, data: list,
-                  trained: tuple) -> Checkpointer:
-    """The run's checkpoints of ``trained`` (model, optimizer, scheduler): a checkpoint is resumed only by the same
-    config, seed, process count, precision, starting weights, ``data`` and loop code."""
-    model = trained[0]
-    key = {"config": asdict(p), "seed": seed, "processes": world_size, "precision": precision.describe(amp_dtype),
-           "weights": weights_fingerprint(model), "data": data, "code": code_hash(LOOP_CODE)}
-    return Checkpointer(ckpt_dir, key, {"seed": seed, "stage2": asdict(p)}, *trained)
 
 
 def _log_step(log_metric, loss: torch.Tensor, sched, step: int) -> None:
