@@ -18,7 +18,7 @@ ADD_ONE = textwrap.dedent('''
     tf.FILE_FORMATS += (tf.FileFormat("psv", (".psv",), tf.read_delimited("|"), format_writers.append_delimited),)
     from stsreg.infra.config import StsTableColumns, StsTableSource
     from stsreg.product.data.append import AddRequest, append_rows, prepare_check
-    from stsreg.product.data.check import check
+    from stsreg.product.data.check import TableToCheck, check
     from stsreg.product.data.user_tables import read_table
 
     project = Path(sys.argv[1])
@@ -31,7 +31,7 @@ ADD_ONE = textwrap.dedent('''
         project / "new.csv", index=False)
     added = append_rows(project, table, AddRequest(table.name, project / "new.csv"), check=prepare_check())
     grown, _, _ = read_table(table, project)
-    preview = check(str(project / "data/tables/pairs.psv"), "sentence1", "sentence2", "score")
+    preview = check(TableToCheck(str(project / "data/tables/pairs.psv"), "sentence1", "sentence2", "score"))
     print(json.dumps({"kept": len(kept), "rejected": len(rejects), "added": added.added, "grown": len(grown),
                       "tail": (project / "data/tables/pairs.psv").read_text().splitlines()[-1],
                       "preview": preview.splitlines()[0]}))

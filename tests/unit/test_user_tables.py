@@ -233,13 +233,13 @@ def test_data_check_proposes_d_from_the_scores_and_judges_stage2_x0(tmp_path, mo
     """`data check` on a 0-100 file used to suggest `d: 1` and training on it, which stage 2 then refused."""
     import random
 
-    from stsreg.product.data.check import check
+    from stsreg.product.data.check import TableToCheck, check
 
     monkeypatch.chdir(tmp_path)
     rng = random.Random(0)
     rows = [(f"first {i} {rng.random()}", f"second {i}", rng.choice(scores)) for i in range(400)]
     pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"]).to_csv("mine.csv", index=False)
-    text = check("mine.csv", "sentence1", "sentence2", "score", x0=0.2)
+    text = check(TableToCheck("mine.csv", "sentence1", "sentence2", "score"), x0=0.2)
     assert f"      d: {d:g}\n" in text and "scale: [0, 100]" in text
     assert ("stage2.x0 = 0.2 is accepted" in text) == accepted and ("would be REFUSED" in text) == (not accepted)
     assert ("then train on it (stage2.train_tables" in text) == accepted
@@ -247,11 +247,11 @@ def test_data_check_proposes_d_from_the_scores_and_judges_stage2_x0(tmp_path, mo
 
 def test_data_check_names_a_missing_file_without_claiming_it_is_declared(tmp_path, monkeypatch):
     from stsreg.infra.errors import InputError
-    from stsreg.product.data.check import check
+    from stsreg.product.data.check import TableToCheck, check
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InputError) as err:
-        check("nope.csv", "sentence1", "sentence2", "score")
+        check(TableToCheck("nope.csv", "sentence1", "sentence2", "score"))
     assert "nope.csv: no such file" in str(err.value) and "declared" not in str(err.value)
 
 
@@ -259,12 +259,12 @@ def test_data_check_refuses_flags_out_of_range_as_params_yaml_would(tmp_path, mo
     """A table built from `data check`'s flags is checked by the same types as params.yaml's tables (it was never
     checked): a negative d or a dev share of 1.5 is an InputError naming the flag's key, not a traceback."""
     from stsreg.infra.errors import InputError
-    from stsreg.product.data.check import check
+    from stsreg.product.data.check import TableToCheck, check
 
     monkeypatch.chdir(tmp_path)
     pd.DataFrame([("a b", "c d", 3.0), ("e f", "g h", 1.0)], columns=["sentence1", "sentence2", "score"]).to_csv(
         "mine.csv", index=False)
     with pytest.raises(InputError) as err:
-        check("mine.csv", "sentence1", "sentence2", "score", d=-1.0, dev_fraction=1.5)
+        check(TableToCheck("mine.csv", "sentence1", "sentence2", "score", d=-1.0, dev_fraction=1.5))
     assert "stsreg data check: d: expected a value > 0, got -1.0" in str(err.value)
     assert "stsreg data check: dev_fraction: expected a value < 1, got 1.5" in str(err.value)

@@ -51,7 +51,7 @@ def data(sub, name: str) -> None:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    from stsreg.product.data.check import check
+    from stsreg.product.data.check import TableToCheck, check
 
     if args.action == "add":
         return _data_add(args)
@@ -60,8 +60,9 @@ def cmd_data(args: argparse.Namespace) -> int:
     params = load_params(args.params) if Path(args.params).is_file() else None
     x0 = params.stage2.x0 if params else None
     cap = (params or Params()).prepare.max_rejected_fraction
-    print(check(args.file, args.sentence1, args.sentence2, args.score, args.split, args.scale, args.d, args.name,
-                args.dev_fraction, args.test_fraction, x0, args.encoding or "auto", cap))
+    given = TableToCheck(args.file, args.sentence1, args.sentence2, args.score, args.split, args.scale, args.d,
+                         args.name, args.dev_fraction, args.test_fraction, args.encoding or "auto")
+    print(check(given, x0, cap))
     return 0
 
 

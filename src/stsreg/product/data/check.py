@@ -9,6 +9,7 @@ rejects with their line and reason, a histogram of the scores on the file's own 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -58,21 +59,40 @@ def histogram(scores: np.ndarray, scale: tuple[float, float], bins: int = 10, wi
                      for i, c in enumerate(counts))
 
 
-def check(file: str, sentence1: str, sentence2: str, score: str, split: str = "", scale: tuple | None = None,
-          d: float | None = None, name: str | None = None, dev_fraction: float = 0.1, test_fraction: float = 0.1,
-          x0: float | None = None, encoding: str = "auto", max_rejected_fraction: float | None = None) -> str:
-    """The preview's text; raises :class:`~stsreg.infra.errors.InputError` where ``prepare`` would refuse the table
-    (its reject cap ``max_rejected_fraction``, ``prepare.max_rejected_fraction``, included). ``x0``: stage 2's buffer
-    (params.yaml), judged against the table's ``d``. ``encoding``: the file's, as ``prepare.sts_tables[].encoding``
-    (auto: a BOM, else UTF-8)."""
+@dataclass(frozen=True)
+class TableToCheck:
+    """A table as ``stsreg data check`` is told of it: its ``file``; the columns holding ``sentence1``, ``sentence2``,
+    ``score`` and (optional) ``split``; its ``scale`` [lo, hi] and label gap ``d`` (None: guessed from the scores);
+    the ``name`` it would be declared under (None: from the file's name); the hashed split's ``dev_fraction`` and
+    ``test_fraction`` (without a split column); its ``encoding``, as ``prepare.sts_tables[].encoding`` (auto: a BOM,
+    else UTF-8)."""
+
+    file: str
+    sentence1: str
+    sentence2: str
+    score: str
+    split: str = ""
+    scale: tuple | None = None
+    d: float | None = None
+    name: str | None = None
+    dev_fraction: float = 0.1
+    test_fraction: float = 0.1
+    encoding: str = "auto"
+
+
+def check(given: TableToCheck, x0: float | None = None, max_rejected_fraction: float | None = None) -> str:
+    """The preview's text of the ``given`` table; raises :class:`~stsreg.infra.errors.InputError` where ``prepare``
+    would refuse it (its reject cap ``max_rejected_fraction``, ``prepare.max_rejected_fraction``, included). ``x0``:
+    stage 2's buffer (params.yaml), judged against the table's ``d``."""
+    file, score, split, encoding, scale, d = given.file, given.score, given.split, given.encoding, given.scale, given.d
     path = Path(file)
     read = user_tables.read_frame(path, encoding=encoding)
     frame = read.frame
-    name = name or re.sub(r"[^a-z0-9_]+", "_", path.stem.lower()).strip("_") or "mine"
+    name = given.name or re.sub(r"[^a-z0-9_]+", "_", path.stem.lower()).strip("_") or "mine"
     if not name[0].isalpha():
         name = "t_" + name
-    columns = knobs.build(StsTableColumns, "stsreg data check", sentence1=sentence1, sentence2=sentence2, score=score,
-                          split=split)
+    columns = knobs.build(StsTableColumns, "stsreg data check", sentence1=given.sentence1, sentence2=given.sentence2,
+                          score=score, split=split)
     why_d = "" if d is None else "given"
     if scale and not valid_scale(scale):
         raise InputError(f"--scale must be LO HI with LO < HI, got {list(scale)}")
@@ -86,16 +106,17 @@ def check(file: str, sentence1: str, sentence2: str, score: str, split: str = ""
         if d is None and numeric.size:
             d, why_d = guess_gap(numeric[(numeric >= scale[0]) & (numeric <= scale[1])], scale)
     table = knobs.build(StsTableSource, "stsreg data check", name=name, file=file, columns=columns,
-                        scale=tuple(scale or (0.0, 5.0)), d=d if d is not None else 1.0, dev_fraction=dev_fraction,
-                        test_fraction=test_fraction, quoting=read.dialect.quoting if read.dialect else "auto",
-                        encoding=encoding)
+                        scale=tuple(scale or (0.0, 5.0)), d=d if d is not None else 1.0,
+                        dev_fraction=given.dev_fraction, test_fraction=given.test_fraction,
+                        quoting=read.dialect.quoting if read.dialect else "auto", encoding=encoding)
     # a missing score column is refused here, by the column check, before any scale is used
     kept, rejects, counts = user_tables.read_table(table, Path("."))
     _refuse_over_cap(file, counts, rejects, max_rejected_fraction, encoding)
+    how = (f" (split by a stable hash of each pair: dev {given.dev_fraction:g}, test {given.test_fraction:g})"
+           if not split else f" (split column {split!r})")
     lines = [f"{file}: {counts['read']} rows read, {counts['kept']} kept "
              f"(train {counts['rows_train']}, dev {counts['rows_dev']}, test {counts['rows_test']}), "
-             f"{counts['rejected']} rejected" + (f" (split by a stable hash of each pair: dev {dev_fraction:g}, test "
-                                                 f"{test_fraction:g})" if not split else f" (split column {split!r})")]
+             f"{counts['rejected']} rejected" + how]
     if read.dialect:
         lines.append(f"read as {read.dialect.describe()}" + (f"; {read.dialect.note}" if read.dialect.note else ""))
     if len(rejects):
