@@ -15,6 +15,8 @@ ADD_ONE = textwrap.dedent('''
     from stsreg.product import losses
 
     class Huber(torch.nn.Module):  # a toy loss with a knob of its own
+        reads = ("score", "labels")  # what the objective hands it: the head's score
+
         def __init__(self, delta):
             super().__init__()
             self.delta = delta
@@ -83,3 +85,24 @@ def test_every_declared_loss_builds_and_each_kind_reads_what_it_declares():
         assert (objective.score_map is None) == (spec.score_map == "head"), name
         value = objective(torch.randn(6, 8), torch.randn(6, 8), torch.rand(6) * 5, torch.tensor([0.0, 1, 2, 3, 4, 5]))
         assert torch.isfinite(value), name
+
+
+def test_every_stage2_loss_declares_what_it_reads_and_takes_exactly_that():
+    """The objective hands a loss the inputs its ``reads`` names, in that order: each declared stage-2 loss names only
+    what the model gives (the two embeddings, the head's score, the labels), and its forward takes as many."""
+    import inspect
+
+    import torch
+
+    from stsreg.infra.loss_specs import STAGE2_LOSSES
+    from stsreg.product.objective import Objective
+
+    batch, d = 6, 4
+    given = {"u": torch.randn(batch, d), "v": torch.randn(batch, d), "score": torch.rand(batch) * 5,
+             "labels": torch.rand(batch) * 5}
+    for name in STAGE2_LOSSES:
+        objective = Objective(name)
+        reads = objective.loss.reads
+        assert set(reads) <= set(given) and len(set(reads)) == len(reads), (name, reads)
+        assert len(inspect.signature(objective.loss.forward).parameters) >= len(reads), name
+        assert torch.isfinite(objective(given["u"], given["v"], given["score"], given["labels"])), name

@@ -35,6 +35,9 @@ class _BufferLoss(nn.Module):
     """Shared knobs of the buffered losses: threshold ``x0``, slope ``k``, ``zero_negative`` option (their defaults are
     the settings' own: :mod:`stsreg.infra.loss_specs` for stage 2, ``stage1`` / ``nli_table`` for the NLI head)."""
 
+    #: what it is computed from (:class:`stsreg.product.objective.Objective` hands over these): the head's score
+    reads = ("score", "labels")
+
     def __init__(self, x0: float, k: float, zero_negative: bool = False):
         super().__init__()
         self.x0, self.k, self.zero_negative = x0, k, zero_negative
@@ -68,6 +71,9 @@ class SmoothK2(_BufferLoss):
 class MSE(nn.Module):
     """Mean squared error on the head output. pred, labels: (batch,), any label scale."""
 
+    #: what it is computed from: the head's score
+    reads = ("score", "labels")
+
     def forward(self, pred: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return F.mse_loss(pred, labels.to(pred.dtype))
 
@@ -77,6 +83,9 @@ class MSE(nn.Module):
 
 class L1(nn.Module):
     """Mean absolute error on the head output. pred, labels: (batch,), any label scale."""
+
+    #: what it is computed from: the head's score
+    reads = ("score", "labels")
 
     def forward(self, pred: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return F.l1_loss(pred, labels.to(pred.dtype))
@@ -109,6 +118,9 @@ class CosineMSE(nn.Module):
     u, v: (batch, d); labels: (batch,) on [lo, hi] (STS-B 0-5, SICK-R 1-5), scaled by ``(y - lo) / (hi - lo)``.
     """
 
+    #: what it is computed from: the two embeddings
+    reads = ("u", "v", "labels")
+
     def __init__(self, lo: float = 0.0, hi: float = 5.0):
         super().__init__()
         self.lo, self.hi = lo, hi
@@ -126,6 +138,9 @@ class CoSENT(nn.Module):
 
     u, v: (batch, d); labels: (batch,) any scale (higher = more similar).
     """
+
+    #: what it is computed from: the two embeddings
+    reads = ("u", "v", "labels")
 
     def __init__(self, scale: float = 20.0):
         super().__init__()
@@ -152,6 +167,9 @@ class InBatchContrastive(nn.Module):
     None where the data gives the pairs, as NLI's entailments).
     """
 
+    #: what it is computed from: the two embeddings of positive pairs, no label
+    reads = ("u", "v")
+
     def __init__(self, temperature: float = 0.05, contrastive_min_label: float | None = None):
         super().__init__()
         self.temperature, self.min_label = temperature, contrastive_min_label
@@ -174,6 +192,9 @@ class AffineCosine(nn.Module):
     reaches the encoder through the cosine; there is no head.
     """
 
+    #: what it is computed from: the two embeddings
+    reads = ("u", "v", "labels")
+
     def __init__(self, base: _BufferLoss, cos_a: float, cos_b: float):
         super().__init__()
         self.base, self.a, self.b = base, cos_a, cos_b
@@ -193,6 +214,9 @@ class Joint(nn.Module):
     the cosine map ``[cos_a, cos_b]``.
     """
 
+    #: what it is computed from: the embeddings and the head's score
+    reads = ("u", "v", "score", "labels")
+
     def __init__(self, head: _BufferLoss, cos_a: float, cos_b: float, joint_lambda: float):
         super().__init__()
         self.head, self.cosine, self.lam = head, AffineCosine(copy.deepcopy(head), cos_a, cos_b), joint_lambda
@@ -211,6 +235,9 @@ class CoSENTPlusCosine(nn.Module):
     label order; the buffered term (``base`` on the cosine map ``[cos_a, cos_b]``, :class:`AffineCosine`) pins the
     cosine to the label scale outside its buffer.
     """
+
+    #: what it is computed from: the two embeddings
+    reads = ("u", "v", "labels")
 
     def __init__(self, base: _BufferLoss, cos_a: float, cos_b: float, joint_lambda: float):
         super().__init__()

@@ -11,7 +11,8 @@ from stsreg.product.losses import AffineCosine, build_loss
 
 
 class Objective(nn.Module):
-    """What stage 2 minimises, from the model's ``(u, v, score)`` and the labels. ``kind`` says what it reads:
+    """What stage 2 minimises, from the model's ``(u, v, score)`` and the labels: the loss takes what its ``reads``
+    declares. ``kind`` says what it trains (which parts of the model, which training pairs):
 
     - ``head``: a head loss on ``score`` (batch,) vs labels on the data's scale (the paper's method);
     - ``pair``: CoSENT / CosineMSE on ``cos(u, v)`` (labels 0-5); the head is unused and frozen;
@@ -50,12 +51,9 @@ class Objective(nn.Module):
         return [5.0, 0.0]
 
     def forward(self, u: torch.Tensor, v: torch.Tensor, score: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        if self.kind == "head":
-            return self.loss(score, labels)
-        if self.kind in ("pair", "cosine"):
-            return self.loss(u, v, labels)
-        if self.kind == "joint":
-            return self.loss(u, v, score, labels)
-        return self.loss(u, v)
+        """The loss of a batch: u, v (batch, d) embeddings, score (batch,) the head's output, labels (batch,) on the
+        data's scale; the loss takes those it declares it reads (its ``reads``), in that order."""
+        given = {"u": u, "v": v, "score": score, "labels": labels}
+        return self.loss(*(given[name] for name in self.loss.reads))
 
 
