@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from stsreg.infra.local_servers import healthy
+from stsreg.product.champion_pin import PIN_FILE, pin_champion
 
 #: The event a data change emits (the retrain deployment's trigger expects it).
 DATA_EVENT = "stsreg.data.changed"
@@ -56,8 +58,6 @@ def pin_for_retrain(project: Path) -> str:
     just added are what the next retrain learns, from today's champion; a sentence saying what is pinned. A registry
     that cannot be read leaves the pin as it was and says so (the rows are added either way; the retrain flow pins
     again before it runs)."""
-    from stsreg.product.champion_pin import PIN_FILE, pin_champion
-
     try:
         pin, changed = pin_champion(project / PIN_FILE)
     except Exception as exc:  # noqa: BLE001 - the add has happened; the pin is retried by the retrain flow
@@ -77,7 +77,6 @@ def emit_data_changed(project: Path, table: str, rows_added: int, added_at: floa
     url = PREFECT_API_URL.value()
     if not url:
         return f"no Prefect server in use: {RETRAIN_BY_HAND} (or `make servers` + `make deploy` for the trigger)"
-    from stsreg.infra.local_servers import healthy
 
     if not healthy(url.rstrip("/") + "/health", timeout=3.0):
         return (f"event {DATA_EVENT} NOT delivered: the Prefect server {url} does not answer; {RETRAIN_BY_HAND} "

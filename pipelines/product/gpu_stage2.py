@@ -28,6 +28,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 
 from stsreg.infra.errors import InputError
+from stsreg.product.serving.model_uri import answers
 
 DEPLOYMENT = "stsreg-stage2-remote/gpu"
 HANDOFF_KEY = "stage2-handoff"
@@ -134,7 +135,6 @@ def _prefect_checks(pool: str) -> None:
 def preflight(project: Path, pool: str, repo_url: str) -> dict:
     """Everything a remote stage 2 needs, checked before anything is pushed or started."""
     from stsreg.infra import tracking
-    from stsreg.product.serving.model_uri import answers
 
     repo = repo_url or _git(project, "remote", "get-url", "origin")
     if not repo:

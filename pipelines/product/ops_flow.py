@@ -39,6 +39,7 @@ from stsreg.product.loop_clock import Clock
 from stsreg.product.registry import MODEL_NAME
 from stsreg.product.champion_pin import PIN_FILE, pin_champion
 from stsreg.product.runners.warm_start import nothing_learned
+from stsreg.product.serving.announce import wait_for_version
 
 #: The stages ``dvc repro promote`` runs, in order: the retrain runs them one by one, each a task and a phase of its
 #: clock (tests/unit/test_loop_clock.py checks this against dvc.yaml).
@@ -137,8 +138,6 @@ def _training_summary(project: Path) -> dict:
 def served_task(project_dir: str, version: int, timeout_s: float) -> dict:
     """Wait until the servers following ``@champion`` answer with ``version``
     (:func:`stsreg.product.serving.announce.wait_for_version`)."""
-    from stsreg.product.serving.announce import wait_for_version
-
     return wait_for_version(Path(project_dir), version, timeout_s)
 
 

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from stsreg.commands import add_params
 from stsreg.infra.config import load_params
+from stsreg.infra.mlflow_ui import runs_page
+from stsreg.infra.postgres import DatabaseError, LocalPostgres
 
 
 def servers(sub, name: str) -> None:
@@ -42,7 +44,6 @@ def servers(sub, name: str) -> None:
 
 def cmd_servers(args: argparse.Namespace) -> int:
     from stsreg.infra import local_servers
-    from stsreg.infra.mlflow_ui import runs_page
 
     project = Path(args.project)
     if args.action == "start":
@@ -92,8 +93,6 @@ def postgres(sub, name: str) -> None:
 
 
 def cmd_postgres(args: argparse.Namespace) -> int:
-    from stsreg.infra.postgres import DatabaseError, LocalPostgres
-
     folder = Path(args.dir).resolve() if args.dir else LocalPostgres.default_folder(Path(args.project))
     try:
         if args.action == "start":

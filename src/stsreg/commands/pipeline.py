@@ -11,6 +11,9 @@ from stsreg.commands import add_params
 from stsreg.infra.config import load_params
 from stsreg.infra.errors import InputError
 from stsreg.infra.public_tables import DEV_TABLE
+from stsreg.infra.doc_blocks import sync
+from stsreg.product.champion_pin import PIN_FILE, pin_champion, read_pin
+from stsreg.product.timings import format_timings, timed
 
 
 def fetch(sub, name: str) -> None:
@@ -52,7 +55,6 @@ def prepare(sub, name: str) -> None:
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     from stsreg.product.data.prepare import prepare
-    from stsreg.product.timings import timed
 
     with timed("prepare"):  # beside the outputs: a DVC output holds no clock
         metrics = prepare(Path(args.raw), Path(args.prepared), Path(args.rejected), Path(args.metrics),
@@ -162,7 +164,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     dev_table = load_params(args.params).stage2.dev_table if Path(args.params).is_file() else DEV_TABLE
     print(run_report(Path(args.metrics), Path(args.models), Path(args.eval_metrics), Path(args.promotion), dev_table))
     from stsreg.infra import tracking
-    from stsreg.product.timings import format_timings
 
     timings = format_timings(tracking.tracking_uri())
     if timings:
@@ -179,8 +180,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _sync_readme(markdown: Path, check: bool) -> int:
     """``stsreg report --readme FILE [--check]``: the generated blocks of FILE against their report files."""
-    from stsreg.infra.doc_blocks import sync
-
     stale = sync(markdown, check=check)
     verb = "out of date" if check else "rewritten"
     print("\n".join(f"{markdown}: block {path} {verb}" for path in stale) or f"{markdown}: every generated block is up "
@@ -212,7 +211,6 @@ def champion(sub, name: str) -> None:
 def cmd_champion(args: argparse.Namespace) -> int:
     from stsreg.infra import tracking
     from stsreg.product.champion_by_hand import previous_champion, set_champion
-    from stsreg.product.champion_pin import PIN_FILE, pin_champion, read_pin
     from stsreg.product.registry import MODEL_NAME, version_by_alias
 
     if args.action in ("set", "rollback"):

@@ -10,6 +10,8 @@ from pathlib import Path
 from stsreg.infra.config import load_params
 from stsreg.infra.errors import InputError
 from stsreg.infra.settings_operations import SERVING_BACKENDS, ServeParams
+from stsreg.product.serving.announce import announced
+from stsreg.product.serving.model_uri import resolve
 
 
 def serve(sub, name: str) -> None:
@@ -119,8 +121,6 @@ def _start_line(args, source: str, uri: str, info: dict, settings: dict) -> str:
 def cmd_serve(args: argparse.Namespace) -> int:
     from stsreg.infra import tracking
     from stsreg.product.serving import serve
-    from stsreg.product.serving.announce import announced
-    from stsreg.product.serving.model_uri import resolve
 
     uri = tracking.tracking_uri()
     source = resolve(args.model_uri, uri)  # a missing store, server or alias stops here, in one line

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from stsreg.commands import add_params
 from stsreg.infra.config import load_params
+from stsreg.product.backbones import find
 
 
 def compare(sub, name: str) -> None:
@@ -136,7 +137,6 @@ def claims(sub, name: str) -> None:
 
 def cmd_claims(args: argparse.Namespace) -> int:
     from stsreg.experiments import backbone_compare, claims
-    from stsreg.product.backbones import find
 
     backbone = load_params(args.params).model.backbone
     packaged = find(backbone)  # `default` is named as packaged (all-MiniLM-L6-v2) in the column's header

@@ -24,6 +24,7 @@ import yaml
 
 from stsreg.infra.config import Params, with_overrides
 from stsreg.infra.errors import InputError
+from stsreg.product.backbones import resolve_backbone
 
 ROOT = Path("reports/compare_backbones")
 #: The DVC stage (a ``foreach`` over the backbones in dvc.yaml) and the modules it runs. Declared here, not in
@@ -73,8 +74,6 @@ def from_cli(params: Params, backbone: str | None, set_items: list[str], resolve
     """What ``--backbone NAME --set KEY=VALUE ...`` make of ``params``: :func:`resolved` (or ``resolve``, e.g.
     :func:`stsreg.experiments.backbone_search.resolved`) on ``backbone`` (default: ``model.backbone``). A bad
     ``--set`` is an :class:`InputError`; a packaged backbone not installed stops here, before anything runs."""
-    from stsreg.product.backbones import resolve_backbone
-
     try:
         out = (resolve or resolved)(params, backbone or params.model.backbone, parse_sets(set_items))
     except ValueError as exc:

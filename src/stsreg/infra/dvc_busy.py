@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from stsreg.infra.local_servers import alive
 
 REPO_LOCK = Path(".dvc") / "tmp" / "lock"
 RWLOCK = Path(".dvc") / "tmp" / "rwlock"
@@ -39,8 +40,6 @@ def running_stages(project: Path) -> list[tuple[int, str]]:
     """``(pid, command)`` of every live process with an entry in DVC's rwlock file (a stage running), sorted. An
     entry of a process that is gone (killed) is left out, as DVC itself treats it; a file caught mid-write counts as
     a stage running (``(0, "a DVC command")``)."""
-    from stsreg.infra.local_servers import alive
-
     path = Path(project) / RWLOCK
     try:
         lock = json.loads(path.read_text(encoding="utf-8") or "{}")

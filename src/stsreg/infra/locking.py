@@ -22,6 +22,7 @@ from typing import Iterator
 from filelock import FileLock, Timeout
 
 from stsreg.infra.local_servers import STATE_DIR, alive
+from stsreg.infra.dvc_busy import busy
 
 #: Set (to the lock's path) in the environment of subprocesses started by a holder of the lock.
 HELD_ENV = "STSREG_PIPELINE_LOCK_HELD"
@@ -107,8 +108,6 @@ def data_write_lock(project: Path, timeout_s: float = 3600.0) -> Iterator[None]:
     It never holds one lock while waiting for the other (a repro's stage command waits for the pipeline lock while
     DVC holds its rwlock entries). Waits up to ``timeout_s`` seconds (0: not at all), saying on stderr what it waits
     for; then ``TimeoutError`` saying what held it and that nothing was written."""
-    from stsreg.infra.dvc_busy import busy
-
     deadline, said = time.monotonic() + timeout_s, None
     lock = FileLock(str(lock_path(project)))
     lock_path(project).parent.mkdir(parents=True, exist_ok=True)

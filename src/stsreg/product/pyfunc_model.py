@@ -27,6 +27,8 @@ from mlflow.types import ColSpec, Schema
 
 from stsreg.infra.errors import InputError
 from stsreg.product.serving.protocol import PAIR, SENTENCE, Parsed, RequestError, from_rows
+from stsreg.infra.backend_specs import BY_NAME
+from stsreg.infra.scales import from_internal, valid_scale
 
 COLUMNS = PAIR
 # every column optional: a request holds either the pair columns or the one sentence column (validate_request)
@@ -101,8 +103,6 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
 
     def set_scale(self, lo: float, hi: float) -> None:
         """Give the served ``score`` on [lo, hi] from now on (the model's 0-5 score mapped linearly)."""
-        from stsreg.infra.scales import valid_scale
-
         if not valid_scale((lo, hi)):  # the one rule of a scale, as params.yaml's serve.scale is checked
             raise ValueError(f"a scale needs lo < hi, got [{lo}, {hi}]")
         self.scale = (float(lo), float(hi))
@@ -120,7 +120,6 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
 
         from stsreg.product.serving import export
 
-        from stsreg.infra.backend_specs import BY_NAME
 
         computed = BY_NAME[self.backend].computes or describe(self.model.amp_dtype)
         return {"precision_setting": self.model.precision, "precision": computed,
@@ -133,7 +132,6 @@ class SentencePairModel(mlflow.pyfunc.PythonModel):
                 "backends": export.read_quality(self.model_dir)}
 
     def predict(self, context, model_input, params=None):
-        from stsreg.infra.scales import from_internal
         from stsreg.product.sts_eval import score_pairs
 
         parsed = validate_request(model_input, self.max_pairs)

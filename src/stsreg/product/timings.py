@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from stsreg.infra.local_servers import STATE_DIR
+from stsreg.infra.tracking import cpu_name
 
 #: The MLflow runs of a pipeline run, in order.
 RUNS = ("stage1", "stage2", "evaluate", "register", "promote")
@@ -52,7 +53,6 @@ def record(step: str, seconds: float, project: Path = Path(".")) -> None:
     """The last run of ``step`` (its wall time and CPU) under ``<project>/.stsreg/runs/``, read by
     :func:`format_timings`."""
     from stsreg.infra import atomic
-    from stsreg.infra.tracking import cpu_name
 
     atomic.write_json(project / RECORDS / f"{step}.json", {"wall_seconds": round(seconds, 1), "host_cpu": cpu_name()})
 

@@ -26,6 +26,7 @@ from stsreg.experiments.baselines.metrics import metrics_of, score_table
 from stsreg.experiments.baselines.scoring import PairScorer
 from stsreg.infra.baseline_specs import SYSTEMS
 from stsreg.infra.config import Params
+from stsreg.infra.public_tables import BASELINES_TABLE
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,6 @@ def _view(params: Params, name: str) -> SimpleNamespace:
 def study_splits(sts: pd.DataFrame, max_train_pairs: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(STS-B train, STS-B dev) rows of the prepared STS table (sentence1, sentence2, score 0-5); train sampled to
     ``max_train_pairs`` (0 = all) with ``seed``."""
-    from stsreg.infra.public_tables import BASELINES_TABLE
     from stsreg.product.data.catalogue import sample_pairs, table_split
 
     return (sample_pairs(table_split(sts, BASELINES_TABLE, "train"), max_train_pairs, seed),

@@ -26,6 +26,7 @@ from stsreg.infra.backend_specs import BACKENDS as SPECS
 from stsreg.infra.backend_specs import NAMES as BACKENDS
 from stsreg.infra.errors import InputError
 from stsreg.product.serving.backends import REGISTRY, file_of
+from stsreg.infra.tracking import cpu_name
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +103,6 @@ MEASURED = "onnx/auto_measured.json"
 
 def _where(model, threads: int) -> dict:
     """What a measurement holds only for: this CPU, the intra-op threads and the model's precision setting."""
-    from stsreg.infra.tracking import cpu_name
-
     return {"cpu": cpu_name(), "threads": threads or torch.get_num_threads(), "precision": model.precision}
 
 

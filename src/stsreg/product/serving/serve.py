@@ -35,6 +35,9 @@ import numpy as np
 
 from stsreg.product.serving import openapi
 from stsreg.product.serving.server_config import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH, ServerConfig
+from stsreg.product.serving.asgi_io import send_body
+from stsreg.product.serving.model_uri import served_version
+from stsreg.product.serving.protocol import error_body
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)  # JSON string literals (their brackets do not nest anything)
 _STEP = np.zeros(256, dtype=np.int8)
@@ -50,9 +53,6 @@ def json_depth(body: bytes) -> int:
 
 
 async def _reply(send, status: int, message: str) -> None:
-    from stsreg.product.serving.asgi_io import send_body
-    from stsreg.product.serving.protocol import error_body
-
     await send_body(send, status, error_body(status, message))
 
 
@@ -138,7 +138,6 @@ def build_app(config: ServerConfig, lazy: bool = False, on_loaded=None) -> Reque
     swapped in. ``lazy``: load on a thread (``/ready`` is 503 until then; ``on_loaded(app)`` runs once loaded)
     instead of before returning. ``.metadata`` says what it serves."""
     from stsreg.product.serving.app import ServingApp
-    from stsreg.product.serving.model_uri import served_version
     from stsreg.product.serving.served import Follower, Served
 
     def load():

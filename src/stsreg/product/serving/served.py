@@ -21,6 +21,9 @@ import torch
 
 from stsreg.product.serving.model_uri import ALIAS_URI, alias_version
 from stsreg.product.serving.server_config import Compute
+from stsreg.infra.quiet import quiet
+from stsreg.infra.scales import from_internal
+from stsreg.product.tokens import request_table
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +36,6 @@ class Served:
         import mlflow.artifacts
         import mlflow.pyfunc
 
-        from stsreg.infra.quiet import quiet
 
         from stsreg.infra.runtime import resolve_device
         from stsreg.product.precision import serving_precision
@@ -74,7 +76,6 @@ class Served:
 
     def pair_scores(self, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(n, d), (n, d) embeddings -> ((n,) cosine, (n,) score on the served scale)."""
-        from stsreg.infra.scales import from_internal
         from stsreg.product.sts_eval import embedding_scores
 
         cosine, score = embedding_scores(self.model, torch.from_numpy(u), torch.from_numpy(v))
@@ -88,8 +89,6 @@ class Served:
     def tokenize(self, sentences: list[str]) -> tuple[dict, list[int]]:
         """(n,) sentences -> (their token table, the indices of those cut at the model's maximum length)
         (:func:`stsreg.product.tokens.request_table`): what the batcher counts and the encoder reads."""
-        from stsreg.product.tokens import request_table
-
         return request_table(sentences, self.model.tokenizer, self.model.config.max_length)
 
     def encode_tokens(self, table: dict) -> np.ndarray:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from stsreg.infra.quiet import quiet
 
 OPSET = 17
 _AXES = {0: "batch", 1: "seq"}
@@ -28,7 +29,6 @@ def export(folder: Path, out: Path) -> None:
     and sequence axes, into ``out``."""
     import torch
 
-    from stsreg.infra.quiet import quiet
     from stsreg.product.model import SiameseRegressor
 
     class Hidden(torch.nn.Module):

@@ -20,6 +20,7 @@ from pathlib import Path
 from stsreg.infra.backend_specs import BY_NAME
 from stsreg.product.serving.backends.onnx_fp32 import OnnxEncoder
 from stsreg.product.serving.backends.onnx_fp32 import export as export_fp32
+from stsreg.infra.quiet import quiet
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,6 @@ def export(folder: Path, out: Path) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from stsreg.infra.quiet import quiet
 
     source = Path(folder) / BY_NAME[SOURCE].file
     if not source.is_file():
