@@ -36,7 +36,6 @@ class Served:
         import mlflow.artifacts
         import mlflow.pyfunc
 
-
         from stsreg.infra.runtime import resolve_device
         from stsreg.product.precision import serving_precision
 
