@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+
 from stsreg.infra.local_servers import healthy
 from stsreg.product.champion_pin import PIN_FILE, pin_champion
 

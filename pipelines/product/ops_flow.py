@@ -35,9 +35,9 @@ from pipelines.product.kept_outputs import kept
 from pipelines.product.stoppable import stopping
 from stsreg.infra import tracking
 from stsreg.infra.locking import held_env, pipeline_lock
+from stsreg.product.champion_pin import PIN_FILE, pin_champion
 from stsreg.product.loop_clock import Clock
 from stsreg.product.registry import MODEL_NAME
-from stsreg.product.champion_pin import PIN_FILE, pin_champion
 from stsreg.product.runners.warm_start import nothing_learned
 from stsreg.product.serving.announce import wait_for_version
 

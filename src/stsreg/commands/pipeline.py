@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from stsreg.commands import add_params
 from stsreg.infra.config import load_params
+from stsreg.infra.doc_blocks import sync
 from stsreg.infra.errors import InputError
 from stsreg.infra.public_tables import DEV_TABLE
-from stsreg.infra.doc_blocks import sync
 from stsreg.product.champion_pin import PIN_FILE, pin_champion, read_pin
 from stsreg.product.timings import format_timings, timed
 

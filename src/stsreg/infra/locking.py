@@ -21,8 +21,8 @@ from typing import Iterator
 
 from filelock import FileLock, Timeout
 
-from stsreg.infra.local_servers import STATE_DIR, alive
 from stsreg.infra.dvc_busy import busy
+from stsreg.infra.local_servers import STATE_DIR, alive
 
 #: Set (to the lock's path) in the environment of subprocesses started by a holder of the lock.
 HELD_ENV = "STSREG_PIPELINE_LOCK_HELD"

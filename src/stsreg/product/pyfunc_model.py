@@ -25,10 +25,10 @@ from mlflow.models import ModelSignature
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.types import ColSpec, Schema
 
-from stsreg.infra.errors import InputError
-from stsreg.product.serving.protocol import PAIR, SENTENCE, Parsed, RequestError, from_rows
 from stsreg.infra.backend_specs import BY_NAME
+from stsreg.infra.errors import InputError
 from stsreg.infra.scales import from_internal, valid_scale
+from stsreg.product.serving.protocol import PAIR, SENTENCE, Parsed, RequestError, from_rows
 
 COLUMNS = PAIR
 # every column optional: a request holds either the pair columns or the one sentence column (validate_request)

@@ -20,10 +20,10 @@ from types import SimpleNamespace
 import pandas as pd
 import torch
 
-from stsreg.infra import atomic
 from stsreg.experiments.baselines.fit import FitConfig, fit
 from stsreg.experiments.baselines.metrics import metrics_of, score_table
 from stsreg.experiments.baselines.scoring import PairScorer
+from stsreg.infra import atomic
 from stsreg.infra.baseline_specs import SYSTEMS
 from stsreg.infra.config import Params
 from stsreg.infra.public_tables import BASELINES_TABLE

@@ -31,9 +31,9 @@ import torch
 from tqdm.auto import tqdm
 
 from stsreg.experiments.baselines.scoring import PairScorer
-from stsreg.product.sts_eval import spearman
 from stsreg.product.optim import build_optimizer
-from stsreg.product.training.batches import length_grouped
+from stsreg.product.sts_eval import spearman
+from stsreg.product.training.batches import epoch_batches
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +78,7 @@ class Batches:
 
     def of_epoch(self, epoch: int) -> list[list[int]]:
         order = torch.randperm(self.n, generator=torch.Generator().manual_seed(self.seed + epoch)).tolist()
-        if self.lengths is None:
-            return [order[i:i + self.batch_size] for i in range(0, self.n, self.batch_size)]
-        return length_grouped(order, self.lengths, self.batch_size, self.seed + epoch)
+        return epoch_batches(order, self.batch_size, self.lengths, self.seed + epoch)
 
 
 @dataclass(frozen=True)

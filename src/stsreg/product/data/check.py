@@ -16,8 +16,8 @@ import numpy as np
 
 from stsreg.infra import knobs
 from stsreg.infra.config import TABLES_DIR, StsTableColumns, StsTableSource
-from stsreg.infra.scales import from_internal, valid_scale
 from stsreg.infra.errors import InputError
+from stsreg.infra.scales import from_internal, valid_scale
 from stsreg.product.data import user_tables
 from stsreg.product.data.delimited import NOT_UTF8
 

@@ -48,7 +48,7 @@ from stsreg.product.serving.queued import Embedded, Request, deliver, fail, piec
 from stsreg.product.serving.refusals import Overloaded, ShuttingDown, TooLarge
 from stsreg.product.serving.server_config import Admission
 
-__all__ = ["Embedded", "Overloaded", "ShuttingDown", "TokenBatcher", "TooLarge"]
+__all__ = ["TokenBatcher"]
 
 log = logging.getLogger(__name__)
 

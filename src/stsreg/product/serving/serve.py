@@ -34,10 +34,10 @@ import re
 import numpy as np
 
 from stsreg.product.serving import openapi
-from stsreg.product.serving.server_config import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH, ServerConfig
 from stsreg.product.serving.asgi_io import send_body
 from stsreg.product.serving.model_uri import served_version
 from stsreg.product.serving.protocol import error_body
+from stsreg.product.serving.server_config import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH, ServerConfig
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)  # JSON string literals (their brackets do not nest anything)
 _STEP = np.zeros(256, dtype=np.int8)
@@ -71,7 +71,6 @@ class RequestGuard:
         if metrics is not None:
             metrics.count(scope["path"], status)
         await _reply(send, status, message)
-        return None
 
     @property
     def metadata(self) -> bytes:

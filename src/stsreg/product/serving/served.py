@@ -19,10 +19,10 @@ import threading
 import numpy as np
 import torch
 
-from stsreg.product.serving.model_uri import ALIAS_URI, alias_version
-from stsreg.product.serving.server_config import Compute
 from stsreg.infra.quiet import quiet
 from stsreg.infra.scales import from_internal
+from stsreg.product.serving.model_uri import ALIAS_URI, alias_version
+from stsreg.product.serving.server_config import Compute
 from stsreg.product.tokens import request_table
 
 log = logging.getLogger(__name__)

@@ -17,10 +17,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from stsreg.infra.settings_operations import ServeParams
+
 #: A request body over this is refused (413) before it is parsed.
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 #: JSON nested deeper than this is refused (400); ``dataframe_records`` needs 3 levels, ``dataframe_split`` 4.
 DEFAULT_MAX_DEPTH = 32
+#: ``serve.*``'s declared defaults: the fields below that are settings take theirs from here.
+_SERVE = ServeParams()
 
 
 class _Frozen(BaseModel):
@@ -33,10 +37,10 @@ class Compute(_Frozen):
     the version was registered with); ``backend``: torch | onnx | onnx-int8 | auto (None: the version's registered
     setting); ``threads``: intra-op threads (0: the runtime's default, the cores)."""
 
-    precision: str = "auto"
+    precision: str = _SERVE.precision
     scale: tuple[float, float] | None = None
     backend: str | None = None
-    threads: int = 0
+    threads: int = _SERVE.threads
 
 
 class Admission(_Frozen):
@@ -45,9 +49,9 @@ class Admission(_Frozen):
     (``truncate``) or refused (413); ``answer_within_s``: a request is admitted only if, served fairly, the encoder
     will have answered it within this at its measured rate (None: the token bound only)."""
 
-    batch_tokens: int = 4096
-    max_queued_tokens: int = 262144
-    truncate: bool = True
+    batch_tokens: int = _SERVE.batch_tokens
+    max_queued_tokens: int = _SERVE.max_queued_tokens
+    truncate: bool = _SERVE.truncate
     answer_within_s: float | None = None
 
 
@@ -63,8 +67,8 @@ class ServerConfig(_Frozen):
     model_uri: str | None = None
     follow_s: float = 0.0
     compute: Compute = Compute()
-    admission: Admission = Admission(answer_within_s=30.0)
+    admission: Admission = Admission(answer_within_s=_SERVE.request_timeout_s)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_depth: int = DEFAULT_MAX_DEPTH
-    body_timeout_s: float = 30.0
-    drain_s: float = 30.0
+    body_timeout_s: float = _SERVE.request_timeout_s
+    drain_s: float = _SERVE.drain_s

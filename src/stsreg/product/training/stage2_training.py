@@ -87,6 +87,10 @@ class TrainingRun:
     seed: int
     p: Stage2Params
 
+    def config(self) -> dict:
+        """The resolved configuration a checkpoint and the summary record."""
+        return {"seed": self.seed, "stage2": asdict(self.p)}
+
     def key(self) -> dict:
         """What a checkpoint of this run is resumed by (with the data): config, seed, processes, precision, the
         starting weights and the loop's code."""
@@ -166,7 +170,7 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
     run = TrainingRun(model, runner, objective, opt, sched, amp_dtype, device, world_size, seed, p)
     # a checkpoint is resumed only by the same run on the same data
     ckpt = Checkpointer(ckpt_dir, {**run.key(), "data": [pairs_digest, y.tolist(), len(dev)]},
-                        {"seed": seed, "stage2": asdict(p)}, model, opt, sched)
+                        run.config(), model, opt, sched)
     state = ckpt.resume(rank) or {"step": 0, **new_state()}
     select = DevSelector(model, dev, p.eval_batch_size, keep or p.keep, state,
                          {"best": ckpt_dir / "best", "trained": ckpt_dir / "best_trained"}, log_metric, on_eval)
@@ -211,7 +215,7 @@ def _summary(run: TrainingRun, step: int, total_steps: int, select: DevSelector,
     # only rank 0 evaluates: the other DDP ranks have no dev curve; the loss curve is rank 0's share of the batches
     summary = {"steps": step, "total_steps": total_steps, **select.summary(), "loss_curve": state["loss_curve"],
                "world_size": run.world_size, "precision": precision.describe(run.amp_dtype),
-               "config": {"seed": run.seed, "stage2": asdict(run.p)}}
+               "config": run.config()}
     return summary | ({"started_from": started_from} if started_from is not None else {})
 
 
