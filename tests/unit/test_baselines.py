@@ -130,7 +130,8 @@ def test_infersent_nli_pretraining_learns_and_resumes_to_the_same_weights(tmp_pa
             if steps_before_crash and step == steps_before_crash:
                 raise KeyboardInterrupt
 
-        summary = recurrent.pretrain_on_nli(enc, nli, 3, 8, 1e-2, 0, ckpt, checkpoint_every=3, log_metric=crash)
+        cfg = FitConfig(epochs=3, batch_size=8, lr=1e-2, max_grad_norm=5.0, checkpoint_every=3)
+        summary = recurrent.pretrain_on_nli(enc, nli, cfg, 0, ckpt, log_metric=crash)
         return enc, summary
 
     full, summary = run(tmp_path / "a.pt")
@@ -182,12 +183,13 @@ def test_fit_resumes_after_a_crash_to_the_same_weights(tmp_path):
 
 
 def test_length_grouped_epochs_cover_every_pair_once_and_resume_to_the_same_weights(tmp_path):
-    from stsreg.experiments.baselines.fit import Batches, Saved, resumable_steps
+    from stsreg.product.training.checkpoint import Checkpoint, CheckpointPlan
+    from stsreg.product.training.resumable import Batches, run_steps
 
     seen: list[list[int]] = []
     lengths = [i % 7 for i in range(45)]
-    resumable_steps(Batches(45, 8, 2, 0, lengths), lambda idx: seen.append(idx) or 0.0,
-                    Saved(tmp_path / "g.pt", 100, {}, {}), "grouped")
+    run_steps(Batches(45, 8, 2, 0, lengths), lambda idx, step: seen.append(idx),
+              Checkpoint(CheckpointPlan(tmp_path / "g.pt", every_steps=100), {}, {}), "grouped")
     assert len(seen) == 2 * math.ceil(45 / 8)  # as many steps as random batches
     for epoch in (seen[:6], seen[6:]):
         assert sorted(i for b in epoch for i in b) == list(range(45))

@@ -103,6 +103,9 @@ def _weights(model):
 
 
 def test_a_row_killed_mid_training_resumes_to_the_same_weights(tiny_backbone, tmp_path):
+    from stsreg.product.training.checkpoint import CheckpointPlan
+
+    every_step = lambda path: CheckpointPlan(path, every_steps=1)
     p = NliTableParams(batch_size=4, lr=1e-3)
     examples = nli_training.training_examples(grouped_nli(12), "triple", 12, seed=3)  # 3 steps
 
@@ -111,7 +114,7 @@ def test_a_row_killed_mid_training_resumes_to_the_same_weights(tiny_backbone, tm
         return SiameseRegressor.from_pretrained(tiny_backbone, max_length=16)
 
     straight = fresh()
-    nli_training.train_encoder(straight, "simcse_sup", examples, p, 3, tmp_path / "a.pt", checkpoint_every=1)
+    nli_training.train_encoder(straight, "simcse_sup", examples, p, 3, every_step(tmp_path / "a.pt"))
 
     class Killed(Exception):
         pass
@@ -122,10 +125,10 @@ def test_a_row_killed_mid_training_resumes_to_the_same_weights(tiny_backbone, tm
 
     interrupted = fresh()
     with pytest.raises(Killed):
-        nli_training.train_encoder(interrupted, "simcse_sup", examples, p, 3, tmp_path / "b.pt", kill_at_2,
-                                   checkpoint_every=1)
+        nli_training.train_encoder(interrupted, "simcse_sup", examples, p, 3, every_step(tmp_path / "b.pt"),
+                                   kill_at_2)
     resumed = fresh()
-    summary = nli_training.train_encoder(resumed, "simcse_sup", examples, p, 3, tmp_path / "b.pt", checkpoint_every=1)
+    summary = nli_training.train_encoder(resumed, "simcse_sup", examples, p, 3, every_step(tmp_path / "b.pt"))
     assert summary["steps"] == summary["total_steps"] == 3
     assert torch.equal(_weights(resumed), _weights(straight))
     assert not torch.equal(_weights(resumed), _weights(fresh()))  # it trained

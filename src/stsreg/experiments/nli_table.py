@@ -24,6 +24,7 @@ from stsreg.infra import public_tables
 from stsreg.infra import atomic, runtime
 from stsreg.infra.config import Params
 from stsreg.product.model import SiameseRegressor
+from stsreg.product.training.checkpoint import CheckpointPlan
 from stsreg.product.training.nli import KINDS, train_encoder, training_examples
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,8 @@ def run_row(params: Params, name: str, seed: int, nli: pd.DataFrame, work: Path,
     model.token_cache = runtime.cache_dir("tokens")
     examples = training_examples(nli, KINDS[name], p.max_pairs, seed)
     work.mkdir(parents=True, exist_ok=True)
-    summary = train_encoder(model, name, examples, p, seed, work / "checkpoint.pt", log_metric)
+    plan = CheckpointPlan(work / "checkpoint.pt", every_steps=50, what=f"nli {name}")
+    summary = train_encoder(model, name, examples, p, seed, plan, log_metric)
     with atomic.staged_dir(work / "model") as staged:
         model.save(staged)
     atomic.write_json(work / "nli_summary.json", summary)

@@ -155,8 +155,10 @@ def run_system(params: Params, name: str, sts: pd.DataFrame, nli: pd.DataFrame, 
             summary.update(json.loads((work / "nli_summary.json").read_text()))
         else:
             table = sample_pairs(nli[["premise", "hypothesis", "label"]], p.infersent_nli_pairs, params.seed)
-            summary.update(pretrain_on_nli(model, table, p.infersent_nli_epochs, 64, p.infersent_lr, params.seed,
-                                           work / "nli_checkpoint.pt", log_metric=log_metric))
+            nli_cfg = FitConfig(epochs=p.infersent_nli_epochs, batch_size=64, lr=p.infersent_lr,
+                                max_grad_norm=5.0, checkpoint_every=200)  # InferSent's max norm
+            summary.update(pretrain_on_nli(model, table, nli_cfg, params.seed, work / "nli_checkpoint.pt",
+                                           log_metric))
             atomic.write_json(work / "nli_summary.json", {k: v for k, v in summary.items() if k.startswith("nli_")})
             torch.save(model.state_dict(), pre)  # after the summary: its presence marks the pre-training done
             (work / "nli_checkpoint.pt").unlink(missing_ok=True)

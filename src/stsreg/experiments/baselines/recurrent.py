@@ -25,7 +25,9 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from stsreg.experiments.baselines.fit import Batches, Saved, resumable_steps
+from stsreg.experiments.baselines.fit import FitConfig
+from stsreg.product.training.checkpoint import Checkpoint, CheckpointPlan
+from stsreg.product.training.resumable import Batches, run_steps
 from stsreg.experiments.baselines.scoring import BiEncoder
 from stsreg.experiments.baselines.wordvec import WordVectors, tokenize
 
@@ -100,38 +102,41 @@ class NliClassifier(nn.Module):
         return self.mlp(torch.cat([u, v, (u - v).abs(), u * v], dim=-1))
 
 
-def pretrain_on_nli(encoder: RecurrentEncoder, nli: pd.DataFrame, epochs: int, batch_size: int, lr: float, seed: int,
-                    ckpt_path: Path, checkpoint_every: int = 200, log_metric=lambda key, value, step: None) -> dict:
-    """Train ``encoder`` (in place) with the NLI classifier on (premise, hypothesis, label 0/1/2); Adam, cross-entropy.
+def pretrain_on_nli(encoder: RecurrentEncoder, nli: pd.DataFrame, cfg: FitConfig, seed: int, ckpt_path: Path,
+                    log_metric=lambda key, value, step: None) -> dict:
+    """Train ``encoder`` (in place) with the NLI classifier on (premise, hypothesis, label 0/1/2); Adam at ``cfg.lr``
+    (no schedule, no decay), cross-entropy, gradients clipped at ``cfg.max_grad_norm``, ``cfg.epochs`` of
+    ``cfg.batch_size`` pairs.
 
-    Resumable (:func:`stsreg.experiments.baselines.fit.resumable_steps`: a checkpoint every ``checkpoint_every`` steps).
+    Resumable (:func:`stsreg.product.training.resumable.run_steps`: a checkpoint every ``cfg.checkpoint_every`` steps).
     Returns a summary with the training accuracy of the last 10% of steps."""
     torch.manual_seed(seed)
     with torch.no_grad():
         dim = encoder.encode(["a"]).shape[-1]
     clf = NliClassifier(dim)
     params = [p for p in list(encoder.parameters()) + list(clf.parameters()) if p.requires_grad]
-    opt = torch.optim.Adam(params, lr=lr)
+    opt = torch.optim.Adam(params, lr=cfg.lr)
     premise, hypothesis = nli.premise.tolist(), nli.hypothesis.tolist()
     labels = torch.tensor(nli.label.to_numpy(), dtype=torch.long)
-    extra: dict = {"correct": []}
+    state: dict = {"step": 0, "correct": [], "losses": []}
 
-    def step_fn(idx: list[int]) -> float:
+    def take(idx: list[int], step: int) -> None:
         logits = clf(encoder.encode([premise[i] for i in idx]), encoder.encode([hypothesis[i] for i in idx]))
         loss = nn.functional.cross_entropy(logits, labels[idx])
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 5.0)  # InferSent's max norm
+        torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
         opt.step()
-        extra["correct"].append(float((logits.argmax(-1) == labels[idx]).float().mean()))
-        return loss.item()
+        state["correct"].append(float((logits.argmax(-1) == labels[idx]).float().mean()))
+        state["losses"].append(loss.item())
+        log_metric("nli_loss", state["losses"][-1], step)
 
     encoder.train()
-    steps = resumable_steps(Batches(len(nli), batch_size, epochs, seed), step_fn,
-                            Saved(ckpt_path, checkpoint_every, {"encoder": encoder, "classifier": clf,
-                                                                "optimizer": opt}, extra),
-                            "infersent nli", log_metric=log_metric, loss_name="nli_loss")
-    correct, losses = extra["correct"], extra["losses"]
+    ckpt = Checkpoint(CheckpointPlan(ckpt_path, every_steps=cfg.checkpoint_every, what="infersent nli"),
+                      {"encoder": encoder, "classifier": clf, "optimizer": opt}, state)
+    ckpt.resume()
+    steps = run_steps(Batches(len(nli), cfg.batch_size, cfg.epochs, seed), take, ckpt, "infersent nli")
+    correct, losses = state["correct"], state["losses"]
     tail = max(1, len(correct) // 10)
     return {"nli_pairs": len(nli), "nli_steps": steps, "nli_train_accuracy_last_10pct": sum(correct[-tail:]) / tail,
             "nli_loss_last_10pct": sum(losses[-tail:]) / tail}

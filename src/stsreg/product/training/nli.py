@@ -14,7 +14,8 @@ What each objective trains on (:data:`KINDS`):
 
 Training keeps the final weights (no selection: the paper trains one epoch and scores what it gets) and is
 resumable from its checkpoint. The encoder runs in the model's precision (``model.precision``: bf16 autocast where it
-resolves to it, :mod:`stsreg.product.precision`), the embeddings, losses, weights and optimizer in fp32, as in stage 2;
+resolves to it, :mod:`stsreg.product.precision`), the embeddings, losses, weights and optimizer in fp32, as in stage 2,
+through the same loop (:func:`stsreg.product.training.resumable.run_steps`);
 with ``group_by_length`` each epoch's batches hold examples of similar token length (less padding).
 """
 
@@ -22,9 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
-import os
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -41,8 +39,8 @@ from stsreg.product.losses import InBatchContrastive, SoftmaxCE
 from stsreg.product.losses import head_loss
 from stsreg.product.model import SiameseRegressor, pair_features
 from stsreg.product.optim import param_groups
-from stsreg.product.training.batches import epoch_batches
-from stsreg.infra import progress
+from stsreg.product.training.checkpoint import Checkpoint, CheckpointPlan
+from stsreg.product.training.resumable import Batches, run_steps
 
 log = logging.getLogger(__name__)
 
@@ -142,16 +140,14 @@ def _optimizer(model: SiameseRegressor, objective: NliObjective, p: NliTrainingP
 
 
 def train_encoder(model: SiameseRegressor, name: str, examples: pd.DataFrame, p: NliTrainingParams, seed: int,
-              ckpt_path: Path, log_metric=lambda key, value, step: None, checkpoint_every: int = 50) -> dict:
+                  plan: CheckpointPlan, log_metric=lambda key, value, step: None) -> dict:
     """Train ``model`` (in place) with objective ``name`` on ``examples`` for ``p.epochs``; returns a summary.
 
-    Resumable: every ``checkpoint_every`` steps the weights, optimizer, schedule, torch RNG state and step go to
-    ``ckpt_path`` (atomically); a rerun with a checkpoint continues from it and ends with the same weights. The
-    batch order comes from a generator seeded per epoch, so it does not depend on where a run was resumed."""
+    Resumable (:func:`stsreg.product.training.resumable.run_steps`): the weights, optimizer, schedule, RNG states and
+    losses go to ``plan.path`` as the plan says; a rerun with the checkpoint continues from it and ends with the same
+    weights."""
     torch.manual_seed(seed)
     objective = NliObjective(name, model.dim, p)
-    steps_per_epoch = math.ceil(len(examples) / p.batch_size)
-    total = steps_per_epoch * p.epochs
     amp_name = precision.describe(model.amp_dtype)  # resolved (auto: probed) before training touches the weights
     model.train()
     model.encoder.requires_grad_(True)
@@ -159,55 +155,30 @@ def train_encoder(model: SiameseRegressor, name: str, examples: pd.DataFrame, p:
         if pname.startswith("pooler."):  # unused by mean / CLS-hidden pooling
             param.requires_grad_(False)
     model.head.requires_grad_(name in HEAD_LOSSES)
-    opt, sched = _optimizer(model, objective, p, total)
-    parts = {"model": model, "objective": objective, "optimizer": opt, "scheduler": sched}
-    step, losses = _resume(ckpt_path, parts)
-    if step:
-        log.info("resuming %s from step %d of %d", name, step, total)
-    params = [q for g in opt.param_groups for q in g["params"]]
     tables, labels = tokenized_examples(model, examples)
-    lengths = example_lengths(tables) if p.group_by_length else None
-    bar = progress.bar(total=total, initial=step, desc=f"nli {name}", unit="step")
-    for epoch in range(step // steps_per_epoch, p.epochs):
-        order = torch.randperm(len(examples), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
-        batches = epoch_batches(order, p.batch_size, lengths, seed + epoch)  # rebuilt alike by a resumed run
-        for b in range(step - epoch * steps_per_epoch, steps_per_epoch):
-            loss = objective(model, tables, labels, batches[b])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, p.max_grad_norm)
-            opt.step()
-            sched.step()
-            step += 1
-            losses.append(loss.item())
-            log_metric("train_loss", losses[-1], step)
-            bar.update(1)
-            if step % checkpoint_every == 0 or step == total:
-                _save(ckpt_path, parts, step, losses)
-    bar.close()
+    batches = Batches(len(examples), p.batch_size, p.epochs, seed, example_lengths(tables) if p.group_by_length
+                      else None)
+    opt, sched = _optimizer(model, objective, p, batches.total)
+    state: dict = {"step": 0, "losses": []}
+    ckpt = Checkpoint(plan, {"model": model, "objective": objective, "optimizer": opt, "scheduler": sched}, state)
+    ckpt.resume()
+    params = [q for g in opt.param_groups for q in g["params"]]
+
+    def take(idx: list[int], step: int) -> None:
+        loss = objective(model, tables, labels, idx)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, p.max_grad_norm)
+        opt.step()
+        sched.step()
+        state["losses"].append(loss.item())
+        log_metric("train_loss", state["losses"][-1], step)
+
+    step = run_steps(batches, take, ckpt, f"nli {name}")
     model.eval()
-    tail = losses[-max(1, steps_per_epoch // 10):]
-    return {"objective": name, "examples": len(examples), "steps": step, "total_steps": total,
+    losses = state["losses"]
+    tail = losses[-max(1, batches.per_epoch // 10):]
+    return {"objective": name, "examples": len(examples), "steps": step, "total_steps": batches.total,
             "first_loss": losses[0] if losses else None,
             "final_loss_mean_last_10pct": sum(tail) / len(tail) if tail else None,
             "params": dataclasses.asdict(p), "seed": seed, "precision": amp_name}
-
-
-def _resume(ckpt_path: Path, parts: dict) -> tuple[int, list[float]]:
-    """Load ``parts`` (model, objective, optimizer, scheduler: each ``load_state_dict``) and torch's RNG state from
-    the checkpoint; returns (its step, its losses), or (0, []) when there is none."""
-    if not ckpt_path.exists():
-        return 0, []
-    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-    for key, part in parts.items():
-        part.load_state_dict(ckpt[key])
-    torch.set_rng_state(ckpt["rng"])
-    return ckpt["step"], ckpt["losses"]
-
-
-def _save(ckpt_path: Path, parts: dict, step: int, losses: list[float]) -> None:
-    """``parts``' states, torch's RNG state, the step and the losses, written atomically."""
-    tmp = ckpt_path.with_suffix(".tmp")
-    torch.save({**{key: part.state_dict() for key, part in parts.items()}, "rng": torch.get_rng_state(), "step": step,
-                "losses": losses}, tmp)
-    os.replace(tmp, ckpt_path)

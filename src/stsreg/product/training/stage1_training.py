@@ -26,6 +26,7 @@ from stsreg.product.data.catalogue import sample_pairs, unique_sentences
 from stsreg.infra.hashing import sha256_lines
 from stsreg.product.losses import head_loss
 from stsreg.product.model import SiameseRegressor, weights_fingerprint
+from stsreg.product.training.checkpoint import CheckpointPlan
 from stsreg.product.training.nli import KINDS, train_encoder, training_examples
 from stsreg.infra import progress
 
@@ -56,19 +57,18 @@ def cached_embeddings(model: SiameseRegressor, sentences: list[str], cache_dir: 
     return emb, False
 
 
-def train_encoder_step(model: SiameseRegressor, nli: pd.DataFrame, p: Stage1EncoderParams, seed: int, ckpt_path: Path,
-                       log_metric=lambda key, value, step: None) -> dict | None:
+def train_encoder_step(model: SiameseRegressor, nli: pd.DataFrame, p: Stage1EncoderParams, seed: int,
+                       plan: CheckpointPlan, log_metric=lambda key, value, step: None) -> dict | None:
     """Train the whole encoder (in place) on NLI with ``p.objective``
-    (:func:`stsreg.product.training.nli.train_encoder`, resumable from ``ckpt_path``, which it deletes when done); None
+    (:func:`stsreg.product.training.nli.train_encoder`, resumable from ``plan``'s checkpoint, deleted when done); None
     and no change for ``none``. Its per-step loss is logged as ``encoder_train_loss``. The head is left trainable for
     :func:`train_head`."""
     if p.objective == "none":
         return None
     examples = training_examples(nli, KINDS[p.objective], p.max_pairs, seed)
-    ckpt_path.parent.mkdir(parents=True, exist_ok=True)
-    summary = train_encoder(model, p.objective, examples, p, seed, ckpt_path,
+    summary = train_encoder(model, p.objective, examples, p, seed, plan,
                             lambda key, value, step: log_metric(f"encoder_{key}", value, step))
-    ckpt_path.unlink(missing_ok=True)
+    Path(plan.path).unlink(missing_ok=True)
     model.head.requires_grad_(True)
     return summary
 

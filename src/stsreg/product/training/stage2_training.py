@@ -3,14 +3,15 @@
 
 AdamW (no decay on bias/LayerNorm) with layer-wise lr decay, linear warm-up schedule, gradient clipping,
 STS-B dev Spearman every ``eval_every`` steps (:class:`~stsreg.product.training.selection.DevSelector` keeps the
-selected model). A resumable checkpoint (:class:`~stsreg.product.training.checkpoint.Checkpointer`) is written once
-``checkpoint_every_s`` seconds passed since the last, and at each epoch end; rerunning after a crash (even
+selected model). The steps are :func:`stsreg.product.training.resumable.run_steps`'; its checkpoint
+(:class:`~stsreg.product.training.checkpoint.Checkpoint`) is written once ``checkpoint_every_s`` seconds passed since
+the last, and at each epoch end; rerunning after a crash (even
 ``kill -9``) resumes and ends with the same weights as an uninterrupted run. The pairs are tokenized once (batches
 are padded from the ids); the encoder runs under the model's ``precision`` (bf16 autocast where it resolves to it,
 :mod:`stsreg.product.precision`), the loss in fp32.
 
 Runs unchanged under ``torchrun --nproc_per_node=N`` (DDP; gloo on CPU, nccl on GPU): the global batch is
-``batch_size``, split evenly over processes by a ``DistributedSampler``; rank 0 evaluates, checkpoints, logs.
+``batch_size``, split evenly over processes as a ``DistributedSampler`` splits it; rank 0 evaluates, checkpoints, logs.
 
     stsreg train --stage 2                          # models/stage1 -> models/stage2
     torchrun --nproc_per_node=2 -m stsreg.cli train --stage 2
@@ -19,7 +20,6 @@ Runs unchanged under ``torchrun --nproc_per_node=N`` (DDP; gloo on CPU, nccl on 
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,7 +28,6 @@ import numpy as np
 import pandas as pd
 import torch
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data.distributed import DistributedSampler
 
 from stsreg.infra import atomic, runtime
 from stsreg.product import precision
@@ -41,13 +40,14 @@ from stsreg.product.model import SiameseRegressor, weights_fingerprint
 from stsreg.product.model_files import TRAIN_ROWS
 from stsreg.product.optim import build_optimizer
 from stsreg.product.training.batches import adjust_labels, epoch_batches, pair_lengths
-from stsreg.product.training.checkpoint import Checkpointer
+from stsreg.product.training.checkpoint import Checkpoint, CheckpointPlan
+from stsreg.product.training.resumable import Batches, run_steps
 from stsreg.product.training.selection import DevSelector, new_state
-from stsreg.infra import progress
 
 #: The modules whose code a stage-2 checkpoint is keyed with: this loop and everything it imports (the objective's
-#: losses included); params are keyed by value, so their module is left out.
-LOOP_CODE = ("stsreg.product.training.stage2_training", "stsreg.product.objective")
+#: losses included, and the loop it steps with); params are keyed by value, so their module is left out.
+LOOP_CODE = ("stsreg.product.training.stage2_training", "stsreg.product.objective",
+             "stsreg.product.training.resumable", "stsreg.product.training.checkpoint")
 
 
 
@@ -117,16 +117,14 @@ LOSS_WINDOW = 25
 
 
 class LossCurve:
-    """Mean training loss per :data:`LOSS_WINDOW` steps, appended to ``state["loss_curve"]`` as ``[step, mean]``.
+    """Mean training loss per :data:`LOSS_WINDOW` steps: ``points``, ``[step, mean]`` each.
 
-    Losses are summed as tensors (no host sync per step); :meth:`sync` stores the open window in ``state`` before a
-    checkpoint, so a resumed run's curve is the uninterrupted run's curve."""
+    Losses are summed as tensors (no host sync per step); its state dict (read when a checkpoint is written) holds
+    the open window, so a resumed run's curve is the uninterrupted run's curve."""
 
-    def __init__(self, state: dict, every: int = LOSS_WINDOW):
-        self.state, self.every = state, every
-        state.setdefault("loss_curve", [])
-        total, self.n = state.setdefault("loss_window", [0.0, 0])
-        self.total = torch.tensor(total, dtype=torch.float64)
+    def __init__(self, every: int = LOSS_WINDOW):
+        self.every, self.points = every, []
+        self.total, self.n = torch.zeros((), dtype=torch.float64), 0
 
     def add(self, loss: torch.Tensor, step: int) -> None:
         self.total = self.total.to(loss.device) + loss.detach().double()
@@ -137,12 +135,15 @@ class LossCurve:
     def close(self, step: int) -> None:
         """End the open window at ``step`` (a partial window at the end of training is a point too)."""
         if self.n:
-            self.state["loss_curve"].append([step, float(self.total) / self.n])
+            self.points.append([step, float(self.total) / self.n])
         self.total, self.n = torch.zeros((), dtype=torch.float64), 0
-        self.sync()
 
-    def sync(self) -> None:
-        self.state["loss_window"] = [float(self.total), self.n]
+    def state_dict(self) -> dict:
+        return {"points": self.points, "window": [float(self.total), self.n]}
+
+    def load_state_dict(self, saved: dict) -> None:
+        self.points, (total, self.n) = saved["points"], saved["window"]
+        self.total = torch.tensor(total, dtype=torch.float64)
 
 
 def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, objective: Objective, p: Stage2Params,
@@ -159,61 +160,51 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
     ``drawn_from``: the hashes of the rows ``train`` was drawn from, kept as :data:`TRAIN_ROWS` when given."""
     device = device or runtime.resolve_device()
     world_size, rank = runtime.world()
-    per_rank = _per_rank(p.batch_size, world_size)
     runtime.set_seed(seed)
     ids_a, ids_b, y, lengths, pairs_digest = _training_data(model, train, objective, p)
-    sampler = DistributedSampler(range(len(y)), num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
-    steps_per_epoch = math.ceil(len(sampler) / per_rank)
-    total_steps = steps_per_epoch * p.epochs
+    batches = Batches(len(y), _per_rank(p.batch_size, world_size), p.epochs, seed, lengths, rank, world_size)
     runner, amp_dtype = _prepare_model(model, objective, device, world_size)
-    opt, sched = build_optimizer(model, p.lr, p.weight_decay, p.layer_decay, total_steps, p.warmup_ratio)
+    opt, sched = build_optimizer(model, p.lr, p.weight_decay, p.layer_decay, batches.total, p.warmup_ratio)
     run = TrainingRun(model, runner, objective, opt, sched, amp_dtype, device, world_size, seed, p)
+    losses, state = LossCurve(), {"step": 0, **new_state()}
     # a checkpoint is resumed only by the same run on the same data
-    ckpt = Checkpointer(ckpt_dir, {**run.key(), "data": [pairs_digest, y.tolist(), len(dev)]},
-                        run.config(), model, opt, sched)
-    state = ckpt.resume(rank) or {"step": 0, **new_state()}
+    plan = CheckpointPlan(ckpt_dir / "last.pt", {**run.key(), "data": [pairs_digest, y.tolist(), len(dev)]},
+                          every_s=p.checkpoint_every_s, what="stage 2")
+    ckpt = Checkpoint(plan, {"model": model, "optimizer": opt, "scheduler": sched, "loss_curve": losses}, state,
+                      run.config())
+    ckpt.resume(rank)
     select = DevSelector(model, dev, p.eval_batch_size, keep or p.keep, state,
                          {"best": ckpt_dir / "best", "trained": ckpt_dir / "best_trained"}, log_metric, on_eval)
-    losses = LossCurve(state)
     if state["step"] == 0 and rank == 0:
         select(0)  # the starting point (stage 1 output), also the "before" figure
     runtime.barrier()
-    step = state["step"]
-    bar = progress.bar(total=total_steps, initial=step, desc="stage2", unit="step", enabled=rank == 0)
-    for epoch in range(step // steps_per_epoch, p.epochs):
-        sampler.set_epoch(epoch)
-        batches = epoch_batches(list(sampler), per_rank, lengths, seed + epoch)
-        for b in range(step - epoch * steps_per_epoch, len(batches)):
-            idx = batches[b]
-            step += 1
-            epoch_end = b == len(batches) - 1
-            loss = _step(run, model.collate(ids_a, idx), model.collate(ids_b, idx), y[idx].to(device))
-            state["step"] = step
-            bar.update(1)
-            losses.add(loss, step)
-            if rank == 0:
-                _log_step(log_metric, loss, sched, step)
-            if (step % p.eval_every == 0 or epoch_end) and rank == 0:
-                bar.set_postfix(dev=f"{select(step):.2f}", best=f"{state['best']:.2f}")
-            if ckpt.due(p.checkpoint_every_s) or epoch_end:  # by time: a GPU at ~15 steps/s writes what it needs
-                losses.sync()
-                ckpt.save(state, world_size, rank)
-            runtime.barrier()
-    bar.close()
+
+    def take(idx: list[int], step: int) -> None:
+        loss = _step(run, model.collate(ids_a, idx), model.collate(ids_b, idx), y[idx].to(device))
+        losses.add(loss, step)
+        if rank == 0:
+            _log_step(log_metric, loss, sched, step)
+
+    def evaluate(step: int, epoch_end: bool) -> dict | None:
+        if (step % p.eval_every == 0 or epoch_end) and rank == 0:
+            return {"dev": f"{select(step):.2f}", "best": f"{state['best']:.2f}"}
+        return None
+
+    step = run_steps(batches, take, ckpt, "stage2", evaluate)
     losses.close(step)
-    summary = _summary(run, step, total_steps, select, state, started_from)
+    summary = _summary(run, step, batches.total, select, losses, started_from)
     if rank == 0:
         _write_output(select.kept_dir, summary, out_dir, drawn_from)
     runtime.barrier()
     return summary
 
 
-def _summary(run: TrainingRun, step: int, total_steps: int, select: DevSelector, state: dict,
+def _summary(run: TrainingRun, step: int, total_steps: int, select: DevSelector, losses: LossCurve,
              started_from: dict | None) -> dict:
     """The run's ``training_summary.json``: steps, both dev selections, the loss curve, processes, precision, the
     resolved config and, when given, what the starting weights were."""
     # only rank 0 evaluates: the other DDP ranks have no dev curve; the loss curve is rank 0's share of the batches
-    summary = {"steps": step, "total_steps": total_steps, **select.summary(), "loss_curve": state["loss_curve"],
+    summary = {"steps": step, "total_steps": total_steps, **select.summary(), "loss_curve": losses.points,
                "world_size": run.world_size, "precision": precision.describe(run.amp_dtype),
                "config": run.config()}
     return summary | ({"started_from": started_from} if started_from is not None else {})
