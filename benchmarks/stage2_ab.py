@@ -26,6 +26,7 @@ def run_one(params, spec: str, sts: Path, init: Path) -> dict:
     from stsreg.product.model import SiameseRegressor
     from stsreg.product.runners.eval_runner import run_evaluate
     from stsreg.product.runners.stage2_runner import run_stage2
+    from stsreg.product.runners.start import Start
 
     mode, batching, seed = spec.split(":")
     p = dataclasses.replace(params, seed=int(seed),
@@ -35,7 +36,7 @@ def run_one(params, spec: str, sts: Path, init: Path) -> dict:
     model.config = dataclasses.replace(model.config, precision=mode)
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
-        summary = run_stage2(p, sts, model, Path(d) / "out", Path(d) / "ckpt")
+        summary = run_stage2(Start(model, p), sts, Path(d) / "out", Path(d) / "ckpt")
         wall = time.perf_counter() - t0
         metrics = run_evaluate(p, Path(d) / "out", sts, Path(d) / "eval")
     return {"run": spec, "precision": summary["precision"], "group_by_length": batching == "grouped", "seed": int(seed),

@@ -45,13 +45,13 @@ def train_stsreg(backbone: str, pairs: pd.DataFrame, dev: pd.DataFrame, stage2, 
 
     from stsreg.product.model import SiameseRegressor
     from stsreg.product.objective import Objective
-    from stsreg.product.training.stage2_training import fine_tune
+    from stsreg.product.training.stage2_training import Stage2Job, fine_tune
 
     stamps: list[float] = []
     model = SiameseRegressor.from_pretrained(backbone, max_length=max_length, precision=precision)
     p = dataclasses.replace(stage2, epochs=1, eval_every=10**9, checkpoint_every_s=1e9, group_by_length=group_by_length)
-    fine_tune(model, pairs, dev, Objective.from_params(p), p, 0, work / "out", work / "ckpt",
-              device=torch.device(device),
+    job = Stage2Job(pairs, dev, work / "out", work / "ckpt", device=torch.device(device))
+    fine_tune(model, job, Objective.from_params(p), p, 0,
               log_metric=lambda k, v, s: k == "train_loss" and stamps.append(sync(device)))
     return _steady_rate(stamps, p.batch_size, warmup)
 

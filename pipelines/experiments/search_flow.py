@@ -26,6 +26,7 @@ from stsreg.infra.codehash import code_hash
 from stsreg.infra.config import load_params
 from stsreg.infra.hashing import sha256_file, sha256_lines
 from stsreg.product.runners.stage2_runner import run_stage2
+from stsreg.product.runners.start import Start
 
 EXPERIMENT = "stsreg-search"
 log = logging.getLogger(__name__)
@@ -128,8 +129,8 @@ def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_
         pruned = None
         with tracking.tracked_run(EXPERIMENT, f"trial-{trial.number}", {"stage2": dataclasses.asdict(p2)}, tags) as run:
             try:
-                start = SiameseRegressor.load(init_dir, precision=params.model.precision)
-                summary = run_stage2(p, Path(sts_path), start, work / "model", work / "ckpt", run,
+                start = Start(SiameseRegressor.load(init_dir, precision=params.model.precision), p)
+                summary = run_stage2(start, Path(sts_path), work / "model", work / "ckpt", run,
                                      on_eval=_pruning_hook(study, trial))
             except optuna.TrialPruned as e:  # a decision, not a failure: the MLflow run ends FINISHED, tagged
                 pruned = e

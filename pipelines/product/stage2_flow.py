@@ -47,17 +47,16 @@ def tracked_stage2(params_path: str, sts_path: str, init_dir: str, out_dir: str,
     ``stsreg train --stage 2`` under torchrun. Every process trains; rank 0 alone (the one that evaluates and saves)
     opens the run and writes the outputs, so N processes leave what one process leaves."""
     # the champion champion.json pins (beside params.yaml; its epochs and lr replace stage 2's), or models/stage1
-    init, params, origin, seen = starting_point(load_params(params_path), Path(init_dir),
-                                                pin_path=Path(params_path).parent / PIN_FILE)
+    start = starting_point(load_params(params_path), Path(init_dir), pin_path=Path(params_path).parent / PIN_FILE)
+    params = start.params
     if not runtime.is_main_process():
-        return run_stage2(params, Path(sts_path), init, Path(out_dir), Path(ckpt_dir), seen=seen)
-    tags = run_tags([sts_path]) | {f"warm_start.{k}": str(v) for k, v in origin.items() if k != "from"}
+        return run_stage2(start, Path(sts_path), Path(out_dir), Path(ckpt_dir))
+    tags = run_tags([sts_path]) | {f"warm_start.{k}": str(v) for k, v in start.origin.items() if k != "from"}
     with tracking.tracked_run(EXPERIMENT, "stage2", logged(params, "2"), tags) as run:
         p = params.stage2  # lineage: the tables trained on and the one selected on, as MLflow datasets
         log_tables(tracking.client(run.uri), run.run_id, sts_path,
                    {"training": [(t, "train") for t in p.train_tables], "validation": [(p.dev_table, "dev")]})
-        summary = run_stage2(params, Path(sts_path), init, Path(out_dir), Path(ckpt_dir), run, started_from=origin,
-                             seen=seen)
+        summary = run_stage2(start, Path(sts_path), Path(out_dir), Path(ckpt_dir), run)
         publish(params, Path(out_dir), summary)
         if curves_dir:
             _write_curves(summary, Path(curves_dir))

@@ -54,7 +54,7 @@ def registry(harness, tiny_backbone, tmp_path_factory):
     torch.manual_seed(0)
     p = Stage2Params(batch_size=8, epochs=3, eval_every=1000, checkpoint_every_s=3600, lr=1e-3, warmup_ratio=0.1)
     fine_tune(SiameseRegressor.load(work / "untrained"), tiny_sts(240, seed=7), tiny_sts(40, seed=8), p, 3,
-              work / "trained", work / "ck", torch.device("cpu"))
+              work / "trained", work / "ck", device=torch.device("cpu"))
     # the champion's own train rows, as stage 2 keeps them: 24 of the 32 that the warm retrain's table holds
     np.save(work / "trained" / TRAIN_ROWS, row_hashes(_warm_train().head(24)))
 

@@ -120,8 +120,9 @@ def stage2(g: Golden) -> dict:
     (its card, the sentence-transformers files, the evaluation's truncation length)."""
     from pipelines.product.stage2_flow import publish
     from stsreg.product.runners.stage2_runner import run_stage2
+    from stsreg.product.runners.start import Start
 
-    summary = run_stage2(g.params, g.path("sts.parquet"), g.path("models/stage1"), g.path("models/stage2"),
+    summary = run_stage2(Start(g.path("models/stage1"), g.params), g.path("sts.parquet"), g.path("models/stage2"),
                          g.path("checkpoints/stage2"))
     publish(g.params, g.path("models/stage2"), summary)
     return digest.of_tree(g.path("models/stage2"), g.root)
@@ -169,12 +170,14 @@ def losses(g: Golden) -> dict:
     from stsreg.infra.config import with_overrides
     from stsreg.infra.loss_specs import LOSSES
     from stsreg.product.runners.stage2_runner import run_stage2
+    from stsreg.product.runners.start import Start
 
     out = {}
     for name in LOSSES:
         params = with_overrides(g.params, {"stage2.loss": name, "stage2.max_train_pairs": LOSS_PAIRS})
         model = g.path("losses", name)
-        run_stage2(params, g.path("sts.parquet"), g.path("models/stage1"), model, g.path("checkpoints/losses", name))
+        run_stage2(Start(g.path("models/stage1"), params), g.path("sts.parquet"), model,
+                   g.path("checkpoints/losses", name))
         out.update({f"{name}/{k}": v for k, v in digest.of_tree(model, g.root).items()
                     if k.endswith((".safetensors", "training_summary.json"))})
     return out

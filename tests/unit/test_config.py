@@ -86,6 +86,7 @@ def test_training_stages_read_exactly_their_declared_sections(tiny_backbone, tmp
 
     from stsreg.product.runners.stage1_runner import run_stage1
     from stsreg.product.runners.stage2_runner import run_stage2
+    from stsreg.product.runners.start import Start
     from tests.conftest import tiny_sts
     from tests.helpers.nli import grouped_nli
 
@@ -104,7 +105,7 @@ def test_training_stages_read_exactly_their_declared_sections(tiny_backbone, tmp
     run_stage1(SectionRecorder(params, seen1), tmp_path / "nli.parquet", tmp_path / "s1", tmp_path / "cache",
                ckpt_dir=tmp_path / "ck")
     assert seen1 == top(declared("stage1")) == {"seed", "model", "stage1"}
-    run_stage2(SectionRecorder(params, seen2), tmp_path / "sts.parquet", tmp_path / "s1", tmp_path / "s2",
+    run_stage2(Start(tmp_path / "s1", SectionRecorder(params, seen2)), tmp_path / "sts.parquet", tmp_path / "s2",
                tmp_path / "ck")
     # `launch` (how many processes) is read by the command that starts the runner (stsreg.commands.train.cmd_train);
     # `evaluate.max_length` by the flow's publish step, which gives the folder the length it is scored and served at

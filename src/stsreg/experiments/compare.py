@@ -104,6 +104,7 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
     from stsreg.product.model import SiameseRegressor, resolve_backbone
     from stsreg.product.runners.stage1_runner import run_stage1
     from stsreg.product.runners.stage2_runner import run_stage2
+    from stsreg.product.runners.start import Start
     from stsreg.infra.runtime import set_seed
 
     spec = METHODS[method]
@@ -121,7 +122,7 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
         set_seed(seed)  # the (unused) head's initialisation draws from the global RNG
         model = SiameseRegressor.from_params(p.model)
     p = dataclasses.replace(p, stage2=stage2_for(p, method))
-    run_stage2(p, sts_path, model, work / "model", work / "checkpoints", log_metric, keep="trained")
+    run_stage2(Start(model, p), sts_path, work / "model", work / "checkpoints", log_metric, keep="trained")
     # kept after the weights go
     shutil.copyfile(work / "model" / "training_summary.json", work / "training_summary.json")
     shutil.rmtree(work / "checkpoints", ignore_errors=True)

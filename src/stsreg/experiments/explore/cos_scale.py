@@ -81,6 +81,7 @@ def train_and_evaluate(params, seed: int, a: float, b: float) -> Path:
     from stsreg.product.model import SiameseRegressor
     from stsreg.product.runners.eval_runner import run_evaluate
     from stsreg.product.runners.stage2_runner import run_stage2
+    from stsreg.product.runners.start import Start
 
     out = run_dir(name_of(a, b), seed)
     if (out / "metrics.json").exists():
@@ -88,7 +89,7 @@ def train_and_evaluate(params, seed: int, a: float, b: float) -> Path:
     p = row_params(params, seed, cos_a=a, cos_b=b)
     work = OUT / "_work"
     shutil.rmtree(work, ignore_errors=True)
-    run_stage2(p, STS, SiameseRegressor.load(stage1_of(seed)), work / "model", work / "ckpt", keep="trained")
+    run_stage2(Start(SiameseRegressor.load(stage1_of(seed)), p), STS, work / "model", work / "ckpt", keep="trained")
     run_evaluate(p, work / "model", STS, out)
     shutil.copyfile(work / "model" / "training_summary.json", out / "training_summary.json")
     shutil.rmtree(work)
@@ -144,6 +145,7 @@ def production(params, a: float, b: float) -> str:
     from stsreg.product.sts_eval import paired_on_predictions
     from stsreg.product.runners.eval_runner import run_evaluate
     from stsreg.product.runners.stage2_runner import run_stage2
+    from stsreg.product.runners.start import Start
 
     committed = json.loads(Path("models/stage2/training_summary.json").read_text())["config"]
     if (committed["seed"] != params.seed
@@ -156,7 +158,7 @@ def production(params, a: float, b: float) -> str:
         p = dataclasses.replace(params, stage2=dataclasses.replace(params.stage2, cos_a=a, cos_b=b))
         work = OUT / "_work_production"
         # the checkpoint folder is kept until the run finishes, so a killed run resumes
-        run_stage2(p, STS, Path("models/stage1"), work / "model", work / "ckpt")
+        run_stage2(Start(Path("models/stage1"), p), STS, work / "model", work / "ckpt")
         run_evaluate(p, work / "model", STS, out)
         shutil.copyfile(work / "model" / "training_summary.json", out / "training_summary.json")
         shutil.rmtree(work)

@@ -65,7 +65,7 @@ def train_and_evaluate(params, seed: int) -> Path:
     from stsreg.product.objective import Objective
     from stsreg.product.runners.eval_runner import run_evaluate
     from stsreg.product.runners.stage2_runner import stage2_data
-    from stsreg.product.training.stage2_training import fine_tune
+    from stsreg.product.training.stage2_training import Stage2Job, fine_tune
 
     out = OUT / f"fitted-{seed}"
     if (out / "metrics.json").exists():
@@ -80,8 +80,7 @@ def train_and_evaluate(params, seed: int) -> Path:
     train = sample_pairs(train, p.stage2.max_train_pairs, seed)
     work = OUT / "_work"
     # the checkpoint key does not know the objective's class: a folder of its own, never an ours_cos checkpoint
-    fine_tune(model, train, dev, objective, p.stage2, seed, work / "model", work / "ckpt", runtime.resolve_device(),
-              keep="trained")
+    fine_tune(model, Stage2Job(train, dev, work / "model", work / "ckpt", keep="trained"), objective, p.stage2, seed)
     run_evaluate(p, work / "model", STS, out)
     shutil.copyfile(work / "model" / "training_summary.json", out / "training_summary.json")
     fits = torch.tensor(objective.loss.fits)  # (steps, 2); a resumed run holds only the steps after its resume

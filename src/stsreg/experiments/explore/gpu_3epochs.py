@@ -30,6 +30,7 @@ def run_job(job: dict, work_root: str) -> dict:
     from stsreg.infra.config import load_params
     from stsreg.product.model import SiameseRegressor
     from stsreg.product.runners.stage2_runner import run_stage2
+    from stsreg.product.runners.start import Start
     from stsreg.product.runners.eval_runner import run_evaluate
 
     t0 = time.time()
@@ -54,7 +55,7 @@ def run_job(job: dict, work_root: str) -> dict:
         out["nli_summary"] = nli_table.train_row(model, n["objective"], examples, p, job["seed"], work / "nli.pt")
         model.train()
     sts = ROOT / ".dev/sts.parquet"
-    summary = run_stage2(params, sts, model, work / "model", work / "ckpt", keep=job.get("keep", "trained"))
+    summary = run_stage2(Start(model, params), sts, work / "model", work / "ckpt", keep=job.get("keep", "trained"))
     out["summary"] = {k: v for k, v in summary.items() if not isinstance(v, (dict, list))}
     out["train_s"] = time.time() - t0
     if job.get("eval"):

@@ -20,11 +20,12 @@ def train(params, seed: int, a: float, b: float) -> Path:
     dev checkpoint after step 0; resumes from its checkpoint folder after a kill."""
     from stsreg.product.model import SiameseRegressor
     from stsreg.product.runners.stage2_runner import run_stage2
+    from stsreg.product.runners.start import Start
 
     out = model_dir(a, b, seed)
     if (out / "training_summary.json").exists():
         return out
-    run_stage2(row_params(params, seed, cos_a=a, cos_b=b), STS, SiameseRegressor.load(stage1_of(seed)), out,
+    run_stage2(Start(SiameseRegressor.load(stage1_of(seed)), row_params(params, seed, cos_a=a, cos_b=b)), STS, out,
                MODELS / f"_ckpt-{out.name}", keep="trained")
     return out
 

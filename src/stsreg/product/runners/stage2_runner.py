@@ -17,7 +17,8 @@ from stsreg.product.model import SiameseRegressor
 from stsreg.product.objective import Objective
 from stsreg.product.runners import NOOP
 from stsreg.product.training.replay import replayed, row_hashes
-from stsreg.product.training.stage2_training import fine_tune
+from stsreg.product.runners.start import Start
+from stsreg.product.training.stage2_training import Stage2Job, fine_tune
 
 
 def stage2_data(sts_path: Path, tables: tuple[str, ...] = TRAIN_DATASETS, dev_table: str = public_tables.DEV_TABLE
@@ -45,15 +46,15 @@ def warm_eval_every(pairs: int, p) -> int:
     return max(1, math.ceil(steps / p.warm_start.evals))
 
 
-def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, out_dir: Path, ckpt_dir: Path,
-               log_metric=NOOP, keep: str | None = None, on_eval=None, started_from: dict | None = None,
-               seen=None) -> dict:
-    """A starting model (a saved folder, by default ``models/stage1``, or a model object) + STS tables ->
-    ``out_dir`` (the STS-B dev selection ``keep``, default ``stage2.keep``, and ``train_rows.npy``: the train rows
+def run_stage2(start: Start, sts_path: Path, out_dir: Path, ckpt_dir: Path, log_metric=NOOP, keep: str | None = None,
+               on_eval=None) -> dict:
+    """``start`` (its model: a saved folder, by default ``models/stage1``, or a model object; its params) + STS tables
+    -> ``out_dir`` (the STS-B dev selection ``keep``, default ``stage2.keep``, and ``train_rows.npy``: the train rows
     drawn from), ``stage2.max_train_pairs`` applied. ``on_eval(step, dev_spearman)``: see
-    :class:`stsreg.product.training.selection.DevSelector`. ``seen`` (a warm start's champion's train-row hashes,
-    :attr:`stsreg.product.runners.warm_start.Start.seen`): every row not among them and a replay of the others sized
-    from them (:func:`stsreg.product.training.replay.replayed`) train, and ``started_from["rows"]`` counts them."""
+    :class:`stsreg.product.training.selection.DevSelector`. With ``start.seen`` (a warm start's champion's train-row
+    hashes) every row not among them and a replay of the others sized from them
+    (:func:`stsreg.product.training.replay.replayed`) train, and the summary's ``started_from["rows"]`` counts them."""
+    params, init, started_from = start.params, start.init, start.origin
     device = runtime.resolve_device()
     runtime.init_distributed(device)
     model = init if isinstance(init, SiameseRegressor) else SiameseRegressor.load(init,
@@ -63,12 +64,12 @@ def run_stage2(params: Params, sts_path: Path, init: Path | SiameseRegressor, ou
     p = params.stage2
     train, dev = stage2_data(sts_path, p.train_tables, p.dev_table)
     drawn_from = row_hashes(train)
-    if seen is None:
+    if start.seen is None:
         train = sample_pairs(train, p.max_train_pairs, params.seed)
     else:
-        train, rows = replayed(train, seen, p.warm_start, p.dev_table, p.max_train_pairs, params.seed)
+        train, rows = replayed(train, start.seen, p.warm_start, p.dev_table, p.max_train_pairs, params.seed)
         started_from = {**(started_from or {}), "rows": rows}
     if (started_from or {}).get("from") == "champion":
         p = dataclasses.replace(p, eval_every=warm_eval_every(len(train), p))
-    return fine_tune(model, train, dev, Objective.from_params(p), p, params.seed, out_dir, ckpt_dir, device, log_metric,
-                     keep=keep, on_eval=on_eval, started_from=started_from, drawn_from=drawn_from)
+    job = Stage2Job(train, dev, out_dir, ckpt_dir, keep, device, started_from, drawn_from)
+    return fine_tune(model, job, Objective.from_params(p), p, params.seed, log_metric, on_eval)

@@ -20,31 +20,20 @@ import json
 import logging
 import tempfile
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
 from stsreg.infra.config import Params
 from stsreg.product.champion_pin import PIN_FILE, pinned_folder, read_pin
 from stsreg.product.model_files import TRAIN_ROWS
+from stsreg.product.runners.start import Start
 
 log = logging.getLogger(__name__)
 
 
-class Start(NamedTuple):
-    """What :func:`stsreg.product.runners.stage2_runner.run_stage2` starts from: ``init`` (a folder or a model),
-    ``params`` (the warm epochs and lr in place), ``origin`` (for the summary, tags and card) and ``seen`` (the
-    champion's :data:`TRAIN_ROWS`, to tell its rows from the new ones; None for a cold start or a champion without
-    them)."""
-
-    init: object
-    params: Params
-    origin: dict
-    seen: np.ndarray | None = None
-
-
 def starting_point(params: Params, stage1_dir: Path, uri: str | None = None, pin_path: Path | str = PIN_FILE) -> Start:
-    """What :func:`stsreg.product.runners.stage2_runner.run_stage2` starts from and with (:class:`Start`).
+    """What :func:`stsreg.product.runners.stage2_runner.run_stage2` starts from and with
+    (:class:`~stsreg.product.runners.start.Start`).
 
     - cold (``warm_start.enabled`` false, the pin in ``pin_path`` names no champion, or one of another backbone):
       ``stage1_dir`` and ``params`` as given; ``origin`` ``{"from": "stage1", "why"}``;

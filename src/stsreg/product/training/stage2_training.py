@@ -146,19 +146,35 @@ class LossCurve:
         self.total = torch.tensor(total, dtype=torch.float64)
 
 
-def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, objective: Objective, p: Stage2Params,
-              seed: int, out_dir: Path, ckpt_dir: Path, device: torch.device | None = None,
-              log_metric=lambda key, value, step: None, keep: str | None = None, on_eval=None,
-              started_from: dict | None = None, drawn_from: np.ndarray | None = None) -> dict:
-    """Fine-tune on ``train`` (sentence1, sentence2, score on the data's scale: STS-B 0-5, SICK-R 1-5) with
-    ``objective``; ``p`` gives the optimisation (lr, epochs, batch, schedule, labels, evaluation, checkpoints).
-    Writes the model selected on ``dev`` (STS-B dev) to ``out_dir``: ``keep`` (default ``p.keep``) ``best`` or
-    ``trained`` (:mod:`stsreg.product.training.selection`). Returns a summary: dev and loss curves, both selections
-    (``best_*``, ``trained_best_*``), the resolved ``config``. Resumes from ``ckpt_dir/last.pt`` when it belongs to
-    the same configuration and data. ``on_eval(step, dev_spearman)``: see :class:`DevSelector`. ``started_from``: what
-    the starting weights are (:mod:`stsreg.product.runners.warm_start`), kept in the summary when given;
-    ``drawn_from``: the hashes of the rows ``train`` was drawn from, kept as :data:`TRAIN_ROWS` when given."""
-    device = device or runtime.resolve_device()
+@dataclass(frozen=True)
+class Stage2Job:
+    """What one stage-2 training is asked for: the ``train`` pairs (sentence1, sentence2, score on the data's scale:
+    STS-B 0-5, SICK-R 1-5) and the ``dev`` pairs it selects on (STS-B dev); where the selected model (``out_dir``) and
+    the checkpoints (``ckpt_dir``) go; which selection ``out_dir`` keeps (``keep``: ``best`` or ``trained``, None:
+    ``stage2.keep``; :mod:`stsreg.product.training.selection`); the ``device`` (None: this process's,
+    :func:`stsreg.infra.runtime.resolve_device`); and, for the record, what the starting weights are (``started_from``,
+    :mod:`stsreg.product.runners.warm_start`) and the hashes of the rows ``train`` was drawn from (``drawn_from``, kept
+    as :data:`TRAIN_ROWS`)."""
+
+    train: pd.DataFrame
+    dev: pd.DataFrame
+    out_dir: Path
+    ckpt_dir: Path
+    keep: str | None = None
+    device: torch.device | None = None
+    started_from: dict | None = None
+    drawn_from: np.ndarray | None = None
+
+
+def fine_tune(model: SiameseRegressor, job: Stage2Job, objective: Objective, p: Stage2Params, seed: int,
+              log_metric=lambda key, value, step: None, on_eval=None) -> dict:
+    """Fine-tune on ``job.train`` with ``objective``; ``p`` gives the optimisation (lr, epochs, batch, schedule,
+    labels, evaluation, checkpoints). Writes the model selected on ``job.dev`` to ``job.out_dir``
+    (:class:`Stage2Job`). Returns a summary: dev and loss curves, both selections (``best_*``, ``trained_best_*``),
+    the resolved ``config`` and, when given, ``started_from``. Resumes from ``job.ckpt_dir/last.pt`` when it belongs
+    to the same configuration and data. ``on_eval(step, dev_spearman)``: see :class:`DevSelector`."""
+    train, dev, ckpt_dir = job.train, job.dev, job.ckpt_dir
+    device = job.device or runtime.resolve_device()
     world_size, rank = runtime.world()
     runtime.set_seed(seed)
     ids_a, ids_b, y, lengths, pairs_digest = _training_data(model, train, objective, p)
@@ -173,7 +189,7 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
     ckpt = Checkpoint(plan, {"model": model, "optimizer": opt, "scheduler": sched, "loss_curve": losses}, state,
                       run.config())
     ckpt.resume(rank)
-    select = DevSelector(model, dev, p.eval_batch_size, keep or p.keep, state,
+    select = DevSelector(model, dev, p.eval_batch_size, job.keep or p.keep, state,
                          {"best": ckpt_dir / "best", "trained": ckpt_dir / "best_trained"}, log_metric, on_eval)
     if state["step"] == 0 and rank == 0:
         select(0)  # the starting point (stage 1 output), also the "before" figure
@@ -192,9 +208,9 @@ def fine_tune(model: SiameseRegressor, train: pd.DataFrame, dev: pd.DataFrame, o
 
     step = run_steps(batches, take, ckpt, "stage2", evaluate)
     losses.close(step)
-    summary = _summary(run, step, batches.total, select, losses, started_from)
+    summary = _summary(run, step, batches.total, select, losses, job.started_from)
     if rank == 0:
-        _write_output(select.kept_dir, summary, out_dir, drawn_from)
+        _write_output(select.kept_dir, summary, job.out_dir, job.drawn_from)
     runtime.barrier()
     return summary
 
