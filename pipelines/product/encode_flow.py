@@ -30,20 +30,11 @@ from stsreg.product.serving import batch_encode
 DEPLOYMENT = "stsreg-encode-chunks/pool"
 
 
-def _job(corpus: str, out: str, model: str, backend: str, column: str | None, chunk_size: int, batch_size: int,
-         threads: int) -> batch_encode.Job:
-    loaded, resolved, identity = batch_encode.load_model(model, batch_encode.resumed_backend(Path(out), backend),
-                                                         threads)
-    return batch_encode.Job(Path(corpus), Path(out), loaded, identity, resolved, column, chunk_size, batch_size)
-
-
 @flow(name="stsreg-encode-chunks")
-def encode_chunks_flow(corpus: str, out: str, chunks: list[int], model: str, backend: str, column: str | None = None,
-                       chunk_size: int = 10_000, batch_size: int = 64, threads: int = 0,
-                       project_dir: str = ".") -> dict:
-    """Encode ``chunks`` of the job prepared for ``out`` (absolute paths, or relative to ``project_dir``)."""
+def encode_chunks_flow(spec: batch_encode.EncodeSpec, chunks: list[int], project_dir: str = ".") -> dict:
+    """Encode ``chunks`` of the job prepared for ``spec.out`` (absolute paths, or relative to ``project_dir``)."""
     os.chdir(project_dir)
-    job = _job(corpus, out, model, backend, column, chunk_size, batch_size, threads)
+    job = batch_encode.Job.load(spec)
     job.attach()
     worker = os.environ.get("STSREG_WORKER_NAME") or f"{socket.gethostname()}:{os.getpid()}"
     encoded = []
@@ -56,27 +47,27 @@ def encode_chunks_flow(corpus: str, out: str, chunks: list[int], model: str, bac
 
 
 @flow(name="stsreg-encode")
-def encode_flow(corpus: str, out: str, model: str = "models:/sts-regression@champion", backend: str = "auto",
-                column: str | None = None, chunk_size: int = 10_000, batch_size: int = 64, threads: int = 0,
-                groups: int = 2, deployment: str | None = DEPLOYMENT, timeout_s: float = 24 * 3600) -> dict:
-    """Prepare, fan the missing chunks out in ``groups`` flow runs of ``deployment``, wait, assemble; returns the
-    summary of :func:`stsreg.product.serving.batch_encode.encode_corpus` plus ``workers`` (who encoded how many
-    chunks)."""
+def encode_flow(spec: batch_encode.EncodeSpec, groups: int = 2, deployment: str | None = DEPLOYMENT,
+                timeout_s: float = 24 * 3600) -> dict:
+    """Prepare ``spec``'s job, fan the missing chunks out in ``groups`` flow runs of ``deployment`` (None: here, one
+    after another), wait, assemble; returns the summary of :func:`stsreg.product.serving.batch_encode.encode_corpus`
+    plus ``workers`` (who encoded how many chunks)."""
     from prefect.deployments import run_deployment
     from prefect.flow_runs import wait_for_flow_run
     from prefect.utilities.asyncutils import run_coro_as_sync
 
-    corpus, out = str(Path(corpus).resolve()), str(Path(out).resolve())
-    job = _job(corpus, out, model, backend, column, chunk_size, batch_size, threads)
+    spec = spec.model_copy(update={"corpus": str(Path(spec.corpus).resolve()), "out": str(Path(spec.out).resolve())})
+    job = batch_encode.Job.load(spec)
     todo = job.prepare()
-    shared = {"corpus": corpus, "out": out, "model": model, "backend": job.manifest.backend, "column": column,
-              "chunk_size": chunk_size, "batch_size": batch_size, "threads": threads, "project_dir": os.getcwd()}
+    shared = spec.model_copy(update={"backend": job.manifest.backend})  # every worker runs the one resolved here
+    here = os.getcwd()
     batches = [todo[g::groups] for g in range(groups) if todo[g::groups]]
     if deployment is None:
         for chunks in batches:
-            encode_chunks_flow(chunks=chunks, **shared)
+            encode_chunks_flow(shared, chunks, here)
     else:
-        runs = [run_deployment(deployment, parameters={**shared, "chunks": chunks}, timeout=0) for chunks in batches]
+        runs = [run_deployment(deployment, parameters={"spec": shared.model_dump(), "chunks": chunks,
+                                                       "project_dir": here}, timeout=0) for chunks in batches]
         states = [run_coro_as_sync(wait_for_flow_run(r.id, timeout=timeout_s)).state for r in runs]
         failed = [f"{r.name}: {s.name}" for r, s in zip(runs, states) if not s.is_completed()]
         if failed:
@@ -99,5 +90,6 @@ if __name__ == "__main__":
     ap.add_argument("--groups", type=int, default=2, help="chunk flow runs (at most this many workers share the work)")
     ap.add_argument("--local", action="store_true", help="run the groups in this process (no deployment)")
     a = ap.parse_args()
-    print(encode_flow(a.corpus, a.out, a.model, a.backend, a.column, a.chunk_size, groups=a.groups,
-                      deployment=None if a.local else DEPLOYMENT))
+    spec = batch_encode.EncodeSpec(corpus=a.corpus, out=a.out, model=a.model, backend=a.backend, column=a.column,
+                                   chunk_size=a.chunk_size)
+    print(encode_flow(spec, groups=a.groups, deployment=None if a.local else DEPLOYMENT))

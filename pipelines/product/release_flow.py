@@ -115,8 +115,9 @@ def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: l
         tags.update(packaging.tags(verdicts))
         card = model_card.render(params, folder, metrics, (Path(eval_dir) / "table.md").read_text(encoding="utf-8"),
                                  commit, backends=verdicts)
-        mv = registry.log_and_register(run_id, folder, Path(eval_dir) / "predictions.parquet", tags, card=card,
-                                       scale=params.serve.scale, backend=params.serve.backend)
+        files = registry.VersionFiles(folder, Path(eval_dir) / "predictions.parquet", card, params.serve.scale,
+                                      params.serve.backend)
+        mv = registry.log_and_register(run_id, files, tags)
     atomic.write_text(Path(out_path).with_name("model_card.md"), card)
     atomic.write_text(Path(out_path).with_name("backends.json"), json.dumps(verdicts, indent=2))
     out = {"name": mv.name, "version": int(mv.version), "run_id": run_id, "alias": "challenger", "tags": tags}
@@ -208,10 +209,10 @@ def _promote(params_path: str, out_path: str, sts_path: str, headline_path: str 
                 run_evaluate(params, folder, Path(sts_path), Path(tmp) / "eval")
                 return pd.read_parquet(Path(tmp) / "eval" / "predictions.parquet")
 
-        baseline = backbone_predictions if params.promote.against_backbone else None
-        decision = registry.promote(params.promote, params.evaluate.n_resamples, params.seed, baseline=baseline,
-                                    baseline_name=f"the untouched backbone {params.model.backbone!r}",
-                                    rescore=champion_predictions, version=version)
+        fallbacks = registry.Fallbacks(backbone_predictions if params.promote.against_backbone else None,
+                                       f"the untouched backbone {params.model.backbone!r}", champion_predictions)
+        decision = registry.promote(params.promote, params.evaluate.n_resamples, params.seed, version=version,
+                                    fallbacks=fallbacks)
         test = decision.get("test") or {}
         per_metric = {f"gain_{crit}_{k}": t[k] for crit, t in (decision.get("tests") or {}).items()
                       for k in (*GAIN_KEYS, "pairs") if k in t}

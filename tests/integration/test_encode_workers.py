@@ -37,8 +37,9 @@ def test_two_workers_share_one_corpus(tiny_backbone, tmp_path, monkeypatch):
 
     # one process: the reference
     model, backend, identity = batch_encode.load_model(str(model_dir), "onnx")
-    reference = batch_encode.Job(project / "corpus.txt", tmp_path / "reference.npy", model, identity, backend,
-                                 chunk_size=250)
+    spec = batch_encode.EncodeSpec(corpus=str(project / "corpus.txt"), out=str(tmp_path / "reference.npy"),
+                                   chunk_size=250)
+    reference = batch_encode.Job(spec, model, identity, backend)
     batch_encode.encode_corpus(reference, progress=False)
 
     urls = local_servers.start(project, free_port(), free_port(), worker=False, timeout=240, prefect_toml=False)
@@ -56,8 +57,9 @@ def test_two_workers_share_one_corpus(tiny_backbone, tmp_path, monkeypatch):
         monkeypatch.chdir(project)
         with temporary_settings(updates={PREFECT_API_URL: urls["prefect_api"]}):
             assert "stsreg-encode-chunks/pool" in deploy(project, ScheduleParams())
-            out = encode_flow(str(project / "corpus.txt"), str(project / "emb.npy"), model=str(model_dir),
-                              backend="onnx", chunk_size=250, groups=2, timeout_s=600)
+            spec = batch_encode.EncodeSpec(corpus=str(project / "corpus.txt"), out=str(project / "emb.npy"),
+                                           model=str(model_dir), backend="onnx", chunk_size=250)
+            out = encode_flow(spec, groups=2, timeout_s=600)
     finally:
         for w in workers:
             w.terminate()

@@ -167,11 +167,12 @@ def test_unreadable_empty_and_long_lines_are_reported_not_fatal(model_dir, tmp_p
 def test_auto_resumes_on_the_backend_the_unfinished_job_ran(model_dir, tmp_path):
     """A resume never depends on a timing: `--backend auto` on an unfinished job takes the backend it ran (here torch,
     which `auto` would not choose on a CPU), instead of measuring again and refusing the job as another's."""
-    from stsreg.product.serving.batch_encode import Job, load_model, resumed_backend
+    from stsreg.product.serving.batch_encode import EncodeSpec, Job, load_model, resumed_backend
 
     (tmp_path / "s.txt").write_text("\n".join(_sentences(300, seed=4)) + "\n")
     model, backend, identity = load_model(str(model_dir), "torch", threads=1)
-    job = Job(tmp_path / "s.txt", tmp_path / "s.npy", model, identity, backend, chunk_size=100)
+    job = Job(EncodeSpec(corpus=str(tmp_path / "s.txt"), out=str(tmp_path / "s.npy"), chunk_size=100), model, identity,
+              backend)
     job.prepare()
     job.run_chunk(0)  # one chunk done, then the run stops
     assert resumed_backend(tmp_path / "s.npy", "auto") == "torch"

@@ -202,13 +202,13 @@ def encode(sub, name: str) -> None:
 def cmd_encode(args: argparse.Namespace) -> int:
     from stsreg.product.serving import batch_encode
 
-    wanted = batch_encode.resumed_backend(Path(args.out), args.backend, args.fresh)
-    model, backend, model_id = batch_encode.load_model(args.model, wanted, args.threads)
-    job = batch_encode.Job(Path(args.input), Path(args.out), model, model_id, backend, args.column, args.chunk_size,
-                           args.batch_size)
-    print(f"encoding {len(job.rows)} rows of {args.input} ({len(job.unique)} distinct) with {args.model} on {backend}, "
-          f"{model.config.max_length} tokens per sentence, {job.n_chunks} chunk(s) of {args.chunk_size} into "
-          f"{job.parts}", flush=True)
+    spec = batch_encode.EncodeSpec(corpus=args.input, out=args.out, model=args.model, backend=args.backend,
+                                   column=args.column, chunk_size=args.chunk_size, batch_size=args.batch_size,
+                                   threads=args.threads)
+    job = batch_encode.Job.load(spec, fresh=args.fresh)
+    print(f"encoding {len(job.rows)} rows of {args.input} ({len(job.unique)} distinct) with {args.model} on "
+          f"{job.manifest.backend}, {job.manifest.max_length} tokens per sentence, {job.n_chunks} chunk(s) of "
+          f"{args.chunk_size} into {job.parts}", flush=True)
     out = batch_encode.encode_corpus(job, fresh=args.fresh)
     resumed = f", {out['resumed_chunks']} chunk(s) found done" if out["resumed_chunks"] else ""
     print(

@@ -13,7 +13,8 @@ import logging
 import re
 import tempfile
 from contextlib import contextmanager
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -88,13 +89,24 @@ def _registered_already(c, name: str, run_id: str):
     return mv
 
 
-def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict[str, str], name: str = MODEL_NAME,
-                     uri: str | None = None, card: str | None = None, scale: tuple[float, float] = (0.0, 5.0),
-                     backend: str = "auto"):
-    """Log ``model_dir`` as a pyfunc in run ``run_id`` with ``predictions``; register a version, alias ``challenger``.
-    ``card``: the model card (:mod:`stsreg.product.model_card`), README.md of the logged model and the version's
-    description. ``scale``: the [lo, hi] its served ``score`` is given on (``serve.scale``), and ``backend`` what runs
-    its encoder (``serve.backend``), in the pyfunc's model config.
+@dataclass(frozen=True)
+class VersionFiles:
+    """What a registered version holds: the model ``folder`` (register's package), its test ``predictions`` (what the
+    gate judges), the model ``card`` (:mod:`stsreg.product.model_card`: README.md of the logged model and the version's
+    description), and in the pyfunc's model config the ``scale`` [lo, hi] its served ``score`` is given on
+    (``serve.scale``) and the ``backend`` that runs its encoder (``serve.backend``)."""
+
+    folder: Path
+    predictions: Path
+    card: str | None = None
+    scale: tuple[float, float] = (0.0, 5.0)
+    backend: str = "auto"
+
+
+def log_and_register(run_id: str, files: VersionFiles, tags: dict[str, str], name: str = MODEL_NAME,
+                     uri: str | None = None):
+    """Log ``files.folder`` as a pyfunc in run ``run_id`` with its predictions; register a version, alias
+    ``challenger``.
 
     Everything goes through an explicit client of ``uri`` (default :func:`stsreg.infra.tracking.tracking_uri`). The
     pyfunc becomes the run's ``model`` artifact: saved straight into a local artifact store (the weights are copied
@@ -116,11 +128,14 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
     if mv is not None:
         return mv
 
+    model_dir, card = files.folder, files.card
+
     def save(path: Path) -> None:
         with quiet(logs={"mlflow.pyfunc": ("Passing a Python object as `python_model`",)}):  # the pickle notice
             mlflow.pyfunc.save_model(str(path), python_model=SentencePairModel(), artifacts={"model": str(model_dir)},
                                      # MLFLOW_PYFUNC_INFERENCE_CONFIG may override them
-                                     model_config={"precision": "auto", "scale": list(scale), "backend": backend},
+                                     model_config={"precision": "auto", "scale": list(files.scale),
+                                                   "backend": files.backend},
                                      signature=SIGNATURE, pip_requirements=_requirements(), input_example=EXAMPLE,
                                      code_paths=[str(Path(stsreg.__file__).parent)])
         if card:
@@ -134,7 +149,7 @@ def log_and_register(run_id: str, model_dir: Path, predictions: Path, tags: dict
         with tempfile.TemporaryDirectory() as tmp:
             save(Path(tmp) / "model")
             c.log_artifacts(run_id, str(Path(tmp) / "model"), artifact_path="model")
-    c.log_artifact(run_id, str(predictions), artifact_path=Path(PREDICTIONS).parent.as_posix())
+    c.log_artifact(run_id, str(files.predictions), artifact_path=Path(PREDICTIONS).parent.as_posix())
     from mlflow.exceptions import MlflowException
 
     try:
@@ -228,20 +243,30 @@ def promotion_lock(timeout_s: float = 900) -> Iterator[None]:
         yield
 
 
+@dataclass(frozen=True)
+class Fallbacks:
+    """Where the gate gets predictions no version has stored: ``baseline()`` (the predictions table of the untouched
+    backbone, named ``baseline_name``) for a first challenger; ``rescore(champion_version, pairs)`` for a champion
+    whose stored predictions miss today's test pairs. None: that case is decided without them (see :func:`promote`)."""
+
+    baseline: Callable[[], pd.DataFrame] | None = None
+    baseline_name: str = "the untouched backbone"
+    rescore: Callable | None = None
+
+
 def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: str = MODEL_NAME,
-            baseline=None, baseline_name: str = "the untouched backbone", uri: str | None = None,
-            rescore=None, version: int | None = None) -> dict:
+            uri: str | None = None, version: int | None = None, fallbacks: Fallbacks = Fallbacks()) -> dict:
     """Move ``champion`` to ``challenger`` if every objective of ``gate.metrics`` gains >= margin *and* the gain is
     significant, and every guard of ``gate.guards`` holds (the guarded metric's lower bound >= -its bound).
 
-    With no champion yet, the challenger faces ``baseline()`` instead (the predictions table of the untouched
-    backbone, computed only then), so the first champion is never worse than the model the user downloaded;
-    without a ``baseline`` the first version is promoted. Pairs are matched by content; where the champion's stored
-    predictions do not cover today's test pairs (a test table changed), ``rescore(champion_version, pairs)`` scores
-    the champion on the pairs it lacks (``pairs``; None: every test pair of today's tables) first (without ``rescore``
-    the gate refuses). Records the decision as tags on the challenger version and returns ``{"promoted", "reason",
-    "challenger", "champion", ...test}``. Never touches ``champion`` on failure (any exception leaves the aliases as
-    they were).
+    With no champion yet, the challenger faces ``fallbacks.baseline()`` instead (the predictions table of the
+    untouched backbone, computed only then), so the first champion is never worse than the model the user
+    downloaded; without a baseline the first version is promoted. Pairs are matched by content; where the champion's
+    stored predictions do not cover today's test pairs (a test table changed), ``fallbacks.rescore(champion_version,
+    pairs)`` scores the champion on the pairs it lacks (``pairs``; None: every test pair of today's tables) first
+    (without a rescore the gate refuses). Records the decision as tags on the challenger version and returns
+    ``{"promoted", "reason", "challenger", "champion", ...test}``. Never touches ``champion`` on failure (any exception
+    leaves the aliases as they were).
 
     ``version``: the version this run registered (what its register stage wrote), judged whatever the
     ``challenger`` alias says by now (another host's retrain may have registered since); None: the alias. The champion
@@ -249,6 +274,7 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
     promote are judged one after the other, the second against the first's outcome.
     """
     c = tracking.client(uri)
+    baseline, rescore = fallbacks.baseline, fallbacks.rescore
     challenger = c.get_model_version(name, str(version)) if version is not None else \
         version_by_alias(c, name, "challenger")
     if challenger is None:
@@ -261,7 +287,7 @@ def promote(gate: PromoteParams, n_resamples: int = 1000, seed: int = 0, name: s
         elif champion is not None and champion.version == challenger.version:
             out.update(promoted=False, reason=f"version {challenger.version} is already the champion")
         else:
-            other, against, kept = ((baseline(), f"{baseline_name} (no champion yet)", "no champion yet")
+            other, against, kept = ((baseline(), f"{fallbacks.baseline_name} (no champion yet)", "no champion yet")
                                     if champion is None else
                                     (_predictions(c, champion), f"champion v{champion.version}", "kept the champion"))
             mine = _predictions(c, challenger)

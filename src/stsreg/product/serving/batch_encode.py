@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel, ConfigDict
 
 from stsreg.infra import atomic
 from stsreg.infra import progress as progress_bar
@@ -53,20 +54,41 @@ class Manifest:
     dim: int
 
 
+class EncodeSpec(BaseModel):
+    """What to embed, with what: ``stsreg encode``'s arguments, and the one parameter the Prefect flows pass whole.
+
+    ``corpus``: the input file; ``out``: the output (.parquet or .npy); ``model``: a registered model URI, a folder
+    written by stsreg or a backbone (:func:`load_model`); ``backend``: the one asked for (``auto``: the fastest measured
+    here of those the model may run); ``column``: a table's text column (None: text, sentence or sentence1);
+    ``chunk_size``: distinct sentences per chunk (the unit of resuming); ``batch_size``: sentences per forward pass;
+    ``threads``: intra-op threads (0: all cores)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    corpus: str
+    out: str
+    model: str = "models:/sts-regression@champion"
+    backend: str = "auto"
+    column: str | None = None
+    chunk_size: int = 10_000
+    batch_size: int = 64
+    threads: int = 0
+
+
 class Job:
     """One corpus, one model, one parts folder: :meth:`run_chunk` encodes chunk i, :meth:`assemble` writes the output.
 
-    ``model``: a loaded :class:`~stsreg.product.model.SiameseRegressor` already on its backend (``backend`` names it),
-    ``model_id`` what identifies its weights (:func:`load_model`).
+    ``spec``: what to embed; ``model``: a loaded :class:`~stsreg.product.model.SiameseRegressor` already on its backend
+    (``backend`` names it), ``model_id`` what identifies its weights (:func:`load_model`; :meth:`load` does both).
     """
 
-    def __init__(self, corpus: Path, out: Path, model, model_id: str, backend: str, column: str | None = None,
-                 chunk_size: int = 10_000, batch_size: int = 64):
+    def __init__(self, spec: EncodeSpec, model, model_id: str, backend: str):
+        corpus, out, column, chunk_size = Path(spec.corpus), Path(spec.out), spec.column, spec.chunk_size
         if out.suffix.lower() not in OUTPUTS:
             raise InputError(f"{out}: the output must end in {' or '.join(OUTPUTS)}")
         if chunk_size < 1:
             raise InputError(f"chunk size must be >= 1, got {chunk_size}")
-        self.corpus, self.out, self.model, self.batch_size = corpus, out, model, batch_size
+        self.corpus, self.out, self.model, self.batch_size = corpus, out, model, spec.batch_size
         self.frame, column, self.rejects = read_corpus(corpus, column)
         texts = self.frame[column].tolist()
         self.empty = sum(1 for t in texts if not t.strip())
@@ -76,6 +98,14 @@ class Job:
         self.parts = out.with_name(out.name + ".parts")
         self.manifest = Manifest(sha256_file(corpus), column, model_id, backend, model.config.max_length, chunk_size,
                                  len(self.unique), model.dim)
+
+    @classmethod
+    def load(cls, spec: EncodeSpec, fresh: bool = False) -> Job:
+        """The job of ``spec`` with its model loaded on its backend (``auto`` resuming an unfinished job takes the
+        backend that job ran, :func:`resumed_backend`)."""
+        wanted = resumed_backend(Path(spec.out), spec.backend, fresh)
+        model, backend, model_id = load_model(spec.model, wanted, spec.threads)
+        return cls(spec, model, model_id, backend)
 
     @property
     def n_chunks(self) -> int:
