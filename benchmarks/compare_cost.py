@@ -16,6 +16,7 @@ passed, so a run on a machine lent for minutes still reports what it finished.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import resource
 import shutil
@@ -71,7 +72,8 @@ def run_row(params, method: str, seed: int, data: dict, runs: Path, cache: Path,
     seen = {d.name for d in runs.glob("_stage1-*")}
     peak_reset(device)
     t0 = time.time()
-    model_dir = compare.train_method(params, method, seed, data["sts"], data["nli"], work, NOOP, cache_dir=cache)
+    model_dir = compare.train_method(dataclasses.replace(params, seed=seed), method, data["sts"], data["nli"], work,
+                                     NOOP, cache_dir=cache)
     t1 = time.time()
     train_peak = peak_gb(device)
     peak_reset(device)

@@ -47,7 +47,7 @@ def compare_run(params_path: str, method: str, seed: int, sts_path: str, nli_pat
     tags = {**tracking.environment_tags(runtime.device_name()), "method": method, "seed": str(seed),
             "fingerprint": key.fingerprint}
     with tracking.tracked_run(EXPERIMENT, f"{method}-{seed}", logged, tags) as run:
-        model_dir = compare.train_method(params, method, seed, Path(sts_path), Path(nli_path), work, run)
+        model_dir = compare.train_method(params, method, Path(sts_path), Path(nli_path), work, run)
         run.flush()
         metrics = run_evaluate(params, model_dir, Path(sts_path), work)
         tracking.log_metrics(run.run_id, metrics)

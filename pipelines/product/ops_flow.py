@@ -208,7 +208,7 @@ def champion_eval_flow(project_dir: str = ".", params_path: str = "params.yaml",
     """Evaluate ``models:/sts-regression@champion`` on the prepared test sets with the release flow's evaluate task
     (one MLflow run in experiment ``stsreg-champion``); tags on the version. The flow-run log says every
     ``heartbeat_s`` seconds that the evaluation still runs."""
-    from pipelines.product.release_flow import evaluate_task
+    from pipelines.product.release_flow import Recorded, evaluate_task
     from stsreg.product import registry
 
     project = Path(project_dir).resolve()
@@ -218,9 +218,10 @@ def champion_eval_flow(project_dir: str = ".", params_path: str = "params.yaml",
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = registry.model_folder(version, uri, tmp)
         with heartbeat(get_run_logger(), f"evaluating champion v{version.version} on the test tables", heartbeat_s):
+            recorded = Recorded(uri, "stsreg-champion", f"champion-v{version.version}",
+                                {"model_version": version.version})
             metrics = evaluate_task(str(project / params_path), str(model_dir), str(project / sts_path),
-                                    str(Path(tmp) / "eval"), uri=uri, experiment="stsreg-champion",
-                                    run_name=f"champion-v{version.version}", tags={"model_version": version.version})
+                                    str(Path(tmp) / "eval"), recorded=recorded)
     when = time.strftime("%Y-%m-%dT%H:%M:%S")
     c.set_model_version_tag(MODEL_NAME, version.version, "last_eval.time", when)
     c.set_model_version_tag(MODEL_NAME, version.version, "last_eval.avg7_spearman", f"{metrics['avg7_spearman']:.2f}")

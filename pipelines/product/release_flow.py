@@ -43,18 +43,27 @@ def _run_tags(**extra: str) -> dict[str, str]:
     return {**tracking.environment_tags(runtime.device_name()), **extra}
 
 
+@dataclasses.dataclass(frozen=True)
+class Recorded:
+    """Where an evaluation's MLflow run goes: the store ``uri`` (None: :func:`tracking.tracking_uri`), the
+    ``experiment``, the run ``name`` and its extra ``tags``."""
+
+    uri: str | None = None
+    experiment: str = EXPERIMENT
+    name: str = "evaluate"
+    tags: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
 @task(name="evaluate")
 def evaluate_task(params_path: str, model_dir: str, sts_path: str, out_dir: str, headline_path: str | None = None,
-                  uri: str | None = None, experiment: str = EXPERIMENT, run_name: str = "evaluate",
-                  tags: dict[str, str] | None = None) -> dict:
-    """7-task evaluation of ``model_dir`` in one MLflow run (store ``uri``, default :func:`tracking.tracking_uri`;
-    ``experiment`` / ``run_name`` / extra ``tags`` name it); ``headline_path``: also write
+                  recorded: Recorded = Recorded()) -> dict:
+    """7-task evaluation of ``model_dir`` in one MLflow run (:class:`Recorded`); ``headline_path``: also write
     :func:`stsreg.product.runners.eval_runner.headline`."""
     params = load_params(params_path)
-    tags = _run_tags(**(tags or {}))
+    uri, tags = recorded.uri, _run_tags(**recorded.tags)
     tags.update({"data_sha256.sts.parquet": sha256_file(sts_path), "model_dir": model_dir})
     logged = {"evaluate": dataclasses.asdict(params.evaluate), "seed": params.seed}
-    with tracking.tracked_run(experiment, run_name, logged, tags, uri) as run:
+    with tracking.tracked_run(recorded.experiment, recorded.name, logged, tags, uri) as run:
         metrics = run_evaluate(params, Path(model_dir), Path(sts_path), Path(out_dir))
         tested = [t.name for t in params.prepare.sts_tables]  # lineage: every test table scored
         log_tables(tracking.client(uri), run.run_id, sts_path, {"evaluation": [(t, "test") for t in tested]})

@@ -56,7 +56,7 @@ def test_glove_loss_value_and_gradient_by_hand():
     b = torch.tensor([0.1, 0.2], requires_grad=True)
     bc = torch.tensor([0.0, 0.3], requires_grad=True)
     rows, cols, x = torch.tensor([0, 1]), torch.tensor([1, 0]), torch.tensor([200.0, 10.0])
-    loss = wordvec.glove_loss(w, wc, b, bc, rows, cols, x)
+    loss = wordvec.glove_loss((w, wc, b, bc), rows, cols, x)
     # entry 1: f = 1 (x >= x_max), diff = 1 + 0.1 + 0.3 - log 200; entry 2: f = 0.1^0.75, diff = 1 + 0.2 + 0 - log 10
     d1, d2, f2 = 1.4 - math.log(200), 1.2 - math.log(10), 0.1 ** 0.75
     assert loss.item() == pytest.approx(d1 ** 2 + f2 * d2 ** 2, rel=1e-5)
@@ -83,7 +83,7 @@ def _two_topics(words: int, sentences: int):
 
 def test_self_trained_glove_puts_cooccurring_words_together():
     corpus, topics = _two_topics(20, 600)
-    within, across = _topic_similarity(wordvec.train_glove(corpus, 8, 4, 30, 1, seed=0), topics)
+    within, across = _topic_similarity(wordvec.train_glove(corpus, wordvec.GloveConfig(8, 4, 30, 1), seed=0), topics)
     assert within > 0.9 and abs(across) < 0.2
 
 

@@ -263,7 +263,7 @@ def test_a_nan_dev_score_never_keeps_a_checkpoint(tmp_path, monkeypatch):
         monkeypatch.setattr(selection, "spearman_cosine", lambda *a, **k: next(scores))
         dirs = {"best": tmp_path / keep / "best", "trained": tmp_path / keep / "trained"}
         dev = pd.DataFrame({"sentence1": ["a"], "sentence2": ["b"], "score": [1.0]})
-        select = selection.DevSelector(Model(), dev, 8, keep, selection.new_state(), dirs)
+        select = selection.DevSelector(Model(), dev, 8, keep, dirs)
         select(0)
         select(1)
         assert not dirs[keep].exists()

@@ -93,9 +93,10 @@ def run_key(params: Params, method: str, seed: int, sts_sha: str, nli_sha: str) 
     return RowKey(parts, RUN_CODE)
 
 
-def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_path: Path, work: Path, log_metric,
+def train_method(params: Params, method: str, sts_path: Path, nli_path: Path, work: Path, log_metric,
                  cache_dir: Path = Path("cache/embeddings")) -> Path:
-    """Train ``method`` with ``seed``; returns the model folder to evaluate (the backbone itself for ``base``).
+    """Train ``method`` with ``params`` (``params.seed``: the row's seed); returns the model folder to evaluate (the
+    backbone itself for ``base``).
 
     Head-loss methods start from a stage-1 model kept per seed under ``work.parent``, keyed by the stage-1 and
     model settings and the NLI data, so a change of any of them trains a new one; the others from the same model
@@ -110,7 +111,7 @@ def train_method(params: Params, method: str, seed: int, sts_path: Path, nli_pat
     spec = METHODS[method]
     if spec is None:
         return Path(resolve_backbone(params.model.backbone))
-    p = dataclasses.replace(params, seed=seed)
+    p, seed = params, params.seed
     if starts_from_stage1(p, method):
         stage1_dir = work.parent / f"_stage1-{seed}-{stage1_key(p, nli_path)}"
         if not (stage1_dir / "training_summary.json").exists():

@@ -45,12 +45,12 @@ def on_terminal() -> bool:
 
 
 def bar(iterable=None, *, total: int | None = None, desc: str = "", unit: str = "step", initial: int = 0,
-        enabled: bool | None = None, logger: logging.Logger | None = None, **kw) -> tqdm:
+        enabled: bool | None = None, **kw) -> tqdm:
     """A progress bar over ``iterable`` (or ``total`` steps): tqdm on a terminal, a log line every
     :data:`LOG_EVERY_S` s elsewhere. ``enabled``: False shows nothing (a rank other than 0, a nested loop), None: on."""
     if enabled is False:
         return tqdm(iterable, total=total, initial=initial, disable=True)
     if on_terminal():
         return tqdm(iterable, total=total, desc=desc, unit=unit, initial=initial, **kw)
-    return tqdm(iterable, total=total, desc=desc, unit=unit, initial=initial, file=_LogLines(logger or log),
+    return tqdm(iterable, total=total, desc=desc, unit=unit, initial=initial, file=_LogLines(log),
                 mininterval=LOG_EVERY_S, maxinterval=LOG_EVERY_S, miniters=1, bar_format=LOG_FORMAT, ascii=True, **kw)

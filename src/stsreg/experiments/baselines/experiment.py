@@ -81,7 +81,8 @@ def _word_vectors(name: str, p, sts: pd.DataFrame, nli: pd.DataFrame, seed: int,
         return wordvec.WordVectors.load(cached)
     sentences = wordvec.corpus(sts, nli)
     if name == "glove_selftrained":
-        vectors = wordvec.train_glove(sentences, p.word_dim, p.glove_window, p.glove_epochs, p.word_min_count, seed)
+        cfg = wordvec.GloveConfig(p.word_dim, p.glove_window, p.glove_epochs, p.word_min_count)
+        vectors = wordvec.train_glove(sentences, cfg, seed)
     else:
         vectors = wordvec.train_word2vec(sentences, name == "word2vec_skipgram", p.word_dim, p.word_window,
                                          p.word_epochs, p.word_min_count, seed)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -130,20 +131,35 @@ def cooccurrences(sentences: list[list[str]], vocab: dict[str, int], window: int
     return uniq // n, uniq % n, values
 
 
-def glove_loss(w, w_ctx, b, b_ctx, rows, cols, x, x_max: float = 100.0, alpha: float = 0.75) -> torch.Tensor:
+def glove_loss(vectors: tuple, rows, cols, x, x_max: float = 100.0, alpha: float = 0.75) -> torch.Tensor:
     """GloVe's weighted least squares over the given non-zero entries: sum of f(x) (w_i . w~_j + b_i + b~_j - log x)^2.
 
-    w, w_ctx: (V, d); b, b_ctx: (V,); rows, cols: (n,) long; x: (n,) positive counts."""
+    vectors: (w, w_ctx, b, b_ctx), w and w_ctx (V, d), b and b_ctx (V,); rows, cols: (n,) long; x: (n,) positive
+    counts."""
+    w, w_ctx, b, b_ctx = vectors
     f = torch.clamp((x / x_max) ** alpha, max=1.0)
     diff = (w[rows] * w_ctx[cols]).sum(-1) + b[rows] + b_ctx[cols] - torch.log(x)
     return (f * diff * diff).sum()
 
 
-def train_glove(sentences: list[list[str]], dim: int, window: int, epochs: int, min_count: int, seed: int,
-                lr: float = 0.05, batch_size: int = 8192) -> WordVectors:
+@dataclass(frozen=True)
+class GloveConfig:
+    """Self-trained GloVe: ``dim``-dimensional vectors of the words seen ``min_count`` times, co-occurrences within
+    ``window`` words, ``epochs`` of AdaGrad at ``lr`` over batches of ``batch_size`` non-zero entries."""
+
+    dim: int
+    window: int
+    epochs: int
+    min_count: int
+    lr: float = 0.05
+    batch_size: int = 8192
+
+
+def train_glove(sentences: list[list[str]], cfg: GloveConfig, seed: int) -> WordVectors:
     """Self-trained GloVe (see the module docstring): AdaGrad over shuffled non-zero entries of X."""
+    dim, window, epochs, batch_size = cfg.dim, cfg.window, cfg.epochs, cfg.batch_size
     counts = Counter(w for s in sentences for w in s)
-    words = [w for w, c in counts.most_common() if c >= min_count]
+    words = [w for w, c in counts.most_common() if c >= cfg.min_count]
     vocab = {w: i for i, w in enumerate(words)}
     rows, cols, x = (torch.from_numpy(a) for a in cooccurrences(sentences, vocab, window))
     x = x.float()
@@ -151,13 +167,13 @@ def train_glove(sentences: list[list[str]], dim: int, window: int, epochs: int, 
     # GloVe's init
     init = lambda *shape: ((torch.rand(*shape, generator=g) - 0.5) / dim).requires_grad_(True)
     w, w_ctx, b, b_ctx = init(len(words), dim), init(len(words), dim), init(len(words)), init(len(words))
-    opt = torch.optim.Adagrad([w, w_ctx, b, b_ctx], lr=lr)
+    opt = torch.optim.Adagrad([w, w_ctx, b, b_ctx], lr=cfg.lr)
     for epoch in range(epochs):
         order = torch.randperm(len(x), generator=g)
         total = 0.0
         for start in range(0, len(order), batch_size):
             i = order[start:start + batch_size]
-            loss = glove_loss(w, w_ctx, b, b_ctx, rows[i], cols[i], x[i])
+            loss = glove_loss((w, w_ctx, b, b_ctx), rows[i], cols[i], x[i])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

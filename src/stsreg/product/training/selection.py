@@ -24,24 +24,29 @@ def _rank(score: float) -> float:
     return -math.inf if math.isnan(score) else score
 
 
-def new_state() -> dict:
-    """The selection's part of a resumable training state (JSON-like, stored in every checkpoint)."""
-    return {"best": -math.inf, "best_step": -1, "trained_best": -math.inf, "trained_best_step": -1, "curve": []}
 
 
 class DevSelector:
     """Scores ``model`` on ``dev`` (sentence1, sentence2, score 0-5: STS-B dev) and saves the ``keep`` selection.
 
-    ``state`` (see :func:`new_state`) is updated in place, so it can live inside a checkpoint; ``dirs`` maps
-    ``best`` / ``trained`` to the folders each selection is saved to. ``on_eval(step, dev_spearman)`` is called
-    after each evaluation (the search's pruner raises from it to stop a trial)."""
+    ``dirs`` maps ``best`` / ``trained`` to the folders each selection is saved to. ``on_eval(step, dev_spearman)``
+    is called after each evaluation (the search's pruner raises from it to stop a trial). Its ``state`` (both
+    selections and the dev curve, JSON-like) is a checkpoint's object: :meth:`state_dict` / :meth:`load_state_dict`."""
 
-    def __init__(self, model, dev, batch_size: int, keep: str, state: dict, dirs: dict[str, Path],
+    def __init__(self, model, dev, batch_size: int, keep: str, dirs: dict[str, Path],
                  log_metric=lambda key, value, step: None, on_eval=None):
         if keep not in KEEPS:
             raise ValueError(f"keep must be one of {KEEPS}, got {keep!r}")
         self.model, self.dev, self.batch_size, self.keep = model, dev, batch_size, keep
-        self.state, self.dirs, self.log_metric, self.on_eval = state, dirs, log_metric, on_eval
+        self.dirs, self.log_metric, self.on_eval = dirs, log_metric, on_eval
+        self.state = {"best": -math.inf, "best_step": -1, "trained_best": -math.inf, "trained_best_step": -1,
+                      "curve": []}
+
+    def state_dict(self) -> dict:
+        return self.state
+
+    def load_state_dict(self, saved: dict) -> None:
+        self.state = dict(saved)
 
     def __call__(self, step: int) -> float:
         """Evaluate at ``step``; returns the dev Spearman (x100 of cosine)."""

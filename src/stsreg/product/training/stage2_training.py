@@ -42,7 +42,7 @@ from stsreg.product.optim import build_optimizer
 from stsreg.product.training.batches import adjust_labels, epoch_batches, pair_lengths
 from stsreg.product.training.checkpoint import Checkpoint, CheckpointPlan
 from stsreg.product.training.resumable import Batches, run_steps
-from stsreg.product.training.selection import DevSelector, new_state
+from stsreg.product.training.selection import DevSelector
 
 #: The modules whose code a stage-2 checkpoint is keyed with: this loop and everything it imports (the objective's
 #: losses included, and the loop it steps with); params are keyed by value, so their module is left out.
@@ -182,16 +182,15 @@ def fine_tune(model: SiameseRegressor, job: Stage2Job, objective: Objective, p: 
     runner, amp_dtype = _prepare_model(model, objective, device, world_size)
     opt, sched = build_optimizer(model, p.lr, p.weight_decay, p.layer_decay, batches.total, p.warmup_ratio)
     run = TrainingRun(model, runner, objective, opt, sched, amp_dtype, device, world_size, seed, p)
-    losses, state = LossCurve(), {"step": 0, **new_state()}
+    losses = LossCurve()
+    select = DevSelector(model, dev, p.eval_batch_size, job.keep or p.keep,
+                         {"best": ckpt_dir / "best", "trained": ckpt_dir / "best_trained"}, log_metric, on_eval)
     # a checkpoint is resumed only by the same run on the same data
     plan = CheckpointPlan(ckpt_dir / "last.pt", {**run.key(), "data": [pairs_digest, y.tolist(), len(dev)]},
                           every_s=p.checkpoint_every_s, what="stage 2")
-    ckpt = Checkpoint(plan, {"model": model, "optimizer": opt, "scheduler": sched, "loss_curve": losses}, state,
-                      run.config())
-    ckpt.resume(rank)
-    select = DevSelector(model, dev, p.eval_batch_size, job.keep or p.keep, state,
-                         {"best": ckpt_dir / "best", "trained": ckpt_dir / "best_trained"}, log_metric, on_eval)
-    if state["step"] == 0 and rank == 0:
+    ckpt = Checkpoint(plan, {"model": model, "optimizer": opt, "scheduler": sched, "loss_curve": losses,
+                             "selection": select}, {"step": 0}, run.config())
+    if ckpt.resume(rank) == 0 and rank == 0:
         select(0)  # the starting point (stage 1 output), also the "before" figure
     runtime.barrier()
 
@@ -203,7 +202,7 @@ def fine_tune(model: SiameseRegressor, job: Stage2Job, objective: Objective, p: 
 
     def evaluate(step: int, epoch_end: bool) -> dict | None:
         if (step % p.eval_every == 0 or epoch_end) and rank == 0:
-            return {"dev": f"{select(step):.2f}", "best": f"{state['best']:.2f}"}
+            return {"dev": f"{select(step):.2f}", "best": f"{select.state['best']:.2f}"}
         return None
 
     step = run_steps(batches, take, ckpt, "stage2", evaluate)
