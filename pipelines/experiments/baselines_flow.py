@@ -21,7 +21,8 @@ import pandas as pd
 from prefect import flow, task
 
 from stsreg.infra import atomic, runtime, tracking
-from stsreg.experiments import row_results, run_folders
+from pipelines.experiments.experiment_rows import Row, run_row
+from stsreg.experiments import row_results
 from stsreg.experiments.baselines import experiment, baselines_table, retrieval
 from stsreg.infra.codehash import RowKey
 from stsreg.infra.config import Params, load_params
@@ -73,29 +74,14 @@ def baselines_parent(params_path: str, runs_dir: str) -> str:
 def baselines_system(params_path: str, name: str, sts_path: str, nli_path: str, runs_dir: str, out_dir: str,
                      parent: str) -> dict:
     params = load_params(params_path)
-    work, rows = Path(runs_dir) / name, row_results.folder(out_dir)
     key = system_key(params, name, sha256_file(sts_path), sha256_file(nli_path))
-    if row_results.is_done(rows, name, key.fingerprint):
-        return row_results.metrics(rows, name) or {"unavailable": row_results.read_json(rows, name,
-                                                                                        "run.json")["unavailable"]}
-    run_folders.prepare(work, key.fingerprint)  # a killed system of this key resumes from its checkpoint
-    tags = {**tracking.environment_tags(runtime.device_name()), "system": name, "mlflow.parentRunId": parent,
-            "fingerprint": key.fingerprint}
     logged = {"system": name, "seed": params.seed, "baselines": experiment.settings(params, name)}
-    with tracking.tracked_run(EXPERIMENT, name, logged, tags) as run:
-        try:
-            metrics = experiment.run_system(params, name, pd.read_parquet(sts_path), pd.read_parquet(nli_path), work,
-                                            run)
-        except experiment.Unavailable as why:
-            tracking.client().set_tag(run.run_id, "unavailable", str(why))
-            row_results.keep(work, rows, name, key, run.run_id, unavailable=str(why))
-            return {"unavailable": str(why)}
-        atomic.write_json(work / "metrics.json", metrics)
-        tracking.log_metrics(run.run_id, metrics)
-        for fname in ("predictions.parquet", "fit_summary.json"):
-            tracking.client().log_artifact(run.run_id, str(work / fname), artifact_path="baselines")
-    row_results.keep(work, rows, name, key, run.run_id)  # the results travel in rows/; the weights stay in the work
-    return metrics
+    # the weights stay in the work folder (the results travel in rows/)
+    row = Row(name, key, EXPERIMENT, logged, {"system": name, "mlflow.parentRunId": parent},
+                   Path(runs_dir) / name, row_results.folder(out_dir), ("predictions.parquet", "fit_summary.json"),
+                   "baselines", keep_work=True)
+    return run_row(row, lambda run: experiment.run_system(params, name, pd.read_parquet(sts_path),
+                                                                pd.read_parquet(nli_path), row.work, run))
 
 
 @task(name="baselines-retrieval")

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import shutil
 import time
 from pathlib import Path
 
 import pandas as pd
 from prefect import flow, task
 
-from stsreg.infra import atomic, runtime, tracking
-from stsreg.experiments import nli_table, row_results, run_folders, run_tables
+from pipelines.experiments.experiment_rows import Report, Row, Table, run_row
+from stsreg.experiments import nli_table, row_results
 from stsreg.infra.codehash import RowKey
 from stsreg.infra.config import Params, load_params
 from stsreg.infra.hashing import sha256_file
@@ -49,64 +47,38 @@ def row_key(params: Params, name: str, seed: int, nli_sha: str, sts_sha: str) ->
 def nli_table_row(params_path: str, name: str, seed: int, nli_path: str, sts_path: str, runs_dir: str,
                   out_dir: str) -> dict:
     params = dataclasses.replace(load_params(params_path), seed=seed)
-    row, rows = f"{name}-{seed}", row_results.folder(out_dir)
-    work = Path(runs_dir) / row
     key = row_key(params, name, seed, sha256_file(nli_path), sha256_file(sts_path))
-    if row_results.is_done(rows, row, key.fingerprint):
-        return row_results.metrics(rows, row)
-    run_folders.prepare(work, key.fingerprint)  # a killed row of this key resumes from its checkpoint
     logged = {"objective": name, "seed": seed, "nli_table": dataclasses.asdict(params.nli_table),
               "model": dataclasses.asdict(params.model), "evaluate": dataclasses.asdict(params.evaluate)}
-    tags = {**tracking.environment_tags(runtime.device_name()), "objective": name, "seed": str(seed),
-            "fingerprint": key.fingerprint}
-    started = time.time()
-    with tracking.tracked_run(EXPERIMENT, f"{name}-{seed}", logged, tags) as run:
-        model_dir = nli_table.run_row(params, name, seed, pd.read_parquet(nli_path), work, run)
+    row = Row(f"{name}-{seed}", key, EXPERIMENT, logged, {"objective": name, "seed": str(seed)},
+                   Path(runs_dir) / f"{name}-{seed}", row_results.folder(out_dir),
+                   ("table.md", "predictions.parquet", "nli_summary.json"))
+
+    def train_and_score(run) -> dict:
+        started = time.time()
+        model_dir = nli_table.run_row(params, name, seed, pd.read_parquet(nli_path), row.work, run)
         trained_s = time.time() - started
         run.flush()
-        metrics = run_evaluate(params, model_dir, Path(sts_path), work)
-        metrics.update(train_seconds=trained_s, row_seconds=time.time() - started)
-        atomic.write_json(work / "metrics.json", metrics)
-        tracking.log_metrics(run.run_id, metrics)
-        for fname in ("table.md", "predictions.parquet", "nli_summary.json"):
-            if (work / fname).exists():
-                tracking.client().log_artifact(run.run_id, str(work / fname), artifact_path="eval")
-    # the weights are not kept: the results travel in rows/ (the marker a rerun trusts written last), the work goes
-    row_results.keep(work, rows, row, key, run.run_id)
-    shutil.rmtree(work, ignore_errors=True)
-    return metrics
+        metrics = run_evaluate(params, model_dir, Path(sts_path), row.work)
+        return {**metrics, "train_seconds": trained_s, "row_seconds": time.time() - started}
+
+    return run_row(row, train_and_score)
 
 
 @task(name="nli-table-report")
 def nli_table_report(params_path: str, out_dir: str, metrics_path: str) -> dict:
     params = load_params(params_path)
     p = params.nli_table
-    rows = row_results.folder(out_dir)
-    runs = run_tables.collect(rows, p.objectives, p.seeds)
-    table = run_tables.results_table(runs)
+    ref = nli_table.REFERENCE
+    pairs = lambda table: [(ref, o) for o in p.objectives if o != ref] if ref in p.objectives else []  # noqa: E731
+    runs, table, tests = Table(Path(out_dir), p.objectives, p.seeds, pairs, params.evaluate.n_resamples,
+                                    params.seed).build()
     seconds = runs.groupby("method", sort=False).row_seconds.mean()
-    pairs = [(nli_table.REFERENCE, o) for o in p.objectives if o != nli_table.REFERENCE] \
-        if nli_table.REFERENCE in p.objectives else []
-    tests = run_tables.paired_tests(rows, pairs, p.seeds, params.evaluate.n_resamples, params.seed) if pairs else None
-    row_results.prune(rows)
-    out = Path(out_dir)
-    atomic.to_csv(runs, out / "runs.csv")
-    atomic.to_csv(table, out / "results.csv")
-    if tests is not None:
-        atomic.to_csv(tests, out / "paired.csv")
     md = nli_table.format_table(table, tests, p.seeds, seconds.to_dict(), params.model.backbone)
-    atomic.write_text(out / "results.md", md + "\n")
-    run_tables.plot_methods(table, out / "avg7.png")
     # the headline: avg7 per objective (no row trains on STS, so the unseen view is in results.csv, not here)
     summary = {f"{r.method}_avg7": float(r["avg7_mean"]) for _, r in table.iterrows()}
-    atomic.write_text(metrics_path, json.dumps(summary, indent=2))  # last
     logged = {"nli_table": dataclasses.asdict(p), "model": dataclasses.asdict(params.model)}
-    with tracking.tracked_run(EXPERIMENT, "nli-table", logged, tracking.environment_tags(runtime.device_name())) as run:
-        tracking.log_report(run.run_id, summary, out, ("results.md", "results.csv", "runs.csv", "paired.csv",
-                                                       "avg7.png"),
-                            "nli_table")
-    print(md)
-    return summary
+    return Report(md, summary, metrics_path, EXPERIMENT, "nli-table", logged, "nli_table").publish(Path(out_dir))
 
 
 @flow(name="stsreg-nli-table")

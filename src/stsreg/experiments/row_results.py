@@ -48,9 +48,18 @@ def is_done(rows: Path, name: str, fingerprint: str) -> bool:
     return run_folders.is_done(rows / name, fingerprint)
 
 
+class Unavailable(Exception):
+    """A row that cannot run here (e.g. a baseline's word2vec file, offline): it is kept saying why."""
+
+
 def metrics(rows: Path, name: str) -> dict:
     """The evaluation of the finished row ``name`` (``<row>-<seed>``, or a baseline system's name)."""
     return read_json(rows, name, "metrics.json")
+
+
+def outcome(rows: Path, name: str) -> dict:
+    """What the finished row ``name`` gave: its evaluation, or ``{"unavailable": why}`` (:class:`Unavailable`)."""
+    return metrics(rows, name) or {"unavailable": read_json(rows, name, "run.json")["unavailable"]}
 
 
 def _pairs_key(pairs: pd.DataFrame) -> str:

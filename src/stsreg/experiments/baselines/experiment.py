@@ -23,16 +23,13 @@ import torch
 from stsreg.experiments.baselines.fit import FitConfig, fit
 from stsreg.experiments.baselines.metrics import metrics_of, score_table
 from stsreg.experiments.baselines.scoring import PairScorer
+from stsreg.experiments.row_results import Unavailable  # a system that cannot run here: its row says why
 from stsreg.infra import atomic
 from stsreg.infra.baseline_specs import SYSTEMS
 from stsreg.infra.config import Params
 from stsreg.infra.public_tables import BASELINES_TABLE
 
 log = logging.getLogger(__name__)
-
-
-class Unavailable(Exception):
-    """A system that cannot run here (e.g. no word2vec file offline): its row says why."""
 
 
 #: Settings a system reads from outside the ``baselines`` section: name -> (section, key).
