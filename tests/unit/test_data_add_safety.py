@@ -1,7 +1,8 @@
 """``stsreg data add`` never writes what ``prepare`` would not read back exactly: Parquet tables with categorical,
 nullable and string columns grow without a null, a value the file cannot hold (a character its encoding lacks, a word
 in a numeric column) is refused in one line naming the row, UTF-16 tables grow without blank lines, a grown table
-prepare would refuse (its reject cap) is restored byte for byte, and an add waits for a running ``dvc repro``."""
+prepare would refuse (its reject cap) leaves the file untouched (judged on a copy), and an add waits for a running
+``dvc repro``."""
 
 import subprocess
 import sys
@@ -124,12 +125,13 @@ def test_an_add_prepare_would_refuse_is_restored_byte_for_byte(tmp_path):
     table_rows = _pairs(1000, 0).astype(str)
     table_rows.loc[:19, "score"] = "n/a"  # the table's own 20 bad rows of 1,025 after the add: 1.95% > the 1% cap
     table_rows.to_csv(path, index=False)
-    before = path.read_bytes()
+    before, written = path.read_bytes(), path.stat().st_mtime_ns
     rows = _pairs(25, 5, " z").astype(str)  # good rows: the grown table is what prepare would refuse
     with pytest.raises(InputError, match=r"would reject 20 of 1025 rows .* prepare would refuse it \(line \d+: score "
                                          r"is not a number\)"):
         add_rows(tmp_path, [table], AddRequest("mine", _new_rows(tmp_path, rows), max_rejected_fraction=0.01))
     assert path.read_bytes() == before
+    assert path.stat().st_mtime_ns == written  # judged on a copy: the file itself was never written
 
 
 HOLD_DVC_LOCK = """

@@ -12,19 +12,22 @@ reported; ``duplicates: skip`` (the default) leaves them out, ``refuse`` refuses
 project's data lock (:func:`stsreg.infra.locking.data_write_lock`: it waits for a running stage or ``dvc repro``,
 and a ``dvc repro`` started meanwhile waits for it).
 
-Before it reports success the grown file is read back with the reader ``prepare`` uses and every appended row
-compared with the input (each column's text; numbers as numbers), and ``check`` (prepare's reading of the grown
-table, its reject cap included) runs: every new row is judged on its own, so one that prepare would reject refuses
-the add (each such line named), whatever the table's reject cap; ``skip_bad`` adds the others and lists them. Any
-refusal (other columns, a character the file's encoding cannot hold, a value the column's type cannot hold, a row
-that reads back different, the grown table refused) writes nothing: the file is restored byte for byte and the error
-names the rows and the reason.
+The rows are judged before your file is written: the grown table is made on a copy (in a temporary folder), read
+back with the reader ``prepare`` uses and every appended row compared with the input (each column's text; numbers as
+numbers), and ``check`` (prepare's reading of the grown table, its reject cap included) runs on it: every new row is
+judged on its own, so one that prepare would reject refuses the add (each such line named), whatever the table's
+reject cap; ``skip_bad`` judges the others again and adds them, listing the rest. Only then are the judged bytes
+written to your file, once: appended after its last byte (a Parquet file swapped in whole). Any refusal (other
+columns, a character the file's encoding cannot hold, a value the column's type cannot hold, a row that reads back
+different, the grown table refused) leaves the file untouched, and the error names the rows and the reason.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,20 +59,51 @@ class AddRequest:
     wait_s: float = 3600.0
 
 
-@dataclass(frozen=True)
-class _Appending:
-    """What appending to a table's file and judging the result needs, fixed for one add: the file's ``fmt`` and
-    ``target`` path, what restores it (``original``), its ``current`` content, the ``request``, the declared ``table``,
-    the ``project`` and prepare's ``check``."""
+class _Trial:
+    """The grown table tried on a copy, never on the user's file: :meth:`judge` appends rows to a fresh copy of
+    ``target`` (in a temporary project, at the table's own path), reads it back and asks prepare's ``check``;
+    :meth:`commit` then puts the judged bytes into ``target``, written once (appended after its last byte, or, for a
+    format rewritten whole, swapped in atomically)."""
 
-    fmt: object
-    target: Path
-    original: bytes | int
-    current: TableFile
-    request: AddRequest
-    table: object
-    project: Path
-    check: object
+    def __init__(self, fmt, target: Path, current: TableFile, request: AddRequest, table, check):
+        self.fmt, self.target, self.current, self.request, self.table, self.check = \
+            fmt, target, current, request, table, check
+        self._dir = tempfile.TemporaryDirectory(prefix="stsreg-add-")
+        self.project = Path(self._dir.name)
+        self.copy = self.project / table.file
+
+    def judge(self, rows: pd.DataFrame, lines: pd.Series) -> dict[int, str]:
+        """Append ``rows`` (their ``lines`` in the rows file) to a fresh copy; ``{line in the rows file: reason}`` of
+        each row prepare would reject there. Raises :class:`InputError` when the copy does not read back as written or
+        prepare would refuse the grown table."""
+        self.copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.target, self.copy)
+        self.fmt.append(self.copy, self.current, rows, lines, self.request.rows_file)
+        grown = _verify(self.copy, self.table, self.current, rows, lines, self.request.rows_file)
+        return self.check(self.table, self.project, grown) if self.check is not None else {}
+
+    def commit(self) -> None:
+        """The last judged copy into the user's file; an interrupted append is cut back to the old size."""
+        if not self.fmt.in_place:
+            with atomic.replace_file(self.target) as tmp:
+                shutil.copyfile(self.copy, tmp)
+            return
+        size = self.target.stat().st_size
+        try:
+            with open(self.copy, "rb") as src, open(self.target, "ab") as dst:
+                src.seek(size)  # the copy is the file's bytes, then the judged rows
+                shutil.copyfileobj(src, dst)
+                dst.flush()
+                os.fsync(dst.fileno())
+        except BaseException:
+            os.truncate(self.target, size)
+            raise
+
+    def __enter__(self) -> _Trial:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._dir.cleanup()
 
 
 @dataclass(frozen=True)
@@ -216,10 +250,10 @@ def append_rows(project: Path, table, request: AddRequest, check=None) -> Added:
     the rows file}`` of the new rows) runs after the read-back and returns ``{line in the rows file: reason}`` of each
     new row prepare would reject: each row is judged on its own, whatever the table's reject cap, so any such row
     refuses the add, naming every line, unless ``request.skip_bad`` (then only the others are added, and the result
-    lists them). A check raising restores the file. The rows file is read in ``request.encoding`` (:func:`_read_rows`;
-    the result says which). Waits up to ``request.wait_s`` seconds for a running stage or ``dvc repro``
-    (:func:`~stsreg.infra.locking.data_write_lock`), then ``TimeoutError``. Raises :class:`InputError` with nothing
-    written."""
+    lists them). Everything is judged on a copy (:class:`_Trial`); the file is written once, after. The rows file is
+    read in ``request.encoding`` (:func:`_read_rows`; the result says which). Waits up to ``request.wait_s`` seconds
+    for a running stage or ``dvc repro`` (:func:`~stsreg.infra.locking.data_write_lock`), then ``TimeoutError``.
+    Raises :class:`InputError` with nothing written."""
     rows_file, duplicates = request.rows_file, request.duplicates
     if duplicates not in DUPLICATE_MODES:
         raise InputError(f"duplicates must be one of {DUPLICATE_MODES}, got {duplicates!r}")
@@ -242,54 +276,18 @@ def append_rows(project: Path, table, request: AddRequest, check=None) -> Added:
         described = current.dialect.describe() if current.dialect else fmt.name
         if rows.empty:
             return Added(0, dup_lines, described, encoding=encoding)
-        # what restores the file: one that grows at its end only is cut back to its size, one rewritten is copied
-        original = target.stat().st_size if fmt.in_place else target.read_bytes()
-        appending = _Appending(fmt, target, original, current, request, table, project, check)
-
-        def first(bad: dict[int, str]) -> None:
+        with _Trial(fmt, target, current, request, table, check) as trial:
+            bad = trial.judge(rows, lines)
             _other_scale(bad, rows, rows_file, table)
             if bad and not request.skip_bad:
                 _refuse_bad(bad, rows_file, table)
-
-        bad = _append_judged(appending, rows, lines, first)
-        if not bad:
-            return Added(len(rows), dup_lines, described, encoding=encoding)
-        _restore(target, original)  # then the good rows alone, checked again
-        good = ~lines.isin(list(bad))
-        rows, lines = rows[good], lines[good]
-        if rows.empty:
-            return Added(0, dup_lines, described, tuple(bad.items()), encoding)
-
-        def again(still: dict[int, str]) -> None:
-            if still:
-                raise InputError(f"{rows_file}: rows judged good were rejected once the others were left out; "
-                                 "nothing was added")
-
-        _append_judged(appending, rows, lines, again)
+            if bad:  # the good rows alone, judged again
+                good = ~lines.isin(list(bad))
+                rows, lines = rows[good], lines[good]
+                if rows.empty:
+                    return Added(0, dup_lines, described, tuple(bad.items()), encoding)
+                if trial.judge(rows, lines):
+                    raise InputError(f"{rows_file}: rows judged good were rejected once the others were left out; "
+                                     "nothing was added")
+            trial.commit()
         return Added(len(rows), dup_lines, described, tuple(bad.items()), encoding)
-
-
-def _append_judged(appending: _Appending, rows: pd.DataFrame, lines: pd.Series, judge) -> dict[int, str]:
-    """Append ``rows`` (their ``lines`` in the rows file), read the file back, and return what the check says of the
-    new rows (``{line in the rows file: reason}``) after ``judge`` of it, which may refuse; any exception restores the
-    file to what it was."""
-    a = appending
-    try:
-        a.fmt.append(a.target, a.current, rows, lines, a.request.rows_file)
-        grown = _verify(a.target, a.table, a.current, rows, lines, a.request.rows_file)
-        bad = a.check(a.table, a.project, grown) if a.check is not None else {}
-        judge(bad)
-        return bad
-    except BaseException:
-        _restore(a.target, a.original)
-        raise
-
-
-def _restore(target: Path, original: bytes | int) -> None:
-    """The file as it was: a Parquet file's ``original`` bytes written back whole (atomically), a text file cut at its
-    ``original`` size (the bytes before it never changed)."""
-    if isinstance(original, bytes):
-        with atomic.replace_file(target) as tmp:
-            tmp.write_bytes(original)
-    else:
-        os.truncate(target, original)

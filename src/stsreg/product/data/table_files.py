@@ -81,8 +81,8 @@ def read_jsonl(path: Path, quoting: str, encoding: str) -> TableFile:
 class FileFormat:
     """A table file format, declared once: its ``name``, its ``extensions`` (lower case, with the dot), how it is read
     (``read(path, quoting, encoding) -> TableFile``) and how it takes new rows (``append``, :mod:`.format_writers`);
-    ``in_place``: an append only adds bytes at the end (a refused add is cut back to the old size) rather than
-    rewriting the file (restored from a copy)."""
+    ``in_place``: an append only adds bytes at the end (an add writes your file the judged copy's new bytes) rather
+    than rewriting the file (the judged copy swapped in whole)."""
 
     name: str
     extensions: tuple[str, ...]
