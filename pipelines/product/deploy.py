@@ -25,6 +25,7 @@ path) and clones the project at the retrain's commit itself.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from pipelines.product.data_events import retrain_trigger
@@ -103,8 +104,6 @@ def ensure_zombie_automation(heartbeat_s: int = HEARTBEAT_S) -> str:
     nor a final state within three heartbeats is marked Crashed. A retrain killed with its worker (kill -9, a reboot)
     used to stay Running for ever and, the retrain deployment's concurrency limit being 1, hold every later retrain
     in Scheduled. Returns the automation's name."""
-    from datetime import timedelta
-
     from prefect.automations import Automation
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.objects import StateType

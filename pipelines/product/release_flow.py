@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import tempfile
 from pathlib import Path
 
 from prefect import flow, task
@@ -95,8 +96,6 @@ def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: l
     """Package ``model_dir`` (:func:`stsreg.product.serving.packaging.package`: the evaluated length, ONNX exports
     scored on ``sts_path``'s evaluation pairs), log and register it with its model card; the version to ``out_path``,
     the card (``model_card.md``) and the backends' verdicts (``backends.json``) beside it."""
-    import tempfile
-
     from stsreg.product.serving import packaging
 
     params = load_params(params_path)
@@ -194,8 +193,6 @@ def _promote(params_path: str, out_path: str, sts_path: str, headline_path: str 
     with tracking.tracked_run(EXPERIMENT, "promote", logged, _run_tags(precision="none")) as run:
 
         def backbone_predictions():  # only run when there is no champion yet
-            import tempfile
-
             import pandas as pd
 
             from stsreg.product.model import resolve_backbone
@@ -206,8 +203,6 @@ def _promote(params_path: str, out_path: str, sts_path: str, headline_path: str 
                 return pd.read_parquet(Path(tmp) / "predictions.parquet")
 
         def champion_predictions(version, pairs):  # only when its stored predictions miss today's test pairs
-            import tempfile
-
             import pandas as pd
 
             with tempfile.TemporaryDirectory() as tmp:

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from stsreg.commands import add_params
 from stsreg.infra.config import load_params
@@ -135,8 +136,6 @@ def worker(sub, name: str) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    import time
-
     from stsreg.infra import local_servers
 
     if not args.api:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 from pathlib import Path
 
@@ -166,9 +168,6 @@ def _drained_exit() -> int:
     encoder's runtime, torch and onnxruntime modules) took 2-4 s after the last request, so a stopped server ran on
     with nothing to do; as the ``stsreg`` command the process leaves at once (its output flushed), elsewhere (a test
     calling the CLI in-process) it returns."""
-    import logging
-    import os
-
     if Path(sys.argv[0]).name == "stsreg":
         sys.stdout.flush()
         sys.stderr.flush()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from stsreg.commands import add_params
@@ -191,8 +192,6 @@ def cmd_preset(args: argparse.Namespace) -> int:
     overrides = PRESETS[args.name]
     params = with_overrides(load_params(args.params), overrides)  # the preset must validate against this params.yaml
     if args.write:  # a whole params file, for runs outside DVC (stsreg train/evaluate --params FILE)
-        import dataclasses
-
         import yaml
 
         from stsreg.infra import atomic

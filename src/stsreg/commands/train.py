@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from stsreg.commands import add_params
@@ -53,8 +54,6 @@ def _discard_checkpoints(stage: str, ckpt_dir: Path, world_size: int) -> None:
 def _relaunch_under_torchrun(nproc: int) -> int:
     """``launch.stage2_nproc > 1``: run this same command as ``nproc`` processes on this machine (torchrun,
     ``--standalone``; one per GPU, gloo processes on CPU). The children skip the pipeline lock this process holds."""
-    import subprocess
-
     from stsreg.infra.locking import held_env
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",

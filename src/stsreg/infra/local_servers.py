@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -208,7 +209,6 @@ def start(project: Path, prefect_port: int = 4200, mlflow_port: int = 5000, work
     write the project's ``prefect.toml`` for the ``prefect`` command typed in it. ``stores``: where their state lives.
     Raises ``RuntimeError`` (nothing left running) when a port is taken, a store cannot be opened
     (:class:`~stsreg.infra.postgres.DatabaseError`, one line) or a server does not come up."""
-    import socket
     layout = Layout(project.resolve())
     current = status(layout.project)
     if current.get("running"):

@@ -10,6 +10,7 @@ Each is named by its message, so that every other warning of the same library st
 from __future__ import annotations
 
 import logging
+import re
 import warnings as _warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,8 +31,6 @@ def quiet(warnings: tuple[str, ...] = (), categories: tuple[type[Warning], ...] 
     """Inside the block: warnings whose message contains one of ``warnings`` (plain text; MLflow colours some of its
     messages, so they do not start with their words) or of a class in ``categories`` are not shown; log records of
     logger ``name`` (``""``: the root) whose message starts with one of ``logs[name]`` are dropped."""
-    import re
-
     filters = [(logging.getLogger(name or None), _DropMessages(prefixes)) for name, prefixes in (logs or {}).items()]
     with _warnings.catch_warnings():
         for prefix in warnings:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import sqlite3
 import subprocess
 import time
 from contextlib import contextmanager
@@ -54,8 +55,6 @@ def relocate_store(db: Path) -> list[str]:
     in every artifact location, so new runs would write there and old artifacts be read from there. Each old
     ``.../mlflow/artifacts`` root is rewritten to this store's own (``mlflow/artifacts`` beside ``db``), in one
     transaction; returns the roots it moved (nothing when the store is where it was made)."""
-    import sqlite3
-
     if not db.is_file():
         return []
     here = (db.resolve().parent / "artifacts").as_uri()

@@ -4,6 +4,7 @@ gate, after a bad promotion, recorded on the version (``champion.set_by_hand``: 
 
 from __future__ import annotations
 
+import datetime
 import logging
 from pathlib import Path
 
@@ -19,8 +20,6 @@ def set_champion(version: int, reason: str, name: str = MODEL_NAME, uri: str | N
     the gate: the version must exist and hold the predictions the gate compares (a stsreg version). The move is
     recorded as tags on the version (``champion.set_by_hand``: when, from which version, ``reason``); a running
     ``stsreg serve`` following the alias swaps to it at its next poll. Returns ``{"champion", "previous"}``."""
-    import datetime
-
     from mlflow.exceptions import MlflowException
 
 

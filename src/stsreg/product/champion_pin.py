@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import tempfile
 from pathlib import Path
 
 from stsreg.infra import atomic
@@ -92,8 +93,6 @@ def current_champion(uri: str | None = None) -> Pin:
         return Pin(None)
     weights, backbone = mv.tags.get(WEIGHTS_TAG), mv.tags.get("backbone")
     if not weights or not backbone:
-        import tempfile
-
         with tempfile.TemporaryDirectory() as tmp:
             folder = registry.model_folder(mv, uri, tmp)
             weights = weights_digest(folder)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from importlib.metadata import version
 from pathlib import Path
 
 ST_CONFIG = "config_sentence_transformers.json"  # sentence-transformers' file: the similarity function, the versions
@@ -20,8 +21,6 @@ def write_st_config(folder: Path) -> None:
     """``config_sentence_transformers.json`` in a saved folder: cosine similarity (what every score of this project
     is), and the library versions that wrote it, so ``SentenceTransformer(folder).similarity`` is the project's
     score."""
-    from importlib.metadata import version
-
     versions = {p: version(p) for p in ("sentence-transformers", "transformers", "torch")}
     (Path(folder) / ST_CONFIG).write_text(json.dumps({"__version__": versions, "similarity_fn_name": "cosine",
                                                       "model_type": "SentenceTransformer", "prompts": {},

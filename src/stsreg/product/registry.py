@@ -14,8 +14,9 @@ import re
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from importlib.metadata import version
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pandas as pd
 
@@ -38,8 +39,6 @@ PREDICTIONS = "eval/predictions.parquet"
 
 def _requirements() -> list[str]:
     """Pins of the serving stack. torch without its local ``+cpu`` tag (pip resolves it; CUDA builds also fit)."""
-    from importlib.metadata import version
-
     return [f"{p}=={version(p).split('+')[0]}" for p in
             ("torch", "transformers", "tokenizers", "safetensors", "pandas", "numpy", "scipy", "mlflow", "tqdm")]
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -227,8 +228,6 @@ def load_model(model: str, backend: str = "auto", threads: int = 0, tracking_uri
     the backbone's name). A registered model URI
     (``models:/name@alias``, ``models:/name/3``, ``runs:/...``) is downloaded from the registry into ``dst``; a folder
     written by stsreg is loaded as it is; any other name or path is a backbone (untrained head; torch)."""
-    import tempfile
-
     from stsreg.product.serving import export
     from stsreg.product.model import SiameseRegressor
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import statistics
+import time
 from pathlib import Path
 
 import torch
@@ -79,9 +81,6 @@ def measure(model, sentences: list[str] | None = None) -> dict[str, float]:
     """``{"sentences_s", "batch1_p50_ms"}`` of ``model`` on its current backend: the best of three passes over
     :data:`PROBE_BATCH` sentences in one call (throughput under load), and the median of :data:`PROBE_SINGLE`
     one-sentence calls (latency when idle); one warm-up pass of each first."""
-    import statistics
-    import time
-
     batch = (sentences or PROBE * (PROBE_BATCH // len(PROBE) + 1))[:PROBE_BATCH]
     model.encode(batch, batch_size=64, show_progress=False)
     best = float("inf")

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import re
+import urllib.request
 from pathlib import Path
 
 from stsreg.infra.errors import InputError
@@ -13,8 +14,6 @@ from stsreg.infra.errors import InputError
 
 def answers(uri: str, timeout: float = 5.0) -> bool:
     """Whether the MLflow tracking server at ``uri`` (http[s]) answers its health check within ``timeout`` s."""
-    import urllib.request
-
     try:
         with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as r:  # noqa: S310 (the user's URL)
             return r.status == 200

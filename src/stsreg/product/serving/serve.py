@@ -30,6 +30,8 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
+import threading
 
 import numpy as np
 
@@ -190,9 +192,6 @@ def _drained(run) -> None:
     the handler it found, which would end the process with 143 after a drain that went well. While it runs that
     handler only notes the signal, so a drained server returns and the process exits 0; a SIGTERM before (the model
     loading) still ends it with 143 (:func:`stsreg.product.serving.announce.announced`)."""
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         run()
         return
