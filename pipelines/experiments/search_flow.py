@@ -27,6 +27,7 @@ from stsreg.infra.config import load_params
 from stsreg.infra.hashing import sha256_file, sha256_lines
 from stsreg.product.runners.stage2_runner import run_stage2
 from stsreg.product.runners.start import Start
+from stsreg.product.model import SiameseRegressor
 
 EXPERIMENT = "stsreg-search"
 log = logging.getLogger(__name__)
@@ -105,7 +106,6 @@ def run_study(params_path: str, sts_path: str, init_dir: str, work_dir: str, db_
     import optuna
     from optuna.trial import TrialState
 
-    from stsreg.product.model import SiameseRegressor
 
     params = load_params(params_path)
     s = params.search

@@ -19,6 +19,7 @@ import pandas as pd
 
 from stsreg.infra.local_servers import healthy
 from stsreg.product.champion_pin import PIN_FILE, pin_champion
+from stsreg.product.data.append import add_rows
 
 #: The event a data change emits (the retrain deployment's trigger expects it).
 DATA_EVENT = "stsreg.data.changed"
@@ -45,8 +46,6 @@ def add_and_emit(project: Path, tables, request):
     :class:`~stsreg.product.data.append.AddRequest`), then, when rows were added, the champion pinned for the retrain
     (:func:`pin_for_retrain`) and :data:`DATA_EVENT` emitted. Returns (the table, what was added, what became of the
     pin and the event: a sentence)."""
-    from stsreg.product.data.append import add_rows
-
     began = time.time()  # the loop's clock starts when the rows are handed over
     table, added = add_rows(project, tables, request)
     if not added.added:

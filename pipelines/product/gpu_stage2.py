@@ -29,6 +29,7 @@ from prefect import flow, get_run_logger
 
 from stsreg.infra.errors import InputError
 from stsreg.product.serving.model_uri import answers
+from stsreg.infra import atomic, tracking
 
 DEPLOYMENT = "stsreg-stage2-remote/gpu"
 HANDOFF_KEY = "stage2-handoff"
@@ -134,8 +135,6 @@ def _prefect_checks(pool: str) -> None:
 
 def preflight(project: Path, pool: str, repo_url: str) -> dict:
     """Everything a remote stage 2 needs, checked before anything is pushed or started."""
-    from stsreg.infra import tracking
-
     repo = repo_url or _git(project, "remote", "get-url", "origin")
     if not repo:
         raise InputError("stage 2 on another machine clones the repository: set schedule.repo_url (or a git remote "
@@ -180,7 +179,6 @@ def apply_handoff(project: Path, handoff: dict) -> None:
     """Write the worker's stage-2 lock entry and uncached outputs into ``project``, then pull ``models/stage2``."""
     import yaml
 
-    from stsreg.infra import atomic
 
     lock_path = project / "dvc.lock"
     lock = yaml.safe_load(lock_path.read_text())

@@ -40,6 +40,9 @@ from stsreg.product.loop_clock import Clock
 from stsreg.product.registry import MODEL_NAME
 from stsreg.product.runners.warm_start import nothing_learned
 from stsreg.product.serving.announce import wait_for_version
+from pipelines.product.gpu_stage2 import dispatch_stage2, dvc_remote_url
+from stsreg.infra.config import load_params
+from stsreg.product import registry
 
 #: The stages ``dvc repro promote`` runs, in order: the retrain runs them one by one, each a task and a phase of its
 #: clock (tests/unit/test_loop_clock.py checks this against dvc.yaml).
@@ -85,8 +88,6 @@ def dvc_repro(project_dir: str, target: str, heartbeat_s: float = EVERY_S, singl
 @task(name="stage2-on-gpu-pool", task_run_name="stage 2 on pool {pool}")
 def stage2_elsewhere(project_dir: str, pool: str, repo_url: str) -> dict:
     """Stage 2 on a worker of ``pool`` (:func:`pipelines.product.gpu_stage2.dispatch_stage2`)."""
-    from pipelines.product.gpu_stage2 import dispatch_stage2
-
     out = dispatch_stage2(Path(project_dir), pool, repo_url)
     get_run_logger().info("stage 2 ran on %s (%s), flow run %s", out["host"], out["clone"], out["flow_run_id"])
     return out
@@ -95,8 +96,6 @@ def stage2_elsewhere(project_dir: str, pool: str, repo_url: str) -> dict:
 @task(name="dvc-push")
 def dvc_push(project_dir: str) -> bool:
     """``dvc push`` when the project has a default DVC remote (shared mode); returns whether it pushed."""
-    from pipelines.product.gpu_stage2 import dvc_remote_url
-
     if not dvc_remote_url(Path(project_dir)):
         return False
     proc = subprocess.run(["dvc", "push"], cwd=project_dir, capture_output=True, text=True)
@@ -150,8 +149,6 @@ def retrain_flow(project_dir: str = ".", target: str = "promote", lock_timeout_s
     ``serve_wait_s`` for the running servers that follow ``@champion`` to answer with the new version. With
     ``schedule.gpu_pool`` set, stage 2 runs on that pool's worker and everything else here; with a DVC remote set,
     the outputs are pushed at the end."""
-    from stsreg.infra.config import load_params
-
     started = time.time()
     project = Path(project_dir).resolve()
     uri = tracking.tracking_uri(project)
@@ -209,8 +206,6 @@ def champion_eval_flow(project_dir: str = ".", params_path: str = "params.yaml",
     (one MLflow run in experiment ``stsreg-champion``); tags on the version. The flow-run log says every
     ``heartbeat_s`` seconds that the evaluation still runs."""
     from pipelines.product.release_flow import Recorded, evaluate_task
-    from stsreg.product import registry
-
     project = Path(project_dir).resolve()
     uri = tracking.tracking_uri(project)  # passed down explicitly: no process-wide MLflow state is set
     c = tracking.client(uri)

@@ -33,6 +33,8 @@ from stsreg.infra.hashing import fingerprint, sha256_file
 from stsreg.product.runners import warm_start
 from stsreg.product.runners.eval_runner import headline as eval_headline, load_for_eval, run_evaluate
 from stsreg.product.sts_eval import score_pairs
+from stsreg.product.model import resolve_backbone
+from stsreg.product.serving import packaging
 
 EXPERIMENT = "stsreg"
 #: The gate's test figures a decision carries (``decision["test"]``): headline keys, and ``gain_*`` metrics of the run.
@@ -96,8 +98,6 @@ def register_task(params_path: str, model_dir: str, eval_dir: str, data_paths: l
     """Package ``model_dir`` (:func:`stsreg.product.serving.packaging.package`: the evaluated length, ONNX exports
     scored on ``sts_path``'s evaluation pairs), log and register it with its model card; the version to ``out_path``,
     the card (``model_card.md``) and the backends' verdicts (``backends.json``) beside it."""
-    from stsreg.product.serving import packaging
-
     params = load_params(params_path)
     learned_nothing = warm_start.nothing_learned(_summary(model_dir))
     if learned_nothing:  # the folder is the champion's own weights: no second copy in the registry
@@ -195,7 +195,6 @@ def _promote(params_path: str, out_path: str, sts_path: str, headline_path: str 
         def backbone_predictions():  # only run when there is no champion yet
             import pandas as pd
 
-            from stsreg.product.model import resolve_backbone
 
             with tempfile.TemporaryDirectory() as tmp:
                 metrics = run_evaluate(params, Path(resolve_backbone(params.model.backbone)), Path(sts_path), Path(tmp))

@@ -45,6 +45,9 @@ from stsreg.commands import data, operations, pipeline, serving, studies, train
 from stsreg.infra.config import load_params
 from stsreg.infra.errors import InputError
 from stsreg.infra.preflight import PREPARED, check_inputs
+from stsreg.infra.local_servers import use_running
+from stsreg.infra.locking import pipeline_lock
+from stsreg.product import backbones
 
 log = logging.getLogger("stsreg")
 
@@ -130,8 +133,6 @@ def check_backbone(args: argparse.Namespace) -> None:
     """A packaged backbone that is not installed (a missing or damaged part) stops the command here, before any flow,
     with the part and the command that installs it (:mod:`stsreg.product.backbones`)."""
     if COMMANDS[args.command].backbone and getattr(args, "params", None) and Path(args.params).is_file():
-        from stsreg.product import backbones
-
         name = load_params(args.params).model.backbone
         if backbones.find(name):
             backbones.resolve_backbone(name)
@@ -150,8 +151,6 @@ def configure_logging(verbose: bool = False) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command not in ("servers", "postgres"):
-        from stsreg.infra.local_servers import use_running
-
         use_running(Path("."))  # local servers up -> log to them; down -> embedded defaults
     configure_logging(args.verbose)
     try:
@@ -162,7 +161,6 @@ def main(argv: list[str] | None = None) -> int:
         check_backbone(args)
         if not COMMANDS[args.command].stage:
             return args.func(args)
-        from stsreg.infra.locking import pipeline_lock
         with pipeline_lock(Path("."), announce=True):  # a second run started beside this one waits
             return args.func(args)
     except InputError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from stsreg.commands import PARAMS_HELP
-from stsreg.infra.config import load_params
+from stsreg.infra.config import Params, load_params
 from stsreg.infra.errors import InputError
 
 
@@ -55,8 +55,6 @@ def cmd_data(args: argparse.Namespace) -> int:
 
     if args.action == "add":
         return _data_add(args)
-    from stsreg.infra.config import Params
-
     params = load_params(args.params) if Path(args.params).is_file() else None
     x0 = params.stage2.x0 if params else None
     cap = (params or Params()).prepare.max_rejected_fraction

@@ -13,6 +13,7 @@ from stsreg.commands import add_params
 from stsreg.infra.config import load_params
 from stsreg.infra.mlflow_ui import runs_page
 from stsreg.infra.postgres import DatabaseError, LocalPostgres
+from stsreg.infra import local_servers
 
 
 def servers(sub, name: str) -> None:
@@ -44,8 +45,6 @@ def servers(sub, name: str) -> None:
 
 
 def cmd_servers(args: argparse.Namespace) -> int:
-    from stsreg.infra import local_servers
-
     project = Path(args.project)
     if args.action == "start":
         try:
@@ -136,8 +135,6 @@ def worker(sub, name: str) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from stsreg.infra import local_servers
-
     if not args.api:
         print("stsreg worker: no Prefect API: give --api http://HOST:4200/api (or set PREFECT_API_URL)",
               file=sys.stderr)

@@ -14,6 +14,8 @@ from stsreg.infra.errors import InputError
 from stsreg.infra.public_tables import DEV_TABLE
 from stsreg.product.champion_pin import PIN_FILE, pin_champion, read_pin
 from stsreg.product.timings import format_timings, timed
+from stsreg.infra import tracking
+from stsreg.product.loop_clock import format_clock
 
 
 def fetch(sub, name: str) -> None:
@@ -163,15 +165,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 2
     dev_table = load_params(args.params).stage2.dev_table if Path(args.params).is_file() else DEV_TABLE
     print(run_report(Path(args.metrics), Path(args.models), Path(args.eval_metrics), Path(args.promotion), dev_table))
-    from stsreg.infra import tracking
-
     timings = format_timings(tracking.tracking_uri())
     if timings:
         print("\nTime to a champion (the last run of each step; MLflow run durations):\n" + timings)
     loop = Path("reports/retrain/last_run.json")
     if loop.exists():
-        from stsreg.product.loop_clock import format_clock
-
         clock = format_clock(json.loads(loop.read_text(encoding="utf-8")))
         if clock:
             print(f"\nThe last retrain's clock ({loop}):\n\n{clock}")
@@ -209,7 +207,6 @@ def champion(sub, name: str) -> None:
 
 
 def cmd_champion(args: argparse.Namespace) -> int:
-    from stsreg.infra import tracking
     from stsreg.product.champion_by_hand import previous_champion, set_champion
     from stsreg.product.registry import MODEL_NAME, version_by_alias
 

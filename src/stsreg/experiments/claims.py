@@ -26,6 +26,7 @@ import pandas as pd
 import yaml
 
 from stsreg.infra.errors import InputError
+from stsreg.infra import atomic
 
 #: Targets for the best regression row on the default backbone (mean of the seeds), from the project's quality goal.
 TARGET_AVG7, TARGET_UNSEEN = 83.6, 82.0
@@ -193,8 +194,6 @@ def build(comparisons: list[Comparison], profile: dict | None, alpha: float = 0.
 def write(comparisons: list[Comparison], profile_metrics: Path, out: Path, alpha: float = 0.05,
           nli_dir: Path | None = None) -> str:
     """Read the profile and (when it ran) NLI-table outputs, write ``out`` (markdown) for ``comparisons``, return it."""
-    from stsreg.infra import atomic
-
     profile = json.loads(profile_metrics.read_text()) if profile_metrics.exists() else None
     nli_path = nli_dir / "paired.csv" if nli_dir is not None else None
     nli_paired = pd.read_csv(nli_path) if nli_path is not None and nli_path.exists() else None

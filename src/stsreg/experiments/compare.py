@@ -45,6 +45,8 @@ from stsreg.infra.hashing import fingerprint, sha256_file
 from stsreg.infra.config import Params
 from stsreg.infra.method_specs import COMPARE
 from stsreg.product.precision import cache_name
+from stsreg.infra.runtime import set_seed
+from stsreg.product.runners.start import Start
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +107,6 @@ def train_method(params: Params, method: str, sts_path: Path, nli_path: Path, wo
     from stsreg.product.model import SiameseRegressor, resolve_backbone
     from stsreg.product.runners.stage1_runner import run_stage1
     from stsreg.product.runners.stage2_runner import run_stage2
-    from stsreg.product.runners.start import Start
-    from stsreg.infra.runtime import set_seed
-
     spec = METHODS[method]
     if spec is None:
         return Path(resolve_backbone(params.model.backbone))

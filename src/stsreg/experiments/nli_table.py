@@ -23,9 +23,10 @@ import torch
 from stsreg.infra import public_tables
 from stsreg.infra import atomic, runtime
 from stsreg.infra.config import Params
-from stsreg.product.model import SiameseRegressor
+from stsreg.product.model import SiameseRegressor, resolve_backbone
 from stsreg.product.training.checkpoint import CheckpointPlan
 from stsreg.product.training.nli import KINDS, train_encoder, training_examples
+from stsreg.experiments.run_tables import COLUMNS, paired_table
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,6 @@ SBERT_NLI = ("SBERT-base (softmax CE)", (70.97, 76.53, 73.19, 79.09, 74.30, 77.0
 def run_row(params: Params, name: str, seed: int, nli: pd.DataFrame, work: Path, log_metric=lambda k, v,
             s: None) -> Path:
     """Train row ``name`` with ``seed`` into ``work/model`` (returns it), or the backbone's path for ``base``."""
-    from stsreg.product.model import resolve_backbone
-
     if KINDS[name] is None:
         return Path(resolve_backbone(params.model.backbone))
     p = params.nli_table
@@ -70,9 +69,6 @@ def run_row(params: Params, name: str, seed: int, nli: pd.DataFrame, work: Path,
 
 def format_table(table: pd.DataFrame, tests: pd.DataFrame | None, seeds, seconds: dict, backbone: str) -> str:
     """Markdown: our rows (7 tasks, avg7, avg7 unseen, wall time), the paper's Table 1 rows, the paired tests."""
-    from stsreg.experiments.run_tables import COLUMNS
-    from stsreg.experiments.run_tables import paired_table
-
     head = [public_tables.display(t) for t in (*public_tables.AVG7, "avg7")]
     fmt = lambda r, c: f"{r[c + '_mean']:.2f} ± {r[c + '_std']:.2f}" if r["seeds"] > 1 else f"{r[c + '_mean']:.2f}"
     lines = [f"Whole encoder trained on NLI only ({backbone!r}), one row per objective; Spearman x100 of cosine, "

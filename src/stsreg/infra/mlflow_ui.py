@@ -9,12 +9,12 @@ own reading of an experiment's kind.
 
 from __future__ import annotations
 
+from stsreg.infra import tracking
+
 
 def runs_page(mlflow_url: str, experiment: str = "stsreg") -> str:
     """The MLflow UI page of ``experiment``'s runs (the model-training view, not the GenAI overview), or the UI's home
     while the experiment does not exist yet."""
-    from stsreg.infra import tracking
-
     try:
         exp = tracking.client(mlflow_url).get_experiment_by_name(experiment)
     except Exception:  # noqa: BLE001 (a link is not worth a failed start)
@@ -28,8 +28,6 @@ def runs_page(mlflow_url: str, experiment: str = "stsreg") -> str:
 def label_experiments(mlflow_url: str) -> None:
     """Mark the store's experiments as model training (:func:`stsreg.infra.tracking.label_experiment`); experiments
     logged before the label existed get it here."""
-    from stsreg.infra import tracking
-
     c = tracking.client(mlflow_url)
     for exp in c.search_experiments():
         tracking.label_experiment(c, exp)

@@ -23,7 +23,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from stsreg.infra import atomic
+from stsreg.infra import atomic, tracking
 from stsreg.infra.errors import InputError
 from stsreg.product.model_files import WEIGHTS_TAG, weights_digest
 
@@ -84,7 +84,6 @@ def write_pin(pin: Pin, path: Path | str = PIN_FILE) -> bool:
 def current_champion(uri: str | None = None) -> Pin:
     """The registry's ``@champion`` as a :class:`Pin` (the digest from the version's :data:`WEIGHTS_TAG`, or computed
     from a download for a version registered before the tag), or no champion."""
-    from stsreg.infra import tracking
     from stsreg.product import registry
 
     c = tracking.client(uri)
@@ -122,7 +121,6 @@ def pinned_folder(pin: Pin, uri: str | None, dst: str | Path) -> Path:
     start from something else."""
     from mlflow.exceptions import MlflowException
 
-    from stsreg.infra import tracking
     from stsreg.product import registry
 
     c = tracking.client(uri)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from stsreg.infra.errors import InputError
+from stsreg.product.data import delimited
 
 TEXT = ".txt"
 #: Column names tried, in order, when a table's text column is not given.
@@ -18,8 +19,6 @@ def read_text_lines(path: Path) -> tuple[pd.DataFrame, list[tuple[int, str, str]
     """A text file's lines (column ``text``, and ``line``: the physical line, from 1; empty lines kept as empty
     strings) and the lines that cannot be read, ``(line, reason, raw)``: bytes that are not UTF-8 reject their line,
     not the file (a BOM decides UTF-8 / UTF-16)."""
-    from stsreg.product.data import delimited
-
     text, _, _ = delimited.decode(path.read_bytes(), path)
     kept, lines, rejects = [], [], []
     for n, raw in enumerate(delimited.physical_lines(text), start=1):

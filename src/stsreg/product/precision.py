@@ -24,7 +24,7 @@ import logging
 import torch
 import torch.nn.functional as F
 
-from stsreg.infra.runtime import cpu_flags
+from stsreg.infra.runtime import cpu_flags, resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +102,6 @@ def cache_name(mode: str, device: torch.device | None = None) -> str:
     model whose embeddings drift, needs the model; a run keyed ``bf16`` then holds fp32 results, never the reverse)."""
     if mode != "auto":
         return mode
-    from stsreg.infra.runtime import resolve_device
-
     return "bf16" if native_bf16(device or resolve_device()) else "fp32"
 
 

@@ -28,6 +28,7 @@ from stsreg.product.data.catalogue import EVAL_TASKS
 from stsreg.product.gate_verdict import verdict
 from stsreg.product.model_files import WEIGHTS_TAG, weights_digest
 from stsreg.product.sts_eval import CoverageError, paired_on_predictions, uncovered
+import stsreg
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,6 @@ def log_and_register(run_id: str, files: VersionFiles, tags: dict[str, str], nam
     """
     import mlflow
 
-    import stsreg
 
     with quiet(warnings=("Add type hints to the `predict` method",)):  # MLflow's advice, raised as the class is made
         from stsreg.product.pyfunc_model import EXAMPLE, SIGNATURE, SentencePairModel

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from stsreg.infra.local_servers import STATE_DIR
 from stsreg.infra.tracking import cpu_name
+from stsreg.infra import atomic, tracking
 
 #: The MLflow runs of a pipeline run, in order.
 RUNS = ("stage1", "stage2", "evaluate", "register", "promote")
@@ -25,8 +26,6 @@ def latest_runs(uri: str, experiment: str = "stsreg") -> dict:
     """``{run name: the latest FINISHED run}`` of :data:`RUNS` in ``uri`` (absent names skipped; {} without a store)."""
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         return {}
-    from stsreg.infra import tracking
-
     client = tracking.client(uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
@@ -52,8 +51,6 @@ RECORDS = Path(STATE_DIR) / "runs"
 def record(step: str, seconds: float, project: Path = Path(".")) -> None:
     """The last run of ``step`` (its wall time and CPU) under ``<project>/.stsreg/runs/``, read by
     :func:`format_timings`."""
-    from stsreg.infra import atomic
-
     atomic.write_json(project / RECORDS / f"{step}.json", {"wall_seconds": round(seconds, 1), "host_cpu": cpu_name()})
 
 

@@ -28,6 +28,11 @@ from stsreg.infra import atomic
 from stsreg.infra.baseline_specs import SYSTEMS
 from stsreg.infra.config import Params
 from stsreg.infra.public_tables import BASELINES_TABLE
+from stsreg.experiments.baselines import recurrent, wordvec
+from stsreg.experiments.baselines.encoders import CrossEncoder, TransformerBiEncoder, set_precision
+from stsreg.experiments.baselines.recurrent import pretrain_on_nli
+from stsreg.experiments.baselines.wordvec import AveragedWordVectors
+from stsreg.product.data.catalogue import sample_pairs, table_split
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +60,11 @@ def _view(params: Params, name: str) -> SimpleNamespace:
 def study_splits(sts: pd.DataFrame, max_train_pairs: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(STS-B train, STS-B dev) rows of the prepared STS table (sentence1, sentence2, score 0-5); train sampled to
     ``max_train_pairs`` (0 = all) with ``seed``."""
-    from stsreg.product.data.catalogue import sample_pairs, table_split
-
     return (sample_pairs(table_split(sts, BASELINES_TABLE, "train"), max_train_pairs, seed),
             table_split(sts, BASELINES_TABLE, "dev"))
 
 
 def _word_vectors(name: str, p, sts: pd.DataFrame, nli: pd.DataFrame, seed: int, work: Path):
-    from stsreg.experiments.baselines import wordvec
-
     if name == "glove_pretrained":
         return wordvec.load_glove_6b_50d()
     if name == "word2vec_pretrained":
@@ -94,12 +95,8 @@ def build(name: str, params: Params, sts: pd.DataFrame, nli: pd.DataFrame, work:
     p, seed = _view(params, name), params.seed
     torch.manual_seed(seed)  # every initialisation below draws from the global RNG
     if SYSTEMS[name].family == "word vectors":
-        from stsreg.experiments.baselines.wordvec import AveragedWordVectors
-
         return AveragedWordVectors(_word_vectors(name, p, sts, nli, seed, work)), None
     if SYSTEMS[name].family == "recurrent":
-        from stsreg.experiments.baselines import recurrent, wordvec
-
         cfg = FitConfig(epochs=p.rnn_epochs, batch_size=p.rnn_batch_size, lr=p.rnn_lr, weight_decay=0.0,
                         warmup_ratio=0.0,
                         max_grad_norm=5.0, eval_every=0, checkpoint_every=100)
@@ -110,8 +107,6 @@ def build(name: str, params: Params, sts: pd.DataFrame, nli: pd.DataFrame, work:
             return recurrent.RecurrentEncoder("lstm", p.rnn_hidden, glove=wordvec.load_glove_6b_50d()), cfg
         vocab = recurrent.build_vocab(wordvec.corpus(sts, nli))
         return recurrent.RecurrentEncoder(name, p.rnn_hidden, vocab=vocab, dim=p.rnn_dim), cfg
-    from stsreg.experiments.baselines.encoders import CrossEncoder, TransformerBiEncoder, set_precision
-
     # length-grouped batches: the project's stage-2 default, measured equal in quality and faster (README, Speed)
     cfg = FitConfig(epochs=p.epochs, batch_size=p.batch_size, lr=p.lr, warmup_ratio=p.warmup_ratio,
                     eval_every=p.eval_every, checkpoint_every=20, group_by_length=True)
@@ -137,9 +132,6 @@ def run_system(params: Params, name: str, sts: pd.DataFrame, nli: pd.DataFrame, 
                log_metric=lambda key, value, step: None) -> dict:
     """Build, train (resumable from ``work/checkpoint.pt``), score; writes ``work/{predictions.parquet,
     fit_summary.json}`` and returns the metrics (plus timings and parameter counts). Raises :class:`Unavailable`."""
-    from stsreg.experiments.baselines.recurrent import pretrain_on_nli
-    from stsreg.product.data.catalogue import sample_pairs
-
     p = _view(params, name)
     work.mkdir(parents=True, exist_ok=True)
     started = time.time()

@@ -29,6 +29,10 @@ from torch import nn
 from stsreg.experiments.explore.cos_scale import (COLUMNS, REFERENCES, STS, figures, predictions, row_params, run_dir,
                                                   stage1_of)
 from stsreg.product.losses import AffineCosine
+from stsreg.infra import runtime
+from stsreg.infra.config import load_params
+from stsreg.product.data.catalogue import sample_pairs
+from stsreg.product.objective import Objective
 
 OUT = Path("reports/explore/fitted_map")
 #: the fitted slope is floored here (a batch whose cosines do not follow the labels would otherwise ask for a flat
@@ -59,10 +63,7 @@ class BatchFittedCosine(AffineCosine):
 
 
 def train_and_evaluate(params, seed: int) -> Path:
-    from stsreg.infra import runtime
-    from stsreg.product.data.catalogue import sample_pairs
     from stsreg.product.model import SiameseRegressor
-    from stsreg.product.objective import Objective
     from stsreg.product.runners.eval_runner import run_evaluate
     from stsreg.product.runners.stage2_runner import stage2_data
     from stsreg.product.training.stage2_training import Stage2Job, fine_tune
@@ -115,8 +116,6 @@ def report(params, seeds: list[int]) -> str:
 
 
 def main(argv=None) -> int:
-    from stsreg.infra.config import load_params
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[42])
     ap.add_argument("--report-only", action="store_true")

@@ -30,11 +30,12 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
-from stsreg.infra import atomic
+from stsreg.infra import atomic, tracking
 from stsreg.infra import progress as progress_bar
 from stsreg.infra.errors import InputError
 from stsreg.infra.hashing import sha256_file
 from stsreg.product.corpus import read_corpus
+from stsreg.product.serving.model_uri import resolve
 
 log = logging.getLogger(__name__)
 
@@ -234,8 +235,6 @@ def load_model(model: str, backend: str = "auto", threads: int = 0, tracking_uri
     if model.startswith(("models:/", "runs:/")):
         import mlflow.artifacts
 
-        from stsreg.infra import tracking
-        from stsreg.product.serving.model_uri import resolve
 
         uri = tracking_uri or tracking.tracking_uri()
         local = Path(

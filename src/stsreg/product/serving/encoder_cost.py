@@ -16,6 +16,8 @@ import bisect
 import time
 from collections import defaultdict
 
+from stsreg.product import tokens
+
 #: Upper bounds of the length buckets, in tokens (a longer text is in the last).
 BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 #: The weight of a new batch in a bucket's moving average.
@@ -84,8 +86,6 @@ class EncoderCost:
     def calibrate(self, model, max_length: int) -> None:
         """Measure the short and the long bucket on ``model`` (``tokenize`` / ``encode_tokens``): 16 short texts, then
         2 texts at ``max_length`` tokens, each encoded twice (the first warms up) and the second timed."""
-        from stsreg.product import tokens
-
         long_text = LONG_WORDS * max(1, max_length // 8)
         for texts in ([SHORT_TEXT] * 16, [long_text] * 2):
             table, _ = model.tokenize(texts)

@@ -10,6 +10,7 @@ import urllib.request
 from pathlib import Path
 
 from stsreg.infra.errors import InputError
+from stsreg.infra import tracking
 
 
 def answers(uri: str, timeout: float = 5.0) -> bool:
@@ -28,7 +29,6 @@ ALIAS_URI = re.compile(r"models:/(?P<name>[^/@]+)@(?P<alias>[^/@]+)")
 def alias_version(model_uri: str, tracking_uri: str):
     """The registered version behind ``models:/name@alias`` in ``tracking_uri``'s registry (None for any other URI, or
     no such alias)."""
-    from stsreg.infra import tracking
     from stsreg.product import registry
 
     match = ALIAS_URI.fullmatch(model_uri)
@@ -65,8 +65,6 @@ def resolve(model_uri: str, tracking_uri: str) -> str:
         raise InputError(f"no MLflow store at {tracking_uri} (run from the project folder, after `make run`)")
     pinned = PINNED_URI.fullmatch(model_uri)
     if pinned:  # looked up here too: MLflow would ask its process-wide default registry, not the project's store
-        from stsreg.infra import tracking
-
         try:
             version = tracking.client(tracking_uri).get_model_version(pinned["name"], pinned["version"])
             return f"runs:/{version.run_id}/model"

@@ -24,6 +24,8 @@ from stsreg.infra.scales import from_internal
 from stsreg.product.serving.model_uri import ALIAS_URI, alias_version
 from stsreg.product.serving.server_config import Compute
 from stsreg.product.tokens import request_table
+from stsreg.infra.runtime import resolve_device
+from stsreg.product.precision import serving_precision
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +38,6 @@ class Served:
         import mlflow.artifacts
         import mlflow.pyfunc
 
-        from stsreg.infra.runtime import resolve_device
-        from stsreg.product.precision import serving_precision
 
         local = mlflow.artifacts.download_artifacts(artifact_uri=artifact_uri, tracking_uri=tracking_uri)
         # the settings given go in at load, so the model starts on them (an explicit backend is not measured against
