@@ -87,11 +87,12 @@ $(INFINITY_VENV)/.installed: Makefile
 	VIRTUAL_ENV=$(INFINITY_VENV) $(VENV)/bin/uv pip install -q $(FIND_LINKS) $(INFINITY_PINS)
 	touch $@
 
-bench-serve: install $(INFINITY_VENV)/.installed ## the champion served (stsreg serve per backend and auto, Infinity's torch and optimum engines on the same files, mlflow models serve, sentence-transformers + FastAPI) vs the raw encoder at 1/8/32 wrk connections -> reports/benchmarks-serve.{md,json} (~15 min; after `make run`; needs Debian's wrk)
+bench-serve: install $(INFINITY_VENV)/.installed ## the champion served (stsreg serve per backend and auto, Infinity's torch and optimum engines on the same files, mlflow models serve, sentence-transformers + FastAPI) vs the raw encoder at 1/8/32 wrk connections, and stsreg serve and Infinity under a flood -> reports/benchmarks-serve.{md,json} (~18 min; after `make run`; needs Debian's wrk)
 	@command -v wrk > /dev/null || { echo 'make bench-serve drives the servers with wrk: apt-get install wrk'; exit 2; }
-	python -m benchmarks.serve_load --seconds 8
+	python -m benchmarks.serve_flood
+	python -m benchmarks.serve_load --seconds 8 --flood reports/benchmarks-serve-flood.json
 
-bench-flood: install ## the champion served under a flood: wrk's 200 connections of 64 long texts for 30 s from one client, beside a polite client of short pairs and a probe timing the 429s -> reports/benchmarks-serve-flood.{md,json} (~1 min; after `make run`; needs Debian's wrk)
+bench-flood: install $(INFINITY_VENV)/.installed ## the champion served under a flood (stsreg serve, then Infinity's optimum engine on the same export): wrk's 200 connections of 64 long texts for 30 s from one client, beside a polite client of short pairs and a probe timing the 429s -> reports/benchmarks-serve-flood.{md,json} (~3 min; after `make run`; needs Debian's wrk)
 	@command -v wrk > /dev/null || { echo 'make bench-flood drives the server with wrk: apt-get install wrk'; exit 2; }
 	python -m benchmarks.serve_flood
 

@@ -1,21 +1,25 @@
-"""``make bench-flood``: ``stsreg serve`` under a flood of long texts from one client, beside a polite one.
+"""``make bench-flood`` (and the flood rows of ``make bench-serve``): ``stsreg serve`` under a flood of long texts from
+one client, beside a polite one; and the best peer computing the model (Infinity's optimum engine on the champion's
+fp32 export, its own queue limit: ``INFINITY_QUEUE_SIZE``, 32,000 texts) under the same flood, for comparison.
 
 The flood: ``wrk`` (Debian's, one thread), 200 connections for ``--seconds`` (30), each posting to ``/v1/embeddings``
 64 distinct ~400-word texts per request, with no API key (one client: the peer address). Beside it, two clients of
 Python's standard library:
 
-- the **polite** client (its own API key) posts one short pair to ``/similarity`` at a time, all along: its statuses
-  and latencies (p50 / p99) say whether a flood from one client stops the others;
+- the **polite** client (its own API key) posts one short pair at a time, all along (``stsreg serve``: to
+  ``/similarity``; a peer without it: as two texts to ``/v1/embeddings``): its statuses and latencies (p50 / p99) say
+  whether a flood from one client stops the others;
 - the **probe**, one more request of the flood's kind (no key) every 0.2 s: the flood's client as the server sees it,
   timed from the client, so the 429s' latency (p50 / p99) is measured (wrk times every answer together).
 
 Before the flood the encoder's long-text rate is measured alone (one request of 64 long texts, three times, the best
 kept): texts per second. The row: wrk's answers by status (200 / 429 / other), the server's own count of requests
-that ended 499 (admitted, their client gone first), the 429s' p50 / p99, the polite client's p50 / p99 and failures,
+that ended 499 (admitted, their client gone first; ``stsreg serve``'s ``/metrics``, none for a peer), the 429s' p50 /
+p99, the polite client's p50 / p99 and failures,
 and the texts the flood got answered 200 per second as a fraction of the long-text rate. Targets (issue): >= 0.7 of
 the long-text rate, no admitted request unanswered, 429 p99 <= 50 ms, the polite client's p99 <= 1 s.
 
-    python -m benchmarks.serve_flood [--url http://127.0.0.1:5001] [--seconds 30] [--connections 200]
+    python -m benchmarks.serve_flood [--url http://127.0.0.1:5001] [--seconds 30] [--connections 200] [--no-peer]
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +60,7 @@ setup = function(thread) table.insert(threads, thread) end
 init = function(args) counts = {} end
 request = function()
   i = i %% #bodies + 1
-  return wrk.format("POST", "/v1/embeddings", {["Content-Type"] = "application/json"}, bodies[i])
+  return wrk.format("POST", "%(path)s", {["Content-Type"] = "application/json"}, bodies[i])
 end
 response = function(status, headers, body)
   counts[status] = (counts[status] or 0) + 1
@@ -93,8 +98,42 @@ def _post(host: str, port: int, path: str, body: bytes, headers: dict | None = N
         conn.close()
 
 
-def _statuses(url: str) -> dict[str, float]:
-    """The server's ``stsreg_requests_total`` by status, all endpoints together."""
+@dataclass(frozen=True)
+class FloodTarget:
+    """A server under the flood: the row's ``name``, its ``url``, the ``model`` id its ``/v1/models`` names (None: no
+    such route, no ``model`` sent), the polite client's request (``polite_path``, ``polite_body``) and whether it
+    counts its answers by status as ``stsreg serve``'s ``/metrics`` does (``counts``)."""
+
+    name: str
+    url: str
+    model: str | None
+    polite_path: str
+    polite_body: dict
+    counts: bool
+
+
+def target(name: str, url: str) -> FloodTarget:
+    """``url``'s server as the flood drives it: ``stsreg serve`` (a ``/similarity`` endpoint) or an embedding peer."""
+    try:
+        with urllib.request.urlopen(f"{url}/v1/models", timeout=10) as r:
+            model = json.loads(r.read())["data"][0]["id"]
+    except OSError:  # stsreg serve serves one model and lists none
+        model = None
+    s1, s2 = "A man plays a guitar.", "Someone plays music."
+    if name.startswith("stsreg"):
+        return FloodTarget(name, url, model, "/similarity", {"sentence1": s1, "sentence2": s2}, True)
+    return FloodTarget(name, url, model, "/v1/embeddings", {"model": model, "input": [s1, s2]}, False)
+
+
+def _texts(model: str | None, texts: list[str]) -> str:
+    """An embeddings request body of ``texts`` (naming ``model`` where the server lists one)."""
+    return json.dumps({"input": texts} | ({"model": model} if model else {}))
+
+
+def _statuses(url: str, counts: bool = True) -> dict[str, float]:
+    """The server's ``stsreg_requests_total`` by status, all endpoints together ({} for a server without them)."""
+    if not counts:
+        return {}
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
         text = r.read().decode()
     out: dict[str, float] = {}
@@ -126,27 +165,26 @@ def _quantiles(seconds: list[float]) -> dict:
             "p99_ms": round(float(np.percentile(seconds, 99)) * 1000, 1)}
 
 
-def flood(url: str, seconds: int, connections: int, texts: int, words: int) -> dict:
-    """The flood row (see the module docstring)."""
+def flood(server: FloodTarget, seconds: int, connections: int, texts: int, words: int) -> dict:
+    """The flood row of ``server`` (see the module docstring)."""
+    url = server.url
     host, port = url.split("//")[1].split(":")
     port = int(port)
-    one = json.dumps({"input": long_texts(texts, words, 0)}).encode()
+    request = lambda seed: _texts(server.model, long_texts(texts, words, seed))  # noqa: E731
     rates = []
     for k in range(3):  # the encoder's long-text rate, alone
-        status, took, _ = _post(host, port, "/v1/embeddings", json.dumps({"input": long_texts(texts, words, 100 + k)})
-                                .encode())
+        status, took, _ = _post(host, port, "/v1/embeddings", request(100 + k).encode())
         if status == 200:
             rates.append(texts / took)
     rate = max(rates) if rates else None
-    before = _statuses(url)
+    before = _statuses(url, server.counts)
     work = Path(tempfile.mkdtemp(prefix="flood-"))
     bodies, counts = work / "bodies.txt", work / "counts.txt"
-    bodies.write_text("\n".join(json.dumps({"input": long_texts(texts, words, seed)}) for seed in range(1, 41)) + "\n")
-    (work / "flood.lua").write_text(LUA % {"bodies": bodies, "counts": counts})
-    polite = Client(host, port, "/similarity", json.dumps({"sentence1": "A man plays a guitar.",
-                                                           "sentence2": "Someone plays music."}).encode(),
+    bodies.write_text("\n".join(request(seed) for seed in range(1, 41)) + "\n")
+    (work / "flood.lua").write_text(LUA % {"bodies": bodies, "counts": counts, "path": "/v1/embeddings"})
+    polite = Client(host, port, server.polite_path, json.dumps(server.polite_body).encode(),
                     {"Authorization": "Bearer polite"}, 0.25)
-    probe = Client(host, port, "/v1/embeddings", one, {}, 0.2)
+    probe = Client(host, port, "/v1/embeddings", request(0).encode(), {}, 0.2)
     began = time.perf_counter()
     wrk = subprocess.Popen([shutil.which("wrk") or "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout",
                             "60s", "-s", str(work / "flood.lua"), url], stdout=subprocess.PIPE,
@@ -155,7 +193,8 @@ def flood(url: str, seconds: int, connections: int, texts: int, words: int) -> d
     polite.start()
     probe.start()
     time.sleep(max(0.0, seconds - 2.0))
-    during = _statuses(url)  # before wrk's end cuts its requests in flight (those 499s are the run's end, not a wait)
+    # before wrk's end cuts its requests in flight (those 499s are the run's end, not a wait)
+    during = _statuses(url, server.counts)
     out = wrk.communicate()[0]
     polite.stop.set()
     probe.stop.set()
@@ -163,17 +202,17 @@ def flood(url: str, seconds: int, connections: int, texts: int, words: int) -> d
     probe.join(70)
     wall = time.perf_counter() - began
     time.sleep(2.0)  # the last answers are counted
-    after = _statuses(url)
+    after = _statuses(url, server.counts)
     by_status = dict(line.split() for line in counts.read_text().splitlines()) if counts.exists() else {}
     max_latency = by_status.pop("max_latency_us", 0)
     answered = int(by_status.get("200", 0))
-    server = {s: int(after.get(s, 0) - before.get(s, 0)) for s in sorted(set(after) | set(before))}
-    cut_short = int(during.get("499", 0) - before.get("499", 0))
+    statuses = {s: int(after.get(s, 0) - before.get(s, 0)) for s in sorted(set(after) | set(before))}
+    cut_short = int(during.get("499", 0) - before.get("499", 0)) if server.counts else None
     refused = [s for status, s in probe.seen if status == 429]
-    return {"seconds": seconds, "connections": connections, "texts_per_request": texts, "words_per_text": words,
-            "long_text_rate": round(rate, 1) if rate else None,
+    return {"name": server.name, "seconds": seconds, "connections": connections, "texts_per_request": texts,
+            "words_per_text": words, "long_text_rate": round(rate, 1) if rate else None,
             "wrk": {k: int(v) for k, v in by_status.items()}, "wrk_output": out[-1500:],
-            "server_statuses": server, "unanswered_admitted": cut_short,
+            "server_statuses": statuses, "unanswered_admitted": cut_short,
             "max_latency_s": round(float(max_latency) / 1e6, 1),
             "served_fraction": round(answered * texts / wall / rate, 3) if rate else None,
             "refused_latency": _quantiles(refused),
@@ -203,39 +242,82 @@ def _champion_served():
         server.wait(30)
 
 
-def report(row: dict, machine: dict) -> str:
-    targets = {"served": row["served_fraction"] is not None and row["served_fraction"] >= 0.7,
-               "unanswered": row["unanswered_admitted"] == 0,
-               "refusal": row["refused_latency"].get("p99_ms", 1e9) <= 50,
-               "polite": row["polite"].get("p99_ms", 1e9) <= 1000 and row["polite"]["failed"] == 0}
+@contextlib.contextmanager
+def _infinity_served(threads: int):
+    """Infinity's optimum engine on the champion's fp32 export (as ``make bench-serve`` runs it: the best peer
+    computing the model) on a free port while the block runs; its URL."""
+    from benchmarks.inference import champion_folder
+    from benchmarks.serve_rows import MODEL_URI, free_port, infinity_command, infinity_folder
+    from stsreg.infra.local_servers import wait_healthy
+
+    port = free_port()
+    work = Path(tempfile.mkdtemp(prefix="flood-infinity-"))
+    here = infinity_folder(champion_folder(MODEL_URI, work / "dl"), "onnx/model.onnx", "model.onnx", work / "model")
+    log = REPO / "reports/tmp/serve-flood-infinity.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [c.replace("{port}", str(port)) for c in infinity_command()] + ["--engine", "optimum", "--model-id", "."]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "HF_HUB_CACHE": str(work / ".hf"), "INFINITY_ANONYMOUS_USAGE_STATS": "0", "DO_NOT_TRACK": "1"}
+    server = subprocess.Popen(cmd, cwd=here, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(f"{url}/health", lambda: server.poll() is None, "Infinity", log, 600)
+        yield url
+    finally:  # a server still working through a flood's queue may not stop when asked
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, 9)
+            server.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def report(rows: list[dict], machine: dict) -> str:
+    """One table, a column per server; the targets are judged for ``stsreg serve`` (the first row)."""
+    first = rows[0]
+    targets = {"served": first["served_fraction"] is not None and first["served_fraction"] >= 0.7,
+               "unanswered": first["unanswered_admitted"] == 0,
+               "refusal": first["refused_latency"].get("p99_ms", 1e9) <= 50,
+               "polite": first["polite"].get("p99_ms", 1e9) <= 1000 and first["polite"]["failed"] == 0}
     ok = {k: "met" if v else "NOT met" for k, v in targets.items()}
-    wrk = row["wrk"]
+
+    def line(measure: str, cell, target: str = "") -> str:
+        return f"| {measure} | " + " | ".join(str(cell(r)) for r in rows) + f" | {target} |"
+
+    other = lambda wrk: sum(v for k, v in wrk.items() if k not in ("200", "429", "requests"))  # noqa: E731
+    ms = lambda q: f"{q['p50_ms']} / {q['p99_ms']} ms" if q.get("n") else "none"  # noqa: E731
+    refused = lambda r: ms(r["refused_latency"])  # noqa: E731
+    polite = lambda r: f"{r['polite'].get('n', 0)}, {ms(r['polite'])}, {r['polite']['failed']}"  # noqa: E731
+    unanswered = lambda r: "not counted" if r["unanswered_admitted"] is None else r["unanswered_admitted"]  # noqa: E731
     return "\n".join([
-        "# `stsreg serve` under a flood of long texts from one client\n",
-        f"Machine: {machine['cpu']}; the server and the clients share it. The flood: wrk, {row['connections']} "
-        f"connections for {row['seconds']} s, each request {row['texts_per_request']} distinct texts of "
-        f"{row['words_per_text']} words to `/v1/embeddings`, no API key (one client); beside it a polite client "
-        "(its own key) posting one short pair to `/similarity` at a time, and a probe of the flood's kind every "
-        "0.2 s (the flood's client, timed: the 429s' latency). `python -m benchmarks.serve_flood`.\n",
-        "| measure | value | target |", "|---|---:|---|",
-        f"| the encoder's long-text rate, alone (texts/s) | {row['long_text_rate']} | |",
-        f"| wrk's answers: 200 / 429 / other | {wrk.get('200', 0)} / {wrk.get('429', 0)} / "
-        f"{sum(v for k, v in wrk.items() if k not in ('200', '429', 'requests'))} | |",
-        f"| the flood answered 200, as a fraction of the long-text rate | {row['served_fraction']} | >= 0.7: "
-        f"{ok['served']} |",
-        f"| admitted requests whose client left first (the server's 499s before wrk's end) | "
-        f"{row['unanswered_admitted']} | 0: {ok['unanswered']} |",
-        f"| the longest answer wrk waited for (s; its clients wait 60 s) | {row['max_latency_s']} | |",
-        f"| 429s' latency p50 / p99 (the probe, {row['refused_latency'].get('n', 0)} refused) | "
-        f"{row['refused_latency'].get('p50_ms')} / {row['refused_latency'].get('p99_ms')} ms | p99 <= 50 ms: "
-        f"{ok['refusal']} |",
-        f"| the polite client: answered, p50 / p99, failed | {row['polite'].get('n', 0)}, "
-        f"{row['polite'].get('p50_ms')} / {row['polite'].get('p99_ms')} ms, {row['polite']['failed']} | p99 <= 1 s, "
-        f"none failed: {ok['polite']} |",
-        "", f"The server's own count of answers during the run, by status: {row['server_statuses']}."]) + "\n"
+        "# Serving under a flood of long texts from one client\n",
+        f"Machine: {machine['cpu']}; each server and the clients share it. The flood: wrk, "
+        f"{first['connections']} connections for {first['seconds']} s, each request {first['texts_per_request']} "
+        f"distinct texts of {first['words_per_text']} words to `/v1/embeddings`, no API key (one client); beside it a "
+        "polite client (its own key) posting one short pair at a time (`/similarity`; to a peer without it, "
+        "`/v1/embeddings`), and a probe of the flood's kind every 0.2 s (the flood's client, timed: the 429s' "
+        "latency). The targets are `stsreg serve`'s; the peer (Infinity's optimum engine on the same fp32 export, "
+        "its own queue limit) is beside it for comparison. `python -m benchmarks.serve_flood`.\n",
+        "| measure | " + " | ".join(r["name"] for r in rows) + " | target (stsreg serve) |",
+        "|---|" + "---:|" * len(rows) + "---|",
+        line("the encoder's long-text rate, alone (texts/s)", lambda r: r["long_text_rate"]),
+        line("wrk's answers: 200 / 429 / other", lambda r: f"{r['wrk'].get('200', 0)} / {r['wrk'].get('429', 0)} / "
+                                                         f"{other(r['wrk'])}"),
+        line("the flood answered 200, as a fraction of the long-text rate", lambda r: r["served_fraction"],
+             f">= 0.7: {ok['served']}"),
+        line("admitted requests whose client left first (the server's 499s before wrk's end)", unanswered,
+             f"0: {ok['unanswered']}"),
+        line("the longest answer wrk waited for (s; its clients wait 60 s)", lambda r: r["max_latency_s"]),
+        line("429s' latency p50 / p99 (the probe)", refused, f"p99 <= 50 ms: {ok['refusal']}"),
+        line("the polite client: answered, p50 / p99, failed", polite, f"p99 <= 1 s, none failed: {ok['polite']}"),
+        "", f"`stsreg serve`'s own count of answers during the run, by status: {first['server_statuses']}."]) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.serve_rows import INFINITY_VENV
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", help="a running stsreg serve, e.g. http://127.0.0.1:5001 (default: `stsreg serve` of "
                                   "the project's @champion on a free port, for the run)")
@@ -243,19 +325,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--connections", type=int, default=200)
     ap.add_argument("--texts", type=int, default=64, help="texts per flood request")
     ap.add_argument("--words", type=int, default=400, help="words per flood text")
+    ap.add_argument("--no-peer", action="store_true", help="no Infinity row (default: one when make bench-serve "
+                                                           f"has installed it in {INFINITY_VENV})")
     ap.add_argument("--out", default=str(REPO / "reports/benchmarks-serve-flood"), help="report path, no extension")
     a = ap.parse_args(argv)
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed: apt-get install wrk (Debian)")
+    size = (a.seconds, a.connections, a.texts, a.words)
     if a.url:
-        row = flood(a.url.rstrip("/"), a.seconds, a.connections, a.texts, a.words)
+        rows = [flood(target("stsreg serve", a.url.rstrip("/")), *size)]
     else:
         with _champion_served() as url:
-            row = flood(url, a.seconds, a.connections, a.texts, a.words)
+            rows = [flood(target("stsreg serve", url), *size)]
+    if not a.no_peer and (INFINITY_VENV / "bin" / "infinity_emb").exists():
+        with _infinity_served(os.cpu_count() or 1) as url:
+            rows.append(flood(target("Infinity optimum fp32", url), *size))
     machine = {"cpu": cpu_name(), "cores": os.cpu_count()}
-    text = report(row, machine)
+    text = report(rows, machine)
     atomic.write_text(Path(a.out).with_suffix(".md"), text)
-    atomic.write_json(Path(a.out).with_suffix(".json"), {"machine": machine, **row})
+    atomic.write_json(Path(a.out).with_suffix(".json"), {"machine": machine, "rows": rows})
     print(text)
     return 0
 

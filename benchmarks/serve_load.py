@@ -84,6 +84,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--only", nargs="+", metavar="ROW", default=None,
                     help="measure only these rows, by name (e.g. 'raw encoder torch' 'stsreg serve torch')")
     ap.add_argument("--note", default=None, help="a paragraph for the report's head (what was served, and where)")
+    ap.add_argument("--flood", default=None, metavar="JSON",
+                    help="the flood rows measured on this machine (python -m benchmarks.serve_flood's JSON), shown in "
+                         "the report")
     ap.add_argument("--again", action="store_true",
                     help="measure the --only server rows again though measured: another pass, in the order given; "
                          "the report keeps each cell's best pass (a shared machine's noise only slows a server)")
@@ -142,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
 
     results = {"machine": {**machine(resolve_device().type), "threads": a.threads}, "seconds": a.seconds, "raw": raws,
                "servers": rows, "client": "wrk (one thread, 1/8/32 connections)",
-               **({"note": a.note} if a.note else {})}
+               **({"note": a.note} if a.note else {}),
+               **({"flood": json.loads(Path(a.flood).read_text())} if a.flood else {})}
     Path(a.out + ".json").write_text(json.dumps(results, indent=2))
     Path(a.out + ".md").write_text(format_report(results))
     print(Path(a.out + ".md").read_text())

@@ -147,5 +147,15 @@ def format_report(results: dict) -> str:
 
     lines += _quality(results)
     lines += [line for r in results["servers"] if r["name"] == DEFAULT for line in table(r)]
-    return "\n".join(lines + _auto(results) + ["", f"## Targets (`{DEFAULT}`, its default settings)", "",
-                                                *_targets(results), ""])
+    return "\n".join(lines + _auto(results) + _flood(results) + ["", f"## Targets (`{DEFAULT}`, its default settings)",
+                                                                  "", *_targets(results), ""])
+
+
+def _flood(results: dict) -> list[str]:
+    """The flood rows (:mod:`benchmarks.serve_flood`), when given: their table under a heading of this report."""
+    if "flood" not in results:
+        return []
+    from benchmarks.serve_flood import report
+
+    flood = results["flood"]
+    return ["", "## Under a flood", ""] + report(flood["rows"], flood["machine"]).splitlines()[2:]

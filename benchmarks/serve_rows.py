@@ -99,6 +99,15 @@ def infinity_folder(folder: Path, export: str, as_name: str, into: Path) -> Path
     return into
 
 
+def infinity_command() -> list[str]:
+    """Infinity's server on ``{port}``, OpenAI routes under ``/v1``, the model served as ``champion`` with the model's
+    own pooling, said once: Infinity's optimum engine pools the first token unless told (its "auto"), which for a
+    mean-pooled model serves other vectors (measured: STS-B test 88.95 against the model's 92.40). Add the engine and
+    ``--model-id``."""
+    return [str((INFINITY_VENV / "bin" / "infinity_emb").resolve()), "v2", "--device", "cpu", "--port", "{port}",
+            "--url-prefix", "/v1", "--served-model-name", "champion", "--pooling-method", "mean"]
+
+
 def _embeddings(pair, model: str) -> dict:
     return {"model": model, "input": [pair[0], pair[1]]}
 
@@ -111,10 +120,7 @@ def servers(a, folder: Path, backends: list[str], work: Path) -> list[tuple[str,
     rows = [(f"stsreg serve {b}", lambda b=b: server_row(f"stsreg serve {b}", stsreg + [b], "/ready",
                                                          "/v1/embeddings", _embeddings, a, work))
             for b in (*backends, "auto")]
-    # the model's own pooling, said once: Infinity's optimum engine pools the first token unless told (its "auto"),
-    # which for a mean-pooled model serves other vectors (measured: STS-B test 88.95 against the model's 92.40)
-    infinity = [str((INFINITY_VENV / "bin" / "infinity_emb").resolve()), "v2", "--device", "cpu", "--port", "{port}",
-                "--url-prefix", "/v1", "--served-model-name", "champion", "--pooling-method", "mean"]
+    infinity = infinity_command()
     rows.append(("Infinity torch", lambda: server_row(
         "Infinity torch", infinity + ["--engine", "torch", "--model-id", str(folder.resolve())], "/health",
         "/v1/embeddings", _embeddings, a, work)))
