@@ -20,6 +20,7 @@ and the texts the flood got answered 200 per second as a fraction of the long-te
 the long-text rate, no admitted request unanswered, 429 p99 <= 50 ms, the polite client's p99 <= 1 s.
 
     python -m benchmarks.serve_flood [--url http://127.0.0.1:5001] [--seconds 30] [--connections 200] [--no-peer]
+    python -m benchmarks.serve_flood --server-cpus 0,1 --client-cpus 2-5   # a 2-core server, the load beside it
 """
 
 from __future__ import annotations
@@ -221,18 +222,36 @@ def flood(server: FloodTarget, seconds: int, connections: int, texts: int, words
                        "failed": sum(1 for status, _ in polite.seen if status != 200)}}
 
 
+def cpu_list(text: str | None) -> set[int] | None:
+    """``0,1`` / ``2-5`` -> the CPU numbers (None: not pinned)."""
+    if not text:
+        return None
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _pinned(cpus: set[int] | None):
+    """What a server's process runs on: ``cpus`` (its threads as many), or wherever the scheduler puts it."""
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
 @contextlib.contextmanager
-def _champion_served():
-    """``stsreg serve`` of the project's ``@champion`` on a free port while the block runs; its URL."""
+def _champion_served(cpus: set[int] | None = None):
+    """``stsreg serve`` of the project's ``@champion`` on a free port (on ``cpus``, as many threads) while the block
+    runs; its URL."""
     from benchmarks.serve_rows import free_port
     from stsreg.infra.local_servers import wait_healthy
 
     port = free_port()
     log = REPO / "reports/tmp/serve-flood.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    threads = ["--threads", str(len(cpus))] if cpus else []
     server = subprocess.Popen([str(Path(sys.executable).with_name("stsreg")), "serve", "--model-uri",
-                               "models:/sts-regression@champion", "--port", str(port)], cwd=REPO,
-                              stdout=open(log, "w"), stderr=subprocess.STDOUT)
+                               "models:/sts-regression@champion", "--port", str(port), *threads], cwd=REPO,
+                              stdout=open(log, "w"), stderr=subprocess.STDOUT, preexec_fn=_pinned(cpus))
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(f"{url}/ready", lambda: server.poll() is None, "stsreg serve", log, 600)
@@ -243,7 +262,7 @@ def _champion_served():
 
 
 @contextlib.contextmanager
-def _infinity_served(threads: int):
+def _infinity_served(cpus: set[int] | None = None):
     """Infinity's optimum engine on the champion's fp32 export (as ``make bench-serve`` runs it: the best peer
     computing the model) on a free port while the block runs; its URL."""
     from benchmarks.inference import champion_folder
@@ -256,10 +275,11 @@ def _infinity_served(threads: int):
     log = REPO / "reports/tmp/serve-flood-infinity.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = [c.replace("{port}", str(port)) for c in infinity_command()] + ["--engine", "optimum", "--model-id", "."]
+    threads = len(cpus) if cpus else os.cpu_count() or 1
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "HF_HUB_CACHE": str(work / ".hf"), "INFINITY_ANONYMOUS_USAGE_STATS": "0", "DO_NOT_TRACK": "1"}
     server = subprocess.Popen(cmd, cwd=here, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                              start_new_session=True)
+                              start_new_session=True, preexec_fn=_pinned(cpus))
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(f"{url}/health", lambda: server.poll() is None, "Infinity", log, 600)
@@ -293,8 +313,9 @@ def report(rows: list[dict], machine: dict) -> str:
     unanswered = lambda r: "not counted" if r["unanswered_admitted"] is None else r["unanswered_admitted"]  # noqa: E731
     return "\n".join([
         "# Serving under a flood of long texts from one client\n",
-        f"Machine: {machine['cpu']}; each server and the clients share it. The flood: wrk, "
-        f"{first['connections']} connections for {first['seconds']} s, each request {first['texts_per_request']} "
+        f"Machine: {machine['cpu']}; {machine.get('placement', 'each server and the clients share its cores')}. "
+        f"The flood: wrk, {first['connections']} connections for {first['seconds']} s, each request "
+        f"{first['texts_per_request']} "
         f"distinct texts of {first['words_per_text']} words to `/v1/embeddings`, no API key (one client); beside it a "
         "polite client (its own key) posting one short pair at a time (`/similarity`; to a peer without it, "
         "`/v1/embeddings`), and a probe of the flood's kind every 0.2 s (the flood's client, timed: the 429s' "
@@ -327,20 +348,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--words", type=int, default=400, help="words per flood text")
     ap.add_argument("--no-peer", action="store_true", help="no Infinity row (default: one when make bench-serve "
                                                            f"has installed it in {INFINITY_VENV})")
+    ap.add_argument("--server-cpus", help="the CPUs each server runs on, e.g. 0,1 (its threads as many; default: all, "
+                                          "shared with the clients)")
+    ap.add_argument("--client-cpus", help="the CPUs wrk and the other clients run on, e.g. 2-5 (default: all)")
     ap.add_argument("--out", default=str(REPO / "reports/benchmarks-serve-flood"), help="report path, no extension")
     a = ap.parse_args(argv)
+    server_cpus, client_cpus = cpu_list(a.server_cpus), cpu_list(a.client_cpus)
+    if client_cpus:
+        os.sched_setaffinity(0, client_cpus)  # this process's client threads and wrk, which inherits it
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed: apt-get install wrk (Debian)")
     size = (a.seconds, a.connections, a.texts, a.words)
     if a.url:
         rows = [flood(target("stsreg serve", a.url.rstrip("/")), *size)]
     else:
-        with _champion_served() as url:
+        with _champion_served(server_cpus) as url:
             rows = [flood(target("stsreg serve", url), *size)]
     if not a.no_peer and (INFINITY_VENV / "bin" / "infinity_emb").exists():
-        with _infinity_served(os.cpu_count() or 1) as url:
+        with _infinity_served(server_cpus) as url:
             rows.append(flood(target("Infinity optimum fp32", url), *size))
     machine = {"cpu": cpu_name(), "cores": os.cpu_count()}
+    if server_cpus or client_cpus:
+        machine["placement"] = (f"each server on CPUs {a.server_cpus or 'all'}, the clients on CPUs "
+                                f"{a.client_cpus or 'all'}")
     text = report(rows, machine)
     atomic.write_text(Path(a.out).with_suffix(".md"), text)
     atomic.write_json(Path(a.out).with_suffix(".json"), {"machine": machine, "rows": rows})
