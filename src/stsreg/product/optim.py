@@ -46,3 +46,14 @@ def build_optimizer(model: nn.Module, lr: float, weight_decay: float, layer_deca
     opt = torch.optim.AdamW(param_groups(model, lr, weight_decay, layer_decay), lr=lr, fused=fused or None)
     sched = get_linear_schedule_with_warmup(opt, int(round(warmup_ratio * total_steps)), total_steps)
     return opt, sched
+
+
+def optimizer_step(loss: torch.Tensor, opt: torch.optim.Optimizer, params, max_grad_norm: float, sched=None) -> None:
+    """One update from ``loss`` (a 0-d tensor): its gradients, those of ``params`` clipped to ``max_grad_norm`` (their
+    total norm), the optimizer's step, then the schedule's when there is one."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+    opt.step()
+    if sched is not None:
+        sched.step()

@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 
 from stsreg.experiments.baselines.scoring import PairScorer
-from stsreg.product.optim import build_optimizer
+from stsreg.product.optim import build_optimizer, optimizer_step
 from stsreg.product.sts_eval import spearman
 from stsreg.product.training.checkpoint import Checkpoint, CheckpointPlan
 from stsreg.product.training.resumable import Batches, run_steps
@@ -85,11 +85,7 @@ def fit(model: PairScorer, train: pd.DataFrame, dev: pd.DataFrame, cfg: FitConfi
         with model.autocast():
             pred = model([s1[i] for i in idx], [s2[i] for i in idx])
         loss = torch.nn.functional.mse_loss(pred.float(), target[idx].to(pred.device))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-        opt.step()
-        sched.step()
+        optimizer_step(loss, opt, params, cfg.max_grad_norm, sched)
         state["losses"].append(loss.item())
         log_metric("train_loss", state["losses"][-1], step)
 

@@ -26,6 +26,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from stsreg.experiments.baselines.fit import FitConfig
+from stsreg.product.optim import optimizer_step
 from stsreg.product.training.checkpoint import Checkpoint, CheckpointPlan
 from stsreg.product.training.resumable import Batches, run_steps
 from stsreg.experiments.baselines.scoring import BiEncoder
@@ -123,10 +124,7 @@ def pretrain_on_nli(encoder: RecurrentEncoder, nli: pd.DataFrame, cfg: FitConfig
     def take(idx: list[int], step: int) -> None:
         logits = clf(encoder.encode([premise[i] for i in idx]), encoder.encode([hypothesis[i] for i in idx]))
         loss = nn.functional.cross_entropy(logits, labels[idx])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-        opt.step()
+        optimizer_step(loss, opt, params, cfg.max_grad_norm)
         state["correct"].append(float((logits.argmax(-1) == labels[idx]).float().mean()))
         state["losses"].append(loss.item())
         log_metric("nli_loss", state["losses"][-1], step)

@@ -38,7 +38,7 @@ from stsreg.infra.loss_specs import HEAD_LOSSES
 from stsreg.product.losses import InBatchContrastive, SoftmaxCE
 from stsreg.product.losses import head_loss
 from stsreg.product.model import SiameseRegressor, pair_features
-from stsreg.product.optim import param_groups
+from stsreg.product.optim import optimizer_step, param_groups
 from stsreg.product.training.checkpoint import Checkpoint, CheckpointPlan
 from stsreg.product.training.resumable import Batches, run_steps
 
@@ -166,11 +166,7 @@ def train_encoder(model: SiameseRegressor, name: str, examples: pd.DataFrame, p:
 
     def take(idx: list[int], step: int) -> None:
         loss = objective(model, tables, labels, idx)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, p.max_grad_norm)
-        opt.step()
-        sched.step()
+        optimizer_step(loss, opt, params, p.max_grad_norm, sched)
         state["losses"].append(loss.item())
         log_metric("train_loss", state["losses"][-1], step)
 

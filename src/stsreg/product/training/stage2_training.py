@@ -38,7 +38,7 @@ from stsreg.infra.hashing import sha256_lines
 from stsreg.product.objective import Objective
 from stsreg.product.model import SiameseRegressor, weights_fingerprint
 from stsreg.product.model_files import TRAIN_ROWS
-from stsreg.product.optim import build_optimizer
+from stsreg.product.optim import build_optimizer, optimizer_step
 from stsreg.product.training.batches import adjust_labels, epoch_batches, pair_lengths
 from stsreg.product.training.checkpoint import Checkpoint, CheckpointPlan
 from stsreg.product.training.resumable import Batches, run_steps
@@ -104,11 +104,7 @@ def _step(run: TrainingRun, batch_a: dict, batch_b: dict, y: torch.Tensor) -> to
     with precision.autocast(run.amp_dtype, run.device):  # the encoder in bf16 where resolved; the loss in fp32
         u, v, score = run.runner(batch_a, batch_b)
     loss = run.objective(u.float(), v.float(), score.float(), y)
-    run.opt.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.p.max_grad_norm)
-    run.opt.step()
-    run.sched.step()
+    optimizer_step(loss, run.opt, run.model.parameters(), run.p.max_grad_norm, run.sched)
     return loss
 
 
@@ -176,9 +172,10 @@ def fine_tune(model: SiameseRegressor, job: Stage2Job, objective: Objective, p: 
     train, dev, ckpt_dir = job.train, job.dev, job.ckpt_dir
     device = job.device or runtime.resolve_device()
     world_size, rank = runtime.world()
+    per_rank = _per_rank(p.batch_size, world_size)  # refused before any tokenizing
     runtime.set_seed(seed)
     ids_a, ids_b, y, lengths, pairs_digest = _training_data(model, train, objective, p)
-    batches = Batches(len(y), _per_rank(p.batch_size, world_size), p.epochs, seed, lengths, rank, world_size)
+    batches = Batches(len(y), per_rank, p.epochs, seed, lengths, rank, world_size)
     runner, amp_dtype = _prepare_model(model, objective, device, world_size)
     opt, sched = build_optimizer(model, p.lr, p.weight_decay, p.layer_decay, batches.total, p.warmup_ratio)
     run = TrainingRun(model, runner, objective, opt, sched, amp_dtype, device, world_size, seed, p)
