@@ -4,6 +4,7 @@ what it started) are gone within seconds, where they used to outlive the run. Th
 run stay in place (they persist, as every output of the product chain does: DVC deleted models/stage1 and
 metrics/stage1.json when the stage started), and the run's log says what was kept."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -49,6 +50,22 @@ def _alive(pid: int) -> bool:
         return fh.read().split(")")[-1].split()[0] != "Z"
 
 
+def _prefect_servers_of(pid: int) -> list[int]:
+    """The ephemeral Prefect servers process ``pid`` started (its children running Prefect's server app)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                parent = int(fh.read().split(")")[-1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                command = fh.read()
+        except (ValueError, OSError):  # not a process, or gone meanwhile
+            continue
+        if parent == pid and b"prefect.server.api.server" in command:
+            found.append(int(entry))
+    return found
+
+
 def test_every_output_of_the_product_chain_persists():
     """DVC deletes a stage's outputs when it starts it unless they persist; each stage swaps its outputs in whole
     only when it succeeds, so with `persist` a cancelled or failed stage leaves its last finished run's."""
@@ -72,7 +89,7 @@ def test_sigterm_to_the_flow_run_stops_dvc_and_the_stage_and_keeps_its_last_outp
     (tmp_path / "table.csv").write_text("a,b,1\nc,d,2\n")  # new rows: the stage runs again
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_"))},
            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
-    log = tmp_path / "run.log"  # a file, not a pipe: the run's ephemeral Prefect server may outlive it for a while
+    log = tmp_path / "run.log"  # a file, not a pipe: the run's ephemeral Prefect server outlives it (stopped below)
     run = subprocess.Popen([sys.executable, "-c", RUN, str(tmp_path)], env=env, stdout=log.open("w"),
                            stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 300  # an ephemeral Prefect server starts first
@@ -82,8 +99,16 @@ def test_sigterm_to_the_flow_run_stops_dvc_and_the_stage_and_keeps_its_last_outp
     time.sleep(0.5)
     stage, child = int((tmp_path / "stage.pid").read_text()), int((tmp_path / "child.pid").read_text())
     assert _alive(stage) and _alive(child)
-    run.send_signal(signal.SIGTERM)
-    run.wait(60)
+    # the run's ephemeral Prefect server outlives it: Prefect's SIGTERM bridge ends the process with SIGTERM's default,
+    # which runs no exit handler (Prefect stops the server at exit); stopped here so that it does not outlive the suite
+    servers = _prefect_servers_of(run.pid)
+    try:
+        run.send_signal(signal.SIGTERM)
+        run.wait(60)
+    finally:
+        for pid in servers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
     deadline = time.time() + 30
     while (_alive(stage) or _alive(child)) and time.time() < deadline:
         time.sleep(0.2)
