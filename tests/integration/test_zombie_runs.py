@@ -96,8 +96,8 @@ def test_a_flow_run_whose_worker_died_is_crashed_and_frees_its_deployment(tmp_pa
                 os.kill(pid, signal.SIGKILL)
             waiting = run_deployment("sleeper/once", timeout=0, parameters={"seconds": 0.0})
             deadline = time.monotonic() + 300
-            while not _state(run.id).is_crashed():
-                assert _state(run.id).is_running() and time.monotonic() < deadline, _state(run.id)
+            while not (state := _state(run.id)).is_crashed():  # one read a turn: it may crash between two
+                assert state.is_running() and time.monotonic() < deadline, state
                 time.sleep(3)
             assert "no heartbeat" in (_state(run.id).message or "")
             local_servers.stop(tmp_path)  # a worker again, as after a reboot: the waiting run gets its slot
