@@ -16,7 +16,9 @@ import argparse
 import functools
 import logging
 import os
+import signal
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -148,8 +150,24 @@ def configure_logging(verbose: bool = False) -> None:
         logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
+def _end_on_sigterm(signum, frame) -> None:
+    """SIGTERM's default (the process ends, status -15), after stopping the ephemeral Prefect server this process
+    started, if any. Prefect stops that server at exit, but SIGTERM's default runs no exit handler, and Prefect's own
+    handler during a flow ends the process with the handler it found: a stage sent ``kill PID`` left the server (a
+    child process: a port and ~200 MB) running after it."""
+    server = sys.modules.get("prefect.server.api.server")
+    for running in list(getattr(getattr(server, "SubprocessASGIServer", None), "_instances", {}).values()):
+        running.stop()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # run as a program (not called with arguments in another's process) whose SIGTERM nobody handles yet
+    if argv is None and threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _end_on_sigterm)
     if args.command not in ("servers", "postgres"):
         use_running(Path("."))  # local servers up -> log to them; down -> embedded defaults
     configure_logging(args.verbose)

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+from tests.helpers.processes import alive, prefect_servers_of
+
 #: A stage that starts a child and waits: both write their pid.
 LONG = ("import os, subprocess, time; open('stage.pid', 'w').write(str(os.getpid())); "
         "child = subprocess.Popen(['sleep', '300']); open('child.pid', 'w').write(str(child.pid)); time.sleep(300)")
@@ -39,31 +41,6 @@ def retrain(project: str):
 
 retrain(sys.argv[1])
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as fh:  # a zombie (exited, not yet reaped) is not running
-        return fh.read().split(")")[-1].split()[0] != "Z"
-
-
-def _prefect_servers_of(pid: int) -> list[int]:
-    """The ephemeral Prefect servers process ``pid`` started (its children running Prefect's server app)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                parent = int(fh.read().split(")")[-1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                command = fh.read()
-        except (ValueError, OSError):  # not a process, or gone meanwhile
-            continue
-        if parent == pid and b"prefect.server.api.server" in command:
-            found.append(int(entry))
-    return found
 
 
 def test_every_output_of_the_product_chain_persists():
@@ -98,10 +75,10 @@ def test_sigterm_to_the_flow_run_stops_dvc_and_the_stage_and_keeps_its_last_outp
         time.sleep(0.2)
     time.sleep(0.5)
     stage, child = int((tmp_path / "stage.pid").read_text()), int((tmp_path / "child.pid").read_text())
-    assert _alive(stage) and _alive(child)
+    assert alive(stage) and alive(child)
     # the run's ephemeral Prefect server outlives it: Prefect's SIGTERM bridge ends the process with SIGTERM's default,
     # which runs no exit handler (Prefect stops the server at exit); stopped here so that it does not outlive the suite
-    servers = _prefect_servers_of(run.pid)
+    servers = prefect_servers_of(run.pid)
     try:
         run.send_signal(signal.SIGTERM)
         run.wait(60)
@@ -110,9 +87,9 @@ def test_sigterm_to_the_flow_run_stops_dvc_and_the_stage_and_keeps_its_last_outp
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
     deadline = time.time() + 30
-    while (_alive(stage) or _alive(child)) and time.time() < deadline:
+    while (alive(stage) or alive(child)) and time.time() < deadline:
         time.sleep(0.2)
-    assert not _alive(stage) and not _alive(child), "the stage outlived its cancelled run"
+    assert not alive(stage) and not alive(child), "the stage outlived its cancelled run"
     assert run.returncode != 0
     assert (tmp_path / "model/weights.bin").read_bytes() == b"the last finished run's weights"
     assert (tmp_path / "metrics.json").read_text() == '{"dev": 81.5}'
