@@ -2,7 +2,6 @@
 resumed without re-encoding its finished chunks and giving the output of an uninterrupted run, refusals that write
 nothing."""
 
-import contextlib
 import json
 import os
 import signal
@@ -18,7 +17,6 @@ from stsreg.product.model import SiameseRegressor
 from tests.conftest import TINY_WORDS
 from tests.helpers.backbones import exported_model, random_sentences
 from tests.helpers.doc_commands import ENCODE
-from tests.helpers.processes import alive, prefect_servers_of
 
 STSREG = os.path.join(os.path.dirname(sys.executable), "stsreg")
 
@@ -184,32 +182,3 @@ def test_auto_resumes_on_the_backend_the_unfinished_job_ran(model_dir, tmp_path)
                     "--chunk-size", "100", "--threads", "1", cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert f"with {model_dir} on torch," in rerun.stdout and "1 chunk(s) found done" in rerun.stdout
-
-
-def test_a_stage_sent_sigterm_stops_its_ephemeral_prefect_server(model_dir, tmp_path):
-    """``kill PID`` (SIGTERM to the command alone, not its group) ends ``stsreg encode`` as SIGTERM does (status -15)
-    and takes the ephemeral Prefect server it started with it: Prefect stops that server at exit, which SIGTERM's
-    default skips, and the server used to keep running after the command."""
-    (tmp_path / "big.txt").write_text("\n".join(_sentences(30_000, seed=2)) + "\n")
-    proc = subprocess.Popen([STSREG, "encode", "big.txt", "--out", "big.npy", "--model", str(model_dir), "--backend",
-                             "onnx-int8", "--chunk-size", "500", "--threads", "1"], cwd=tmp_path, env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.time() + 300
-    servers = []
-    try:
-        while not (servers and list((tmp_path / "big.npy.parts").glob("chunk-*.npy"))):  # the flow is encoding
-            assert proc.poll() is None and time.time() < deadline, proc.stderr.read().decode()[-2000:]
-            servers = servers or prefect_servers_of(proc.pid)
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == -signal.SIGTERM
-        deadline = time.time() + 10
-        while any(alive(pid) for pid in servers) and time.time() < deadline:
-            time.sleep(0.1)
-        assert not any(alive(pid) for pid in servers), "the command's Prefect server outlived it"
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        for pid in servers:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
