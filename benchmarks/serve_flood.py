@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.serve_rows import INFINITY_VENV, MODEL_URI, infinity_command, infinity_folder, served
 from stsreg.infra import atomic
 from stsreg.infra.tracking import cpu_name
 
@@ -233,32 +234,16 @@ def cpu_list(text: str | None) -> set[int] | None:
     return out
 
 
-def _pinned(cpus: set[int] | None):
-    """What a server's process runs on: ``cpus`` (its threads as many), or wherever the scheduler puts it."""
-    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-
-
 @contextlib.contextmanager
 def _champion_served(cpus: set[int] | None = None):
     """``stsreg serve`` of the project's ``@champion`` on a free port (on ``cpus``, as many threads) while the block
     runs; its URL."""
-    from benchmarks.serve_rows import free_port
-    from stsreg.infra.local_servers import wait_healthy
-
-    port = free_port()
-    log = REPO / "reports/tmp/serve-flood.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
     threads = ["--threads", str(len(cpus))] if cpus else []
-    server = subprocess.Popen([str(Path(sys.executable).with_name("stsreg")), "serve", "--model-uri",
-                               "models:/sts-regression@champion", "--port", str(port), *threads], cwd=REPO,
-                              stdout=open(log, "w"), stderr=subprocess.STDOUT, preexec_fn=_pinned(cpus))
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(f"{url}/ready", lambda: server.poll() is None, "stsreg serve", log, 600)
+    cmd = [str(Path(sys.executable).with_name("stsreg")), "serve", "--model-uri", MODEL_URI,
+           "--port", "{port}", *threads]
+    with served("stsreg serve", cmd, "/ready", REPO / "reports/tmp/serve-flood.log", REPO, cpus=cpus,
+                timeout_s=600) as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(30)
 
 
 @contextlib.contextmanager
@@ -266,31 +251,17 @@ def _infinity_served(cpus: set[int] | None = None):
     """Infinity's optimum engine on the champion's fp32 export (as ``make bench-serve`` runs it: the best peer
     computing the model) on a free port while the block runs; its URL."""
     from benchmarks.inference import champion_folder
-    from benchmarks.serve_rows import MODEL_URI, free_port, infinity_command, infinity_folder
-    from stsreg.infra.local_servers import wait_healthy
 
-    port = free_port()
     work = Path(tempfile.mkdtemp(prefix="flood-infinity-"))
     here = infinity_folder(champion_folder(MODEL_URI, work / "dl"), "onnx/model.onnx", "model.onnx", work / "model")
-    log = REPO / "reports/tmp/serve-flood-infinity.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [c.replace("{port}", str(port)) for c in infinity_command()] + ["--engine", "optimum", "--model-id", "."]
     threads = len(cpus) if cpus else os.cpu_count() or 1
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "HF_HUB_CACHE": str(work / ".hf"), "INFINITY_ANONYMOUS_USAGE_STATS": "0", "DO_NOT_TRACK": "1"}
-    server = subprocess.Popen(cmd, cwd=here, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                              start_new_session=True, preexec_fn=_pinned(cpus))
-    url = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(f"{url}/health", lambda: server.poll() is None, "Infinity", log, 600)
-        yield url
-    finally:  # a server still working through a flood's queue may not stop when asked
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, 9)
-            server.wait(30)
+        with served("Infinity", infinity_command() + ["--engine", "optimum", "--model-id", "."], "/health",
+                    REPO / "reports/tmp/serve-flood-infinity.log", here, env, cpus, timeout_s=600) as url:
+            yield url
+    finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -337,8 +308,6 @@ def report(rows: list[dict], machine: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.serve_rows import INFINITY_VENV
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", help="a running stsreg serve, e.g. http://127.0.0.1:5001 (default: `stsreg serve` of "
                                   "the project's @champion on a free port, for the run)")

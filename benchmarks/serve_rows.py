@@ -18,8 +18,10 @@ beside torch 2.13 (2.x) that call fails and it serves the export as it is (its l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -49,15 +51,38 @@ def _get(url: str) -> dict:
         return {}
 
 
+@contextlib.contextmanager
+def served(name: str, cmd: list[str], ready: str, log: Path, cwd: Path | None = None, env: dict | None = None,
+           cpus: set[int] | None = None, timeout_s: float = 300):
+    """``cmd`` (``{port}`` filled in with a free port; its output in ``log``; on ``cpus`` where given) running while
+    the block does; yields its URL once ``ready`` answers. Stopped after: SIGTERM, then its whole process group killed
+    when it has not ended within 30 s (a server still working through a flood's queue may not stop when asked)."""
+    from stsreg.infra.local_servers import wait_healthy
+
+    port = free_port()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([c.replace("{port}", str(port)) for c in cmd], cwd=cwd, env=env, stdout=open(log, "w"),
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url + ready, lambda: proc.poll() is None, name, log, timeout_s)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
 def server_row(name: str, cmd: list[str], ready: str, path: str, body, a, work: Path, cwd: Path | None = None) -> dict:
     """Start ``cmd`` (``{port}`` filled in), wait for ``ready``, drive ``path`` with every (set, clients) cell
     (:func:`benchmarks.serve_drive.drive`; ``body(pair, model)`` builds a request), stop it. The row: name, what it
     computes (``/metadata`` where the server has one) and the cells."""
-    from stsreg.infra.local_servers import wait_healthy
     from stsreg.infra.tracking import tracking_uri
 
-    port = free_port()
-    cmd = [c.replace("{port}", str(port)) for c in cmd]
     log = (work / f"serve-{name.replace(' ', '_')}.log").resolve()
     # every server reads the project's own store (mlflow's CLI would otherwise open ./mlflow.db, an empty one); the
     # same threads for all; Infinity's optimised graphs (when it makes them) stay in the benchmark's folder
@@ -65,11 +90,7 @@ def server_row(name: str, cmd: list[str], ready: str, path: str, body, a, work: 
            "MLFLOW_TRACKING_URI": tracking_uri(Path(".").resolve()),
            "HF_HUB_CACHE": str(((cwd or work) / ".hf").resolve()),
            "INFINITY_ANONYMOUS_USAGE_STATS": "0", "DO_NOT_TRACK": "1"}
-    proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                            cwd=cwd)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(url + ready, lambda: proc.poll() is None, name, log, timeout=300)
+    with served(name, cmd, ready, log, cwd, env) as url:
         meta = _get(url + "/metadata")
         model = next((m["id"] for m in _get(url + "/v1/models").get("data", [])), "champion")
         print(f"{name}: {meta.get('backend', '')} {meta.get('precision', '')}", flush=True)
@@ -82,9 +103,6 @@ def server_row(name: str, cmd: list[str], ready: str, path: str, body, a, work: 
 
             row["quality"] = measure(url + path, model, a.sets["short"][:a.quality_pairs], a.gold[:a.quality_pairs])
         return row
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def infinity_folder(folder: Path, export: str, as_name: str, into: Path) -> Path:
