@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.serve_drive import CLIENTS, drive
+from benchmarks import serve_quality
 
 def pair_sets(sts_path: Path, tokenizer, max_length: int) -> tuple[dict[str, list[tuple[str, str]]], list[float]]:
     """({short: STS-B test pairs, long: pairs of >= 128-token passages}, the short pairs' gold scores)."""
@@ -80,7 +81,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--seconds", type=float, default=8.0, help="load per (set, clients) cell")
     ap.add_argument("--out", default="reports/benchmarks-serve")
     ap.add_argument("--quality-pairs", type=int, default=500,
-                    help="STS-B test pairs each embedding server is scored on after its load (serve_quality)")
+                    help="STS-B test pairs each embedding server is scored on after its load (serve_quality; at "
+                         f"least {serve_quality.PAIRS_NEEDED}: its batch check asks for 64 of their sentences)")
     ap.add_argument("--only", nargs="+", metavar="ROW", default=None,
                     help="measure only these rows, by name (e.g. 'raw encoder torch' 'stsreg serve torch')")
     ap.add_argument("--note", default=None, help="a paragraph for the report's head (what was served, and where)")
@@ -91,7 +93,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                     help="measure the --only server rows again though measured: another pass, in the order given; "
                          "the report keeps each cell's best pass (a shared machine's noise only slows a server)")
     ap.add_argument("--raw", nargs=2, metavar=("FOLDER", "BACKEND"), help=argparse.SUPPRESS)  # the raw row's process
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.quality_pairs < serve_quality.PAIRS_NEEDED:
+        ap.error(f"--quality-pairs {args.quality_pairs}: at least {serve_quality.PAIRS_NEEDED}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,8 @@ import urllib.request
 import numpy as np
 
 ALONE = 16
+#: Pairs :func:`measure` needs: the batch check asks for 16 sentences alone and inside 48 others (64 sentences).
+PAIRS_NEEDED = 32
 
 
 def _embed(url: str, model: str, texts: list[str]) -> np.ndarray:
@@ -34,7 +36,7 @@ def measure(url: str, model: str, pairs: list[tuple[str, str]], gold: list[float
     for a, b in pairs:
         u, v = _embed(url, model, [a, b])
         cosines.append(float(u @ v / np.linalg.norm(u) / np.linalg.norm(v)))
-    texts = [s for p in pairs[:32] for s in p]
+    texts = [s for p in pairs[:PAIRS_NEEDED] for s in p]
     asked = texts[:ALONE]
     alone = np.stack([_embed(url, model, [s])[0] for s in asked])
     company = texts[ALONE:ALONE + 48][::-1]

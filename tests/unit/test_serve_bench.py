@@ -1,7 +1,10 @@
 """``make bench-serve``'s own logic, without servers: the targets judged against the best Infinity row, where a
 request's time went (a /metrics difference), and the folder Infinity's optimum engine reads."""
 
+import pytest
+
 from benchmarks.serve_breakdown import difference
+from benchmarks.serve_load import _arguments
 from benchmarks.serve_report import format_report
 from benchmarks.serve_rows import INFINITY_ONNX, infinity_folder
 
@@ -91,3 +94,10 @@ def test_a_faster_peer_computing_another_model_is_shown_not_judged_against():
     assert "- met: short texts, 8 clients: 95.0 req/s = 1.06x Infinity torch's 90.0" not in report  # 1.06 < 1.2
     assert "- MISSED: short texts, 8 clients: 95.0 req/s = 1.06x Infinity torch's 90.0 (target >= 1.2x)" in report
     assert "| Infinity optimum int8 | 89.30 | 0.0e+00 |" in report
+
+
+def test_too_few_quality_pairs_for_the_batch_check_is_refused_before_anything_runs(capsys):
+    with pytest.raises(SystemExit):
+        _arguments(["--quality-pairs", "31"])
+    assert "--quality-pairs 31: at least 32" in capsys.readouterr().err
+    assert _arguments(["--quality-pairs", "32"]).quality_pairs == 32
