@@ -1,6 +1,8 @@
 """``make bench-flood`` (and the flood rows of ``make bench-serve``): ``stsreg serve`` under a flood of long texts from
 one client, beside a polite one; and the best peer computing the model (Infinity's optimum engine on the champion's
-fp32 export, its own queue limit: ``INFINITY_QUEUE_SIZE``, 32,000 texts) under the same flood, for comparison.
+fp32 export, its own queue limit: ``INFINITY_QUEUE_SIZE``, 32,000 texts) under the same flood, for comparison; and the
+floor, a server that only refuses (:mod:`benchmarks.refuse_only`): what the flood costs these cores before any encoder
+runs.
 
 The flood: ``wrk`` (Debian's, one thread), 200 connections for ``--seconds`` (30), each posting to ``/v1/embeddings``
 64 distinct ~400-word texts per request, with no API key (one client: the peer address). Beside it, two clients of
@@ -16,8 +18,9 @@ Before the flood the encoder's long-text rate is measured alone (one request of 
 kept): texts per second. The row: wrk's answers by status (200 / 429 / other), the server's own count of requests
 that ended 499 (admitted, their client gone first; ``stsreg serve``'s ``/metrics``, none for a peer), the 429s' p50 /
 p99, the polite client's p50 / p99 and failures,
-and the texts the flood got answered 200 per second as a fraction of the long-text rate. Targets (issue): >= 0.7 of
-the long-text rate, no admitted request unanswered, 429 p99 <= 50 ms, the polite client's p99 <= 1 s.
+the texts the flood got answered 200 per second as a fraction of the long-text rate, and the CPU the server's processes
+and wrk used while the flood ran (cores, from ``/proc``; the server found by its port with ``ss``). Targets (issue):
+>= 0.7 of the long-text rate, no admitted request unanswered, 429 p99 <= 50 ms, the polite client's p99 <= 1 s.
 
     python -m benchmarks.serve_flood [--url http://127.0.0.1:5001] [--seconds 30] [--connections 200] [--no-peer]
     python -m benchmarks.serve_flood --server-cpus 0,1 --client-cpus 2-5   # a 2-core server, the load beside it
@@ -44,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import refuse_only
 from benchmarks.serve_rows import INFINITY_VENV, MODEL_URI, infinity_command, infinity_folder, served
 from stsreg.infra import atomic
 from stsreg.infra.tracking import cpu_name
@@ -160,6 +164,27 @@ class Client(threading.Thread):
             self.stop.wait(max(0.0, self.every_s - (time.perf_counter() - began)))
 
 
+def listening(port: int) -> list[int]:
+    """The processes listening on ``port`` (``ss`` of iproute2; [] where it cannot tell)."""
+    try:
+        out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return sorted({int(pid) for pid in re.findall(r"pid=(\d+)", out)})
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds (user + system, every thread) the processes ``pids`` have used so far; one gone counts 0."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _quantiles(seconds: list[float]) -> dict:
     if not seconds:
         return {"n": 0}
@@ -194,8 +219,11 @@ def flood(server: FloodTarget, seconds: int, connections: int, texts: int, words
     time.sleep(1.0)  # the flood is on before the others start
     polite.start()
     probe.start()
+    pids = listening(port)
+    cpu_from = (cpu_seconds(pids), cpu_seconds([wrk.pid]), time.perf_counter())
     time.sleep(max(0.0, seconds - 2.0))
     # before wrk's end cuts its requests in flight (those 499s are the run's end, not a wait)
+    cpu_to = (cpu_seconds(pids), cpu_seconds([wrk.pid]), time.perf_counter())
     during = _statuses(url, server.counts)
     out = wrk.communicate()[0]
     polite.stop.set()
@@ -218,6 +246,8 @@ def flood(server: FloodTarget, seconds: int, connections: int, texts: int, words
             "max_latency_s": round(float(max_latency) / 1e6, 1),
             "served_fraction": round(answered * texts / wall / rate, 3) if rate else None,
             "refused_latency": _quantiles(refused),
+            "cpu_cores": {"server": round((cpu_to[0] - cpu_from[0]) / (cpu_to[2] - cpu_from[2]), 2) if pids else None,
+                          "wrk": round((cpu_to[1] - cpu_from[1]) / (cpu_to[2] - cpu_from[2]), 2)},
             "probe": {str(s): sum(1 for status, _ in probe.seen if status == s) for s in {x for x, _ in probe.seen}},
             "polite": {**_quantiles([s for status, s in polite.seen if status == 200]),
                        "failed": sum(1 for status, _ in polite.seen if status != 200)}}
@@ -243,6 +273,14 @@ def _champion_served(cpus: set[int] | None = None):
            "--port", "{port}", *threads]
     with served("stsreg serve", cmd, "/ready", REPO / "reports/tmp/serve-flood.log", REPO, cpus=cpus,
                 timeout_s=600) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _floor_served(cpus: set[int] | None = None):
+    """:mod:`benchmarks.refuse_only` on a free port (on ``cpus``) while the block runs; its URL."""
+    with served("429 only", refuse_only.COMMAND, "/health", REPO / "reports/tmp/serve-flood-floor.log", REPO,
+                cpus=cpus) as url:
         yield url
 
 
@@ -275,12 +313,13 @@ def report(rows: list[dict], machine: dict) -> str:
     ok = {k: "met" if v else "NOT met" for k, v in targets.items()}
 
     def line(measure: str, cell, target: str = "") -> str:
-        return f"| {measure} | " + " | ".join(str(cell(r)) for r in rows) + f" | {target} |"
+        return f"| {measure} | " + " | ".join("–" if cell(r) is None else str(cell(r)) for r in rows) + f" | {target} |"
 
     other = lambda wrk: sum(v for k, v in wrk.items() if k not in ("200", "429", "requests"))  # noqa: E731
     ms = lambda q: f"{q['p50_ms']} / {q['p99_ms']} ms" if q.get("n") else "none"  # noqa: E731
     refused = lambda r: ms(r["refused_latency"])  # noqa: E731
     polite = lambda r: f"{r['polite'].get('n', 0)}, {ms(r['polite'])}, {r['polite']['failed']}"  # noqa: E731
+    cpu = lambda r: " / ".join("–" if c is None else f"{c:.2f}" for c in r.get("cpu_cores", {}).values()) or None  # noqa: E731
     unanswered = lambda r: "not counted" if r["unanswered_admitted"] is None else r["unanswered_admitted"]  # noqa: E731
     return "\n".join([
         "# Serving under a flood of long texts from one client\n",
@@ -291,7 +330,10 @@ def report(rows: list[dict], machine: dict) -> str:
         "polite client (its own key) posting one short pair at a time (`/similarity`; to a peer without it, "
         "`/v1/embeddings`), and a probe of the flood's kind every 0.2 s (the flood's client, timed: the 429s' "
         "latency). The targets are `stsreg serve`'s; the peer (Infinity's optimum engine on the same fp32 export, "
-        "its own queue limit) is beside it for comparison. `python -m benchmarks.serve_flood`.\n",
+        "its own queue limit) is beside it for comparison, and a server that only refuses "
+        "(`benchmarks/refuse_only.py`: uvicorn answering every request 429 unread), the floor of what the flood costs "
+        "these cores. "
+        "`python -m benchmarks.serve_flood`.\n",
         "| measure | " + " | ".join(r["name"] for r in rows) + " | target (stsreg serve) |",
         "|---|" + "---:|" * len(rows) + "---|",
         line("the encoder's long-text rate, alone (texts/s)", lambda r: r["long_text_rate"]),
@@ -304,6 +346,7 @@ def report(rows: list[dict], machine: dict) -> str:
         line("the longest answer wrk waited for (s; its clients wait 60 s)", lambda r: r["max_latency_s"]),
         line("429s' latency p50 / p99 (the probe)", refused, f"p99 <= 50 ms: {ok['refusal']}"),
         line("the polite client: answered, p50 / p99, failed", polite, f"p99 <= 1 s, none failed: {ok['polite']}"),
+        line(f"CPU while the flood ran: the server / wrk (cores of {machine.get('cores', '?')})", cpu),
         "", f"`stsreg serve`'s own count of answers during the run, by status: {first['server_statuses']}."]) + "\n"
 
 
@@ -336,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     if not a.no_peer and (INFINITY_VENV / "bin" / "infinity_emb").exists():
         with _infinity_served(server_cpus) as url:
             rows.append(flood(target("Infinity optimum fp32", url), *size))
+    with _floor_served(server_cpus) as url:
+        rows.append(flood(target("429 only (the floor)", url), *size))
     machine = {"cpu": cpu_name(), "cores": os.cpu_count()}
     if server_cpus or client_cpus:
         machine["placement"] = (f"each server on CPUs {a.server_cpus or 'all'}, the clients on CPUs "
