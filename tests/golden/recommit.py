@@ -10,8 +10,9 @@ what the new code would compute. Anything else is refused, per stage, with the `
   golden case: golden proves nothing about it.
 
 What "changed code" means: the recorded version of a file is the one in git at the last commit of ``dvc.lock`` (its
-MD5 checked against the lock); both versions are parsed, and a function (by its qualified name, as Python's code
-objects name it) changed when its syntax tree did; the module's own statements (imports, constants, class bodies,
+MD5 checked against the lock), else the newest earlier version with the lock's MD5 (a stage kept while another was
+re-recorded); both versions are parsed, and a function (by its qualified name, as Python's code objects name it)
+changed when its syntax tree did; the module's own statements (imports, constants, class bodies,
 signatures) changed when the module's tree without function bodies did. Comments, docstrings and formatting change no
 tree (docstrings are left out of it), so they need no proof. Golden runs in a fresh process
 (``python -m tests.golden --calls``) so that what importing the project runs (module statements, settings built from
@@ -106,11 +107,22 @@ def lock_commit(project: Path) -> str:
 
 
 def recorded_source(project: Path, rev: str, path: str, md5: str | None) -> str | None:
-    """The file as ``dvc.lock`` recorded it: its version at the lock's last commit ``rev``, if the MD5 agrees."""
-    shown = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=project, capture_output=True) if rev else None
-    if shown is None or shown.returncode != 0 or (md5 and hashlib.md5(shown.stdout).hexdigest() != md5):
+    """The file as ``dvc.lock`` recorded it: its version at the lock's last commit ``rev`` if the MD5 agrees, else
+    the newest version before ``rev`` whose MD5 is the recorded one (a stage the lock kept while another was
+    re-recorded by ``dvc repro`` since, its files committed then); None where git has no such version."""
+    if not rev:
         return None
-    return shown.stdout.decode("utf-8")
+    revisions = [rev]
+    if md5:  # the commits that changed the file, newest first: each holds one version of it
+        revisions += subprocess.run(["git", "log", "--format=%H", rev, "--", path], cwd=project, capture_output=True,
+                                    text=True).stdout.split()
+    for revision in revisions:
+        shown = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=project, capture_output=True)
+        if shown.returncode == 0 and (not md5 or hashlib.md5(shown.stdout).hexdigest() == md5):
+            return shown.stdout.decode("utf-8")
+        if not md5:
+            break
+    return None
 
 
 def judge(project: Path) -> list[Verdict]:
@@ -149,8 +161,8 @@ def judge(project: Path) -> list[Verdict]:
                     old = "" if state == "new" or path not in recorded else recorded_source(project, rev, path,
                                                                                              recorded[path])
                     if old is None:
-                        v.refusals.append(f"code {path}: its recorded version is not in git at dvc.lock's last commit "
-                                          f"-> {repro}")
+                        v.refusals.append(f"code {path}: its recorded version (its MD5 in dvc.lock) is in none of "
+                                          f"its commits -> {repro}")
                         continue
                     v.units |= {(path, unit) for unit in changed_units(old, (project / path).read_text())}
         if v.units and not cases_of(stage):

@@ -145,3 +145,20 @@ def test_recommit_on_a_checkout_without_the_outputs_records_the_code_and_keeps_t
         subprocess.run(["mv", str(project / "cache.kept"), str(cache)], check=True)
         out.write_bytes(saved)
         _run(project, "git", "checkout", "-q", "--", "dvc.lock")
+
+
+def test_recommit_finds_the_recorded_code_in_its_history_when_the_lock_was_committed_since(project):
+    # another stage re-recorded by a real dvc repro commits dvc.lock beside today's code: the stage the lock kept from
+    # before still names its code's older MD5, which stands further back in the file's history
+    _edit(project / "src/stsreg/product/losses.py", "return (self.k * (x - self.x0).pow(2) * active).mean()",
+          "outside = (x - self.x0).pow(2) * active\n        return (self.k * outside).mean()")
+    with open(project / "dvc.lock", "a") as lock:
+        lock.write("\n")
+    _run(project, "git", "add", "src/stsreg/product/losses.py", "dvc.lock")
+    _run(project, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "another stage re-recorded")
+    try:
+        run = _recommit(project)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "golden proves stage2" in run.stdout
+    finally:
+        _run(project, "git", "reset", "-q", "--hard", "HEAD~1")
