@@ -19,7 +19,7 @@ kept): texts per second. The row: wrk's answers by status (200 / 429 / other), t
 that ended 499 (admitted, their client gone first; ``stsreg serve``'s ``/metrics``, none for a peer), the 429s' p50 /
 p99, the polite client's p50 / p99 and failures,
 the texts the flood got answered 200 per second as a fraction of the long-text rate, and the CPU the server's processes
-and wrk used while the flood ran (cores, from ``/proc``; the server found by its port with ``ss``). Targets (issue):
+and wrk used while the flood ran (cores; psutil: the server found by the port it listens on). Targets (issue):
 >= 0.7 of the long-text rate, no admitted request unanswered, 429 p99 <= 50 ms, the polite client's p99 <= 1 s.
 
     python -m benchmarks.serve_flood [--url http://127.0.0.1:5001] [--seconds 30] [--connections 200] [--no-peer]
@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from benchmarks import refuse_only
 from benchmarks.serve_rows import INFINITY_VENV, MODEL_URI, infinity_command, infinity_folder, served
@@ -165,24 +166,22 @@ class Client(threading.Thread):
 
 
 def listening(port: int) -> list[int]:
-    """The processes listening on ``port`` (``ss`` of iproute2; [] where it cannot tell)."""
+    """The processes listening on TCP ``port`` ([] where the system does not tell whose it is)."""
     try:
-        out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
+        sockets = psutil.net_connections(kind="tcp")
+    except psutil.Error:
         return []
-    return sorted({int(pid) for pid in re.findall(r"pid=(\d+)", out)})
+    return sorted({s.pid for s in sockets if s.pid and s.status == psutil.CONN_LISTEN and s.laddr.port == port})
 
 
 def cpu_seconds(pids: list[int]) -> float:
     """CPU seconds (user + system, every thread) the processes ``pids`` have used so far; one gone counts 0."""
-    ticks = 0
+    total = 0.0
     for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+        with contextlib.suppress(psutil.Error):
+            used = psutil.Process(pid).cpu_times()
+            total += used.user + used.system
+    return total
 
 
 def _quantiles(seconds: list[float]) -> dict:
@@ -224,6 +223,7 @@ def flood(server: FloodTarget, seconds: int, connections: int, texts: int, words
     time.sleep(max(0.0, seconds - 2.0))
     # before wrk's end cuts its requests in flight (those 499s are the run's end, not a wait)
     cpu_to = (cpu_seconds(pids), cpu_seconds([wrk.pid]), time.perf_counter())
+    span = cpu_to[2] - cpu_from[2]
     during = _statuses(url, server.counts)
     out = wrk.communicate()[0]
     polite.stop.set()
@@ -246,8 +246,8 @@ def flood(server: FloodTarget, seconds: int, connections: int, texts: int, words
             "max_latency_s": round(float(max_latency) / 1e6, 1),
             "served_fraction": round(answered * texts / wall / rate, 3) if rate else None,
             "refused_latency": _quantiles(refused),
-            "cpu_cores": {"server": round((cpu_to[0] - cpu_from[0]) / (cpu_to[2] - cpu_from[2]), 2) if pids else None,
-                          "wrk": round((cpu_to[1] - cpu_from[1]) / (cpu_to[2] - cpu_from[2]), 2)},
+            "cpu_cores": {"server": round((cpu_to[0] - cpu_from[0]) / span, 2) if pids else None,
+                          "wrk": round((cpu_to[1] - cpu_from[1]) / span, 2)},
             "probe": {str(s): sum(1 for status, _ in probe.seen if status == s) for s in {x for x, _ in probe.seen}},
             "polite": {**_quantiles([s for status, s in polite.seen if status == 200]),
                        "failed": sum(1 for status, _ in polite.seen if status != 200)}}
