@@ -116,12 +116,10 @@ def recorded_source(project: Path, rev: str, path: str, md5: str | None) -> str 
     if md5:  # the commits that changed the file, newest first: each holds one version of it
         revisions += subprocess.run(["git", "log", "--format=%H", rev, "--", path], cwd=project, capture_output=True,
                                     text=True).stdout.split()
-    for revision in revisions:
+    for revision in dict.fromkeys(revisions):  # rev itself, when it changed the file, is shown once
         shown = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=project, capture_output=True)
         if shown.returncode == 0 and (not md5 or hashlib.md5(shown.stdout).hexdigest() == md5):
             return shown.stdout.decode("utf-8")
-        if not md5:
-            break
     return None
 
 
